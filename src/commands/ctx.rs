@@ -1,0 +1,160 @@
+//! What a command handler works with: the server, the calling client, the
+//! reply writer, and [`Keys`], its view of the keys it has locked.
+
+use bytes::Bytes;
+
+use crate::engine::keyspace::{Db, Entry, Keyspace, Locked};
+use crate::engine::value::Value;
+use crate::error::CmdError;
+use crate::protocol::Reply;
+use crate::server::client::ClientState;
+use crate::server::state::Server;
+
+/// Everything a handler needs. Fields are public so a handler can read its
+/// keys and write its reply at the same time.
+pub struct Ctx<'c, 'a> {
+    /// Shared server state.
+    pub server: &'a Server,
+    /// The calling client.
+    pub client: &'c mut ClientState,
+    /// Where the reply goes.
+    pub out: &'c mut Reply,
+    /// The keys this command may touch.
+    pub keys: Keys<'a>,
+}
+
+/// A command's access to the keyspace: the shards it locked, the selected
+/// database and the command's clock (fixed for its whole run, as in Redis, so
+/// a key cannot expire half-way through a command, transaction or script).
+pub struct Keys<'a> {
+    /// The keyspace.
+    pub ks: &'a Keyspace,
+    /// The shards held.
+    pub locked: Locked<'a>,
+    /// Selected database.
+    pub db: usize,
+    /// The command's time, unix ms.
+    pub now_ms: u64,
+    /// Changes made (Redis's `server.dirty`): non-zero means the command is
+    /// propagated to the AOF.
+    pub dirty: u64,
+    /// Keys changed while clients were blocked on keys, to wake them.
+    pub ready: Vec<(usize, Bytes)>,
+    /// Whether to collect [`Keys::ready`] (some client is blocked).
+    pub track_ready: bool,
+    /// Lookups that found / did not find their key (INFO keyspace_hits).
+    pub hits: u64,
+    /// See [`Keys::hits`].
+    pub misses: u64,
+}
+
+fn not_locked() -> CmdError {
+    CmdError::err("internal error: key outside the command's locked shards")
+}
+
+impl<'a> Keys<'a> {
+    /// The part of database `db` that holds `key`, for reading.
+    pub fn part_in(&self, key: &[u8], db: usize) -> Result<&Db, CmdError> {
+        let idx = self.ks.shard_of(key);
+        let g = self.locked.guard(idx).ok_or_else(not_locked)?;
+        g.shard().dbs.get(db).ok_or(CmdError::DbIndexOutOfRange)
+    }
+
+    /// The part of database `db` that holds `key`, for change.
+    pub fn part_in_mut(&mut self, key: &[u8], db: usize) -> Result<&mut Db, CmdError> {
+        let idx = self.ks.shard_of(key);
+        let g = self.locked.guard_mut(idx).ok_or_else(not_locked)?;
+        let shard = g.shard_mut().ok_or_else(not_locked)?;
+        shard.dbs.get_mut(db).ok_or(CmdError::DbIndexOutOfRange)
+    }
+
+    /// The part of the selected database that holds `key`, for reading.
+    pub fn part(&self, key: &[u8]) -> Result<&Db, CmdError> {
+        self.part_in(key, self.db)
+    }
+
+    /// The part of the selected database that holds `key`, for change.
+    pub fn part_mut(&mut self, key: &[u8]) -> Result<&mut Db, CmdError> {
+        let db = self.db;
+        self.part_in_mut(key, db)
+    }
+
+    /// The live entry under `key` (counts a keyspace hit or miss).
+    pub fn entry(&mut self, key: &[u8]) -> Result<Option<&Entry>, CmdError> {
+        let now = self.now_ms;
+        let idx = self.ks.shard_of(key);
+        let db = self.db;
+        let g = self.locked.guard(idx).ok_or_else(not_locked)?;
+        let found = g.shard().dbs.get(db).ok_or(CmdError::DbIndexOutOfRange)?.get(key, now);
+        if found.is_some() {
+            self.hits += 1;
+        } else {
+            self.misses += 1;
+        }
+        Ok(found)
+    }
+
+    /// The live value under `key`, for reading.
+    pub fn value(&mut self, key: &[u8]) -> Result<Option<&Value>, CmdError> {
+        Ok(self.entry(key)?.map(|e| &e.value))
+    }
+
+    /// The live entry under `key`, for change (an expired key is removed).
+    pub fn entry_mut(&mut self, key: &[u8]) -> Result<Option<&mut Entry>, CmdError> {
+        let now = self.now_ms;
+        let part = self.part_mut(key)?;
+        if part.expire_if_needed(key, now) {
+            part.touch_watched(key);
+        }
+        Ok(part.get_mut(key, now))
+    }
+
+    /// The live value under `key`, for change.
+    pub fn value_mut(&mut self, key: &[u8]) -> Result<Option<&mut Value>, CmdError> {
+        Ok(self.entry_mut(key)?.map(|e| &mut e.value))
+    }
+
+    /// Whether a live key exists (no hit/miss counted, no access time).
+    pub fn exists(&self, key: &[u8]) -> Result<bool, CmdError> {
+        Ok(self.part(key)?.contains(key, self.now_ms))
+    }
+
+    /// Stores `value` under `key`; the expiry is kept only when `keep_ttl`.
+    /// Counts as a change of `key`.
+    pub fn set(&mut self, key: &[u8], value: Value, keep_ttl: bool) -> Result<(), CmdError> {
+        let now = self.now_ms;
+        self.part_mut(key)?.insert(key, value, keep_ttl, now);
+        self.modified(key)
+    }
+
+    /// Removes `key`; returns its entry if it was live. Counts as a change.
+    pub fn remove(&mut self, key: &[u8]) -> Result<Option<Entry>, CmdError> {
+        let now = self.now_ms;
+        let part = self.part_mut(key)?;
+        let live = part.contains(key, now);
+        let e = part.remove(key);
+        if live {
+            self.modified(key)?;
+            Ok(e)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Records that `key` in the selected database changed: bumps the dirty
+    /// counter, invalidates WATCHes, and wakes clients blocked on it.
+    pub fn modified(&mut self, key: &[u8]) -> Result<(), CmdError> {
+        let db = self.db;
+        self.modified_in(key, db)
+    }
+
+    /// [`Keys::modified`] for a key of another database.
+    pub fn modified_in(&mut self, key: &[u8], db: usize) -> Result<(), CmdError> {
+        self.dirty += 1;
+        self.part_in(key, db)?.touch_watched(key);
+        if self.track_ready {
+            self.ready.push((db, Bytes::copy_from_slice(key)));
+        }
+        Ok(())
+    }
+}

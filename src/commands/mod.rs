@@ -1,0 +1,228 @@
+//! Commands: the table, the dispatcher, and one module per family. A family
+//! module parses arguments, applies them through `engine`, and writes the
+//! reply; it never touches sockets.
+
+pub mod args;
+pub mod connection;
+pub mod ctx;
+pub mod keys;
+pub mod server;
+pub mod string;
+pub mod table;
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+pub use ctx::{Ctx, Keys};
+use table::{flags, table, Command, CommandSpec, KeySpec, Lookup};
+
+use crate::engine::Locked;
+use crate::error::CmdError;
+use crate::protocol::Reply;
+use crate::server::client::{ClientState, Queued, ReplyMode};
+use crate::server::state::{unix_ms, Server};
+
+/// Every family's commands; the table is built from this list.
+pub const FAMILIES: &[&[CommandSpec]] = &[connection::COMMANDS, string::COMMANDS, keys::COMMANDS, server::COMMANDS];
+
+/// Commands that run at once even inside MULTI.
+const MULTI_IMMEDIATE: &[&str] = &["exec", "discard", "multi", "watch", "quit", "reset"];
+
+/// Runs one command from a client and writes its reply to `out`.
+pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args: &[&[u8]]) {
+    let start_len = out.len();
+    let cmd = match resolve(args) {
+        Ok(c) => c,
+        Err(e) => {
+            if client.multi.is_some() {
+                client.multi_error = true;
+            }
+            reject(server, client, out, None, &e);
+            return finish_reply_mode(client, out, start_len);
+        }
+    };
+    let spec = cmd.spec;
+    if !client.authenticated && !spec.has(flags::NO_AUTH) {
+        reject(server, client, out, Some(cmd), &CmdError::NoAuth);
+        return finish_reply_mode(client, out, start_len);
+    }
+    if client.multi.is_some() && !MULTI_IMMEDIATE.contains(&spec.name) {
+        if spec.has(flags::NO_MULTI) {
+            client.multi_error = true;
+            reject(server, client, out, Some(cmd), &CmdError::err("Command not allowed inside a transaction"));
+        } else if let Some(q) = client.multi.as_mut() {
+            q.push(Queued { args: args.iter().map(|a| a.to_vec()).collect() });
+            client.info.multi.store(q.len() as u64, Ordering::Relaxed);
+            out.simple(b"QUEUED");
+        }
+        return finish_reply_mode(client, out, start_len);
+    }
+
+    let write = spec.has(flags::WRITE);
+    let ks = &server.keyspace;
+    let locked = match spec.keys {
+        KeySpec::None => Locked::none(),
+        KeySpec::All => ks.lock_all(write),
+        _ => {
+            let idx = spec.key_indexes(args);
+            ks.lock_shards(idx.iter().map(|&i| args[i]), write)
+        }
+    };
+    let now_ms = unix_ms();
+    let mut ctx = Ctx {
+        server,
+        client,
+        out,
+        keys: Keys {
+            ks,
+            locked,
+            db: 0,
+            now_ms,
+            dirty: 0,
+            ready: Vec::new(),
+            track_ready: server.blocked_clients.load(Ordering::Relaxed) > 0,
+            hits: 0,
+            misses: 0,
+        },
+    };
+    ctx.keys.db = ctx.client.db;
+    call(&mut ctx, cmd, args);
+    let (hits, misses) = (ctx.keys.hits, ctx.keys.misses);
+    drop(ctx);
+    if hits > 0 {
+        server.stats.keyspace_hits.fetch_add(hits, Ordering::Relaxed);
+    }
+    if misses > 0 {
+        server.stats.keyspace_misses.fetch_add(misses, Ordering::Relaxed);
+    }
+    client.info.last_cmd_ms.store(now_ms, Ordering::Relaxed);
+    finish_reply_mode(client, out, start_len);
+}
+
+/// Runs a resolved command inside an existing context (locks held): the
+/// dispatcher's last step, and how EXEC and scripts run their commands.
+pub fn call(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]]) {
+    let start = Instant::now();
+    let reply_start = ctx.out.len();
+    let result = (cmd.spec.handler)(ctx, args);
+    let us = start.elapsed().as_micros() as u64;
+    let failed = match result {
+        Ok(()) => false,
+        Err(e) => {
+            // A handler errs before writing; drop anything partial anyway.
+            ctx.out.truncate(reply_start);
+            ctx.out.error(&e.to_string());
+            ctx.server.count_error(&e.code());
+            true
+        }
+    };
+    record(ctx.client, cmd.id, us, failed, false);
+    ctx.client.info.last_cmd.store(cmd.id, Ordering::Relaxed);
+    let threshold = ctx.server.slowlog_threshold_us.load(Ordering::Relaxed);
+    if threshold >= 0 && us >= threshold as u64 && !cmd.spec.has(flags::SKIP_SLOWLOG) {
+        let name = ctx.client.info.name.lock().clone();
+        ctx.server.slowlog_push(us, args, &ctx.client.info.addr, &name);
+    }
+}
+
+/// Looks a command up and checks its arity.
+pub fn resolve(args: &[&[u8]]) -> Result<&'static Command, CmdError> {
+    let t = table();
+    let cmd = match t.lookup(args) {
+        Lookup::Found(c) => c,
+        Lookup::Unknown => return Err(CmdError::unknown_command(args)),
+        Lookup::UnknownSub(c) => {
+            return Err(CmdError::UnknownSubcommand {
+                command: c.spec.name.to_ascii_uppercase(),
+                sub: String::from_utf8_lossy(args.get(1).copied().unwrap_or(b"")).chars().take(128).collect(),
+            })
+        }
+        Lookup::MissingSub(c) => return Err(CmdError::WrongArity(c.full_name.clone())),
+    };
+    if !cmd.spec.arity_ok(args.len()) {
+        return Err(CmdError::WrongArity(cmd.full_name.clone()));
+    }
+    Ok(cmd)
+}
+
+fn reject(server: &Server, client: &mut ClientState, out: &mut Reply, cmd: Option<&Command>, e: &CmdError) {
+    out.error(&e.to_string());
+    server.count_error(&e.code());
+    if let Some(c) = cmd {
+        record(client, c.id, 0, false, true);
+    }
+}
+
+fn record(client: &mut ClientState, slot: usize, us: u64, failed: bool, rejected: bool) {
+    if client.pending_stats.is_empty() {
+        client.pending_stats = vec![(0, 0, 0, 0); table().slots()];
+    }
+    let Some(s) = client.pending_stats.get_mut(slot) else { return };
+    if *s == (0, 0, 0, 0) {
+        client.pending_slots.push(slot);
+    }
+    if rejected {
+        s.3 += 1;
+    } else {
+        s.0 += 1;
+        s.1 += us;
+        s.2 += failed as u64;
+    }
+}
+
+/// Adds a client's pending statistics to the server's.
+pub fn flush_stats(server: &Server, client: &mut ClientState) {
+    let mut processed = 0;
+    for slot in client.pending_slots.drain(..) {
+        let Some(s) = client.pending_stats.get_mut(slot) else { continue };
+        let Some(dst) = server.command_stats.get(slot) else { continue };
+        let (calls, us, failed, rejected) = std::mem::take(s);
+        processed += calls + rejected;
+        if calls > 0 {
+            dst.calls.fetch_add(calls, Ordering::Relaxed);
+            dst.usec.fetch_add(us, Ordering::Relaxed);
+        }
+        if failed > 0 {
+            dst.failed.fetch_add(failed, Ordering::Relaxed);
+        }
+        if rejected > 0 {
+            dst.rejected.fetch_add(rejected, Ordering::Relaxed);
+        }
+    }
+    if processed > 0 {
+        server.stats.commands_processed.fetch_add(processed, Ordering::Relaxed);
+    }
+}
+
+/// Cleans up what a client leaves behind when it disconnects (WATCHes).
+pub fn disconnect(server: &Server, client: &mut ClientState) {
+    unwatch_all(server, client);
+}
+
+/// Removes every WATCH of the client.
+pub fn unwatch_all(server: &Server, client: &mut ClientState) {
+    let ks = &server.keyspace;
+    for (db, key) in client.watched.drain(..) {
+        let mut g = ks.lock_one(ks.shard_of(&key), true);
+        if let Some(part) = g.shard_mut().and_then(|s| s.dbs.get_mut(db)) {
+            part.unwatch(&key, &client.watch_dirty);
+        }
+    }
+    client.watch_dirty.store(false, Ordering::Release);
+}
+
+fn finish_reply_mode(client: &mut ClientState, out: &mut Reply, start_len: usize) {
+    match client.reply_mode {
+        ReplyMode::On => {}
+        ReplyMode::Off => out.truncate(start_len),
+        // CLIENT REPLY SKIP itself answers nothing; the next command is skipped.
+        ReplyMode::Skip => {
+            out.truncate(start_len);
+            client.reply_mode = ReplyMode::SkipNext;
+        }
+        ReplyMode::SkipNext => {
+            out.truncate(start_len);
+            client.reply_mode = ReplyMode::On;
+        }
+    }
+}

@@ -1,0 +1,328 @@
+//! The command table: every command's name, arity, flags and key positions,
+//! in one place. Dispatch (arity and unknown-command errors), COMMAND and its
+//! subcommands, key extraction for locking and the AOF all read it.
+//!
+//! Each family module lists its commands in a `COMMANDS` slice; [`table`]
+//! gathers them once at start-up.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use smallvec::SmallVec;
+
+use super::Ctx;
+use crate::error::CmdResult;
+
+/// A command handler: parse the arguments, apply, write the reply.
+pub type Handler = fn(&mut Ctx<'_, '_>, &[&[u8]]) -> CmdResult;
+
+/// Extracts the indexes of the key arguments of a command whose keys are not
+/// at fixed positions (ZUNIONSTORE, EVAL, ...). Indexes must be in range.
+pub type KeyFinder = fn(&[&[u8]]) -> SmallVec<[usize; 4]>;
+
+/// Command flags, as COMMAND INFO reports them.
+pub mod flags {
+    /// May change data.
+    pub const WRITE: u32 = 1 << 0;
+    /// Only reads data.
+    pub const READONLY: u32 = 1 << 1;
+    /// May grow memory use.
+    pub const DENYOOM: u32 = 1 << 2;
+    /// Administrative.
+    pub const ADMIN: u32 = 1 << 3;
+    /// Pub/sub related.
+    pub const PUBSUB: u32 = 1 << 4;
+    /// Not allowed inside scripts.
+    pub const NOSCRIPT: u32 = 1 << 5;
+    /// May block the client.
+    pub const BLOCKING: u32 = 1 << 6;
+    /// Allowed while loading.
+    pub const LOADING: u32 = 1 << 7;
+    /// Allowed on a stale replica.
+    pub const STALE: u32 = 1 << 8;
+    /// Not shown to MONITOR.
+    pub const SKIP_MONITOR: u32 = 1 << 9;
+    /// Not logged in the slow log.
+    pub const SKIP_SLOWLOG: u32 = 1 << 10;
+    /// O(1) or O(log n).
+    pub const FAST: u32 = 1 << 11;
+    /// Allowed before AUTH.
+    pub const NO_AUTH: u32 = 1 << 12;
+    /// May be replicated.
+    pub const MAY_REPLICATE: u32 = 1 << 13;
+    /// Not allowed inside MULTI.
+    pub const NO_MULTI: u32 = 1 << 14;
+    /// Allowed while a script is busy.
+    pub const ALLOW_BUSY: u32 = 1 << 15;
+
+    /// Names in COMMAND INFO order.
+    pub const NAMES: &[(u32, &str)] = &[
+        (WRITE, "write"),
+        (READONLY, "readonly"),
+        (DENYOOM, "denyoom"),
+        (ADMIN, "admin"),
+        (PUBSUB, "pubsub"),
+        (NOSCRIPT, "noscript"),
+        (BLOCKING, "blocking"),
+        (LOADING, "loading"),
+        (STALE, "stale"),
+        (SKIP_MONITOR, "skip_monitor"),
+        (SKIP_SLOWLOG, "skip_slowlog"),
+        (FAST, "fast"),
+        (NO_AUTH, "no_auth"),
+        (MAY_REPLICATE, "may_replicate"),
+        (NO_MULTI, "no_multi"),
+        (ALLOW_BUSY, "allow_busy"),
+    ];
+}
+
+/// Where a command's keys are.
+#[derive(Clone, Copy)]
+pub enum KeySpec {
+    /// No keys.
+    None,
+    /// Keys at `first`, `first + step`, ... up to `last` (negative `last`
+    /// counts from the end, -1 being the last argument).
+    Range { first: i32, last: i32, step: i32 },
+    /// Keys found by a function (the command has "movablekeys").
+    Find(KeyFinder),
+    /// The command needs every shard locked for its whole run (EXEC,
+    /// scripts, KEYS, SWAPDB, FLUSHALL, ...).
+    All,
+}
+
+/// One command (or subcommand) of the table.
+pub struct CommandSpec {
+    /// Lower-case name (`get`, or `get` under `config` for CONFIG GET).
+    pub name: &'static str,
+    /// Redis arity: exact argument count if positive, minimum if negative
+    /// (the name counts).
+    pub arity: i32,
+    /// [`flags`] bits.
+    pub flags: u32,
+    /// Key positions.
+    pub keys: KeySpec,
+    /// The implementation.
+    pub handler: Handler,
+    /// Group, as COMMAND DOCS reports it (`string`, `sorted-set`, ...).
+    pub group: &'static str,
+    /// One-line summary for COMMAND DOCS.
+    pub summary: &'static str,
+    /// Redis version the command appeared in.
+    pub since: &'static str,
+    /// Time complexity for COMMAND DOCS.
+    pub complexity: &'static str,
+    /// Subcommands (CONFIG GET, CLIENT LIST, ...): empty for plain commands.
+    pub subcommands: &'static [CommandSpec],
+}
+
+impl CommandSpec {
+    /// A command with default documentation fields; fill in with struct
+    /// update syntax in the family modules.
+    pub const fn new(name: &'static str, arity: i32, flags: u32, keys: KeySpec, handler: Handler) -> Self {
+        CommandSpec {
+            name,
+            arity,
+            flags,
+            keys,
+            handler,
+            group: "generic",
+            summary: "",
+            since: "1.0.0",
+            complexity: "",
+            subcommands: &[],
+        }
+    }
+
+    /// Whether the flag bits are all set.
+    pub fn has(&self, f: u32) -> bool {
+        self.flags & f == f
+    }
+
+    /// Whether arity accepts `argc` arguments (name included).
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let a = self.arity;
+        (a > 0 && argc == a as usize) || (a < 0 && argc >= (-a) as usize)
+    }
+
+    /// The indexes of this command's key arguments in `args`.
+    pub fn key_indexes(&self, args: &[&[u8]]) -> SmallVec<[usize; 4]> {
+        match self.keys {
+            KeySpec::None | KeySpec::All => SmallVec::new(),
+            KeySpec::Range { first, last, step } => range_keys(args.len(), first, last, step),
+            KeySpec::Find(f) => f(args).into_iter().filter(|&i| i < args.len()).collect(),
+        }
+    }
+}
+
+fn range_keys(argc: usize, first: i32, last: i32, step: i32) -> SmallVec<[usize; 4]> {
+    let mut out = SmallVec::new();
+    if first <= 0 || step <= 0 {
+        return out;
+    }
+    let last = if last < 0 { argc as i32 + last } else { last };
+    let mut i = first;
+    while i <= last && (i as usize) < argc {
+        out.push(i as usize);
+        i += step;
+    }
+    out
+}
+
+/// A registered command with its stats slot.
+pub struct Command {
+    /// The static description.
+    pub spec: &'static CommandSpec,
+    /// Full name: `get`, or `config|get` for a subcommand.
+    pub full_name: String,
+    /// Index into the per-command statistics.
+    pub id: usize,
+    /// Registered subcommands, by lower-case name.
+    pub subs: HashMap<&'static str, Command>,
+}
+
+/// The whole command table.
+pub struct CommandTable {
+    by_name: HashMap<&'static str, Command>,
+    count: usize,
+}
+
+/// What a lookup of the arguments found.
+pub enum Lookup<'t> {
+    /// The command to run.
+    Found(&'t Command),
+    /// No such command.
+    Unknown,
+    /// A container command whose subcommand is unknown.
+    UnknownSub(&'t Command),
+    /// A container command given without a subcommand.
+    MissingSub(&'t Command),
+}
+
+impl CommandTable {
+    fn build(families: &[&'static [CommandSpec]]) -> Self {
+        let mut by_name = HashMap::new();
+        let mut count = 0;
+        for family in families {
+            for spec in family.iter() {
+                let mut subs = HashMap::new();
+                let id = count;
+                count += 1;
+                for sub in spec.subcommands {
+                    subs.insert(
+                        sub.name,
+                        Command { spec: sub, full_name: format!("{}|{}", spec.name, sub.name), id: count, subs: HashMap::new() },
+                    );
+                    count += 1;
+                }
+                by_name.insert(spec.name, Command { spec, full_name: spec.name.to_string(), id, subs });
+            }
+        }
+        CommandTable { by_name, count }
+    }
+
+    /// Number of commands and subcommands (the size of stats arrays).
+    pub fn slots(&self) -> usize {
+        self.count
+    }
+
+    /// Number of top-level commands (COMMAND COUNT).
+    pub fn len(&self) -> usize {
+        self.by_name.len()
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+
+    /// Top-level commands, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &Command> {
+        self.by_name.values()
+    }
+
+    /// Finds a top-level command by name, in any case.
+    pub fn get(&self, name: &[u8]) -> Option<&Command> {
+        let mut buf = [0u8; 32];
+        if name.len() > buf.len() {
+            return None;
+        }
+        let lower = &mut buf[..name.len()];
+        lower.copy_from_slice(name);
+        lower.make_ascii_lowercase();
+        let s = std::str::from_utf8(lower).ok()?;
+        self.by_name.get(s)
+    }
+
+    /// Finds a command (or `cmd|sub`) by its full name, in any case.
+    pub fn get_full(&self, full: &[u8]) -> Option<&Command> {
+        match full.iter().position(|&b| b == b'|') {
+            Some(p) => {
+                let cmd = self.get(&full[..p])?;
+                let sub = String::from_utf8_lossy(&full[p + 1..]).to_ascii_lowercase();
+                cmd.subs.get(sub.as_str())
+            }
+            None => self.get(full),
+        }
+    }
+
+    /// Resolves the command (and subcommand) named by `args`.
+    pub fn lookup(&self, args: &[&[u8]]) -> Lookup<'_> {
+        let Some(cmd) = args.first().and_then(|n| self.get(n)) else {
+            return Lookup::Unknown;
+        };
+        if cmd.subs.is_empty() {
+            return Lookup::Found(cmd);
+        }
+        let Some(sub) = args.get(1) else {
+            return Lookup::MissingSub(cmd);
+        };
+        let lower = String::from_utf8_lossy(sub).to_ascii_lowercase();
+        match cmd.subs.get(lower.as_str()) {
+            Some(s) => Lookup::Found(s),
+            None => Lookup::UnknownSub(cmd),
+        }
+    }
+
+    /// Every command and subcommand with its stats slot.
+    pub fn all_slots(&self) -> Vec<&Command> {
+        let mut v = Vec::with_capacity(self.count);
+        for c in self.by_name.values() {
+            v.push(c);
+            v.extend(c.subs.values());
+        }
+        v.sort_by_key(|c| c.id);
+        v
+    }
+}
+
+/// The command table, built on first use from every family's list.
+pub fn table() -> &'static CommandTable {
+    static TABLE: OnceLock<CommandTable> = OnceLock::new();
+    TABLE.get_or_init(|| CommandTable::build(super::FAMILIES))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_command_is_well_formed() {
+        let t = table();
+        assert!(t.len() > 10);
+        for c in t.all_slots() {
+            let s = c.spec;
+            assert_eq!(s.name, s.name.to_ascii_lowercase(), "{} not lower case", s.name);
+            assert!(s.arity != 0, "{} has arity 0", c.full_name);
+            assert!(!(s.has(flags::WRITE) && s.has(flags::READONLY)), "{}", c.full_name);
+        }
+    }
+
+    #[test]
+    fn range_key_positions() {
+        assert_eq!(range_keys(3, 1, 1, 1).as_slice(), &[1]);
+        assert_eq!(range_keys(5, 1, -1, 2).as_slice(), &[1, 3]);
+        assert_eq!(range_keys(4, 1, -1, 1).as_slice(), &[1, 2, 3]);
+        assert_eq!(range_keys(1, 1, 1, 1).as_slice(), &[] as &[usize]);
+    }
+}

@@ -1,0 +1,551 @@
+//! The sharded keyspace: every database's keys, their values and expiry
+//! times, split across [`SHARD_COUNT`] shards by a hash of the key.
+//!
+//! A key always lives in the same shard whatever its database, so commands
+//! that move a key between databases (MOVE, COPY ... DB) need only that
+//! shard, and SWAPDB / FLUSHALL are "lock every shard, then act in each".
+//!
+//! # Locking order
+//! - A command locks every shard it needs **before** it starts, in
+//!   ascending shard index, and releases them all when it ends
+//!   ([`Keyspace::lock_shards`]); it never locks a shard while holding a
+//!   shard of higher index. EXEC and scripts lock all shards in that order
+//!   ([`Keyspace::lock_all`]), so they are atomic with respect to every
+//!   other command. Hence no cycle and no deadlock.
+//! - Shard locks are never held across an `.await`, so a slow client never
+//!   holds data hostage.
+//! - Keyspace-wide commands that may see keys one shard at a time (SCAN,
+//!   DBSIZE, the active expiry cycle) lock one shard, finish with it, and
+//!   then lock the next.
+//! - Locks taken while a shard is held are leaves: the watch flags are
+//!   atomics, and nothing below this module takes a lock.
+//!
+//! This module knows nothing of RESP, clients or tokio.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use smallvec::SmallVec;
+
+use super::value::Value;
+
+/// Number of shards (a power of two).
+pub const SHARD_COUNT: usize = 64;
+const SHARD_SHIFT: u32 = 64 - SHARD_COUNT.trailing_zeros();
+
+/// The hasher used for keys, shared by shard selection and the maps.
+pub type KeyHasher = ahash::RandomState;
+
+/// A value stored under a key, with its expiry time and access clock.
+#[derive(Debug)]
+pub struct Entry {
+    /// The value.
+    pub value: Value,
+    /// Absolute expiry time in unix ms, 0 for none.
+    expire_at: u64,
+    /// Last access, in seconds of the keyspace clock (for OBJECT IDLETIME).
+    lru: AtomicU32,
+}
+
+impl Entry {
+    /// The absolute expiry time in unix milliseconds, if any.
+    pub fn expire_at(&self) -> Option<u64> {
+        (self.expire_at != 0).then_some(self.expire_at)
+    }
+
+    /// Seconds since this entry was last read or written.
+    pub fn idle_secs(&self, now_ms: u64) -> u64 {
+        let now = (now_ms / 1000) as u32;
+        now.wrapping_sub(self.lru.load(Ordering::Relaxed)) as u64
+    }
+
+    fn touch_lru(&self, now_ms: u64) {
+        self.lru.store((now_ms / 1000) as u32, Ordering::Relaxed);
+    }
+}
+
+/// The keys of one database that fall into one shard.
+#[derive(Debug)]
+pub struct Db {
+    map: HashMap<Bytes, Entry, KeyHasher>,
+    /// Keys with an expiry, ordered by expiry time (the active cycle pops
+    /// from the front).
+    expires: BTreeSet<(u64, Bytes)>,
+    /// WATCHed keys and the flags of the transactions watching them.
+    watched: HashMap<Bytes, Vec<Arc<AtomicBool>>, KeyHasher>,
+    expired_count: u64,
+}
+
+impl Db {
+    fn new(hasher: &KeyHasher) -> Self {
+        Db {
+            map: HashMap::with_hasher(hasher.clone()),
+            expires: BTreeSet::new(),
+            watched: HashMap::with_hasher(hasher.clone()),
+            expired_count: 0,
+        }
+    }
+
+    /// Keys stored here, including expired ones not yet removed.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether no key is stored.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Keys with an expiry time.
+    pub fn expires_len(&self) -> usize {
+        self.expires.len()
+    }
+
+    /// The live entry under `key` (an expired one reads as absent).
+    pub fn get(&self, key: &[u8], now_ms: u64) -> Option<&Entry> {
+        let e = self.map.get(key)?;
+        if e.expire_at != 0 && e.expire_at <= now_ms {
+            return None;
+        }
+        e.touch_lru(now_ms);
+        Some(e)
+    }
+
+    /// The live entry under `key` for change; an expired one is removed.
+    pub fn get_mut(&mut self, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
+        self.expire_if_needed(key, now_ms);
+        let e = self.map.get_mut(key)?;
+        e.touch_lru(now_ms);
+        Some(e)
+    }
+
+    /// Whether a live key exists, without touching its access time.
+    pub fn contains(&self, key: &[u8], now_ms: u64) -> bool {
+        match self.map.get(key) {
+            Some(e) => e.expire_at == 0 || e.expire_at > now_ms,
+            None => false,
+        }
+    }
+
+    /// Removes `key` if it has expired; returns whether it did.
+    pub fn expire_if_needed(&mut self, key: &[u8], now_ms: u64) -> bool {
+        let expired = matches!(self.map.get(key), Some(e) if e.expire_at != 0 && e.expire_at <= now_ms);
+        if expired {
+            self.remove(key);
+            self.expired_count += 1;
+        }
+        expired
+    }
+
+    /// Stores `value` under `key`, replacing any value. The expiry is kept
+    /// when `keep_ttl`, removed otherwise (as Redis's `setKey`).
+    pub fn insert(&mut self, key: &[u8], value: Value, keep_ttl: bool, now_ms: u64) {
+        if let Some(e) = self.map.get_mut(key) {
+            e.value = value;
+            e.touch_lru(now_ms);
+            if !keep_ttl && e.expire_at != 0 {
+                let at = e.expire_at;
+                e.expire_at = 0;
+                self.expires.remove(&(at, Bytes::copy_from_slice(key)));
+            }
+            return;
+        }
+        let entry = Entry { value, expire_at: 0, lru: AtomicU32::new((now_ms / 1000) as u32) };
+        self.map.insert(Bytes::copy_from_slice(key), entry);
+    }
+
+    /// Inserts a whole entry (value and expiry) under `key`, replacing any.
+    pub fn insert_with_expiry(&mut self, key: &[u8], value: Value, expire_at: Option<u64>, now_ms: u64) {
+        self.insert(key, value, false, now_ms);
+        if let Some(at) = expire_at {
+            self.set_expire(key, at);
+        }
+    }
+
+    /// Removes `key`, returning its entry (expired or not).
+    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        let (k, e) = self.map.remove_entry(key)?;
+        if e.expire_at != 0 {
+            self.expires.remove(&(e.expire_at, k));
+        }
+        Some(e)
+    }
+
+    /// Sets the absolute expiry (unix ms) of an existing key; false if absent.
+    pub fn set_expire(&mut self, key: &[u8], at_ms: u64) -> bool {
+        let Some((k, e)) = self.map.get_key_value(key) else {
+            return false;
+        };
+        let k = k.clone();
+        let old = e.expire_at;
+        if old != 0 {
+            self.expires.remove(&(old, k.clone()));
+        }
+        // 0 means "no expiry": an expiry at the epoch is 1 ms after it.
+        let at_ms = at_ms.max(1);
+        if let Some(e) = self.map.get_mut(key) {
+            e.expire_at = at_ms;
+        }
+        self.expires.insert((at_ms, k));
+        true
+    }
+
+    /// Removes the expiry of `key`; returns whether it had one.
+    pub fn persist(&mut self, key: &[u8]) -> bool {
+        let Some((k, e)) = self.map.get_key_value(key) else {
+            return false;
+        };
+        if e.expire_at == 0 {
+            return false;
+        }
+        let pair = (e.expire_at, k.clone());
+        self.expires.remove(&pair);
+        if let Some(e) = self.map.get_mut(key) {
+            e.expire_at = 0;
+        }
+        true
+    }
+
+    /// Removes up to `budget` keys whose expiry time has passed; returns how
+    /// many were removed and whether more remain due.
+    pub fn expire_cycle(&mut self, now_ms: u64, budget: usize) -> (usize, bool) {
+        let mut removed = 0;
+        while removed < budget {
+            let Some((at, key)) = self.expires.first().cloned() else {
+                return (removed, false);
+            };
+            if at > now_ms {
+                return (removed, false);
+            }
+            self.expires.pop_first();
+            if let Some(e) = self.map.get_mut(&key[..]) {
+                e.expire_at = 0;
+            }
+            self.map.remove(&key[..]);
+            self.expired_count += 1;
+            self.touch_watched(&key);
+            removed += 1;
+        }
+        (removed, true)
+    }
+
+    /// Iterates over every stored key and entry, expired ones included.
+    pub fn iter(&self) -> impl Iterator<Item = (&Bytes, &Entry)> {
+        self.map.iter()
+    }
+
+    /// Removes every key; returns how many there were.
+    pub fn clear(&mut self) -> usize {
+        let n = self.map.len();
+        if !self.watched.is_empty() {
+            let keys: Vec<Bytes> = self.map.keys().filter(|k| self.watched.contains_key(*k)).cloned().collect();
+            for k in keys {
+                self.touch_watched(&k);
+            }
+        }
+        self.map.clear();
+        self.expires.clear();
+        n
+    }
+
+    /// Marks every transaction watching `key` as dirty.
+    pub fn touch_watched(&self, key: &[u8]) {
+        if self.watched.is_empty() {
+            return;
+        }
+        if let Some(flags) = self.watched.get(key) {
+            for f in flags {
+                f.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// Marks every transaction watching any key of this part as dirty.
+    pub fn touch_all_watched(&self) {
+        for flags in self.watched.values() {
+            for f in flags {
+                f.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// Registers `flag` as watching `key`.
+    pub fn watch(&mut self, key: &[u8], flag: &Arc<AtomicBool>) {
+        let list = self.watched.entry(Bytes::copy_from_slice(key)).or_default();
+        if !list.iter().any(|f| Arc::ptr_eq(f, flag)) {
+            list.push(flag.clone());
+        }
+    }
+
+    /// Removes `flag` from the watchers of `key`.
+    pub fn unwatch(&mut self, key: &[u8], flag: &Arc<AtomicBool>) {
+        if let Some(list) = self.watched.get_mut(key) {
+            list.retain(|f| !Arc::ptr_eq(f, flag));
+            if list.is_empty() {
+                self.watched.remove(key);
+            }
+        }
+    }
+
+    /// Keys expired (lazily or actively) in this part since start.
+    pub fn expired_count(&self) -> u64 {
+        self.expired_count
+    }
+
+    /// A hash of `key` in [0, 2^58): the order in which SCAN visits a shard.
+    pub fn scan_position(hasher: &KeyHasher, key: &[u8]) -> u64 {
+        hasher.hash_one(key) & ((1u64 << (SHARD_SHIFT)) - 1)
+    }
+}
+
+/// One shard: the part of every database whose keys hash here.
+#[derive(Debug)]
+pub struct Shard {
+    /// One part per database, indexed by database number.
+    pub dbs: Vec<Db>,
+}
+
+#[repr(align(128))]
+#[derive(Debug)]
+struct Padded(RwLock<Shard>);
+
+/// The whole keyspace: all databases, all shards.
+#[derive(Debug)]
+pub struct Keyspace {
+    shards: Box<[Padded]>,
+    hasher: KeyHasher,
+    databases: usize,
+    lazy_expired: AtomicU64,
+}
+
+/// A held shard lock.
+pub enum ShardGuard<'a> {
+    /// Shared access.
+    Read(RwLockReadGuard<'a, Shard>),
+    /// Exclusive access.
+    Write(RwLockWriteGuard<'a, Shard>),
+}
+
+impl ShardGuard<'_> {
+    /// The shard, for reading.
+    pub fn shard(&self) -> &Shard {
+        match self {
+            ShardGuard::Read(g) => g,
+            ShardGuard::Write(g) => g,
+        }
+    }
+
+    /// The shard, for writing: `None` when only read-locked.
+    pub fn shard_mut(&mut self) -> Option<&mut Shard> {
+        match self {
+            ShardGuard::Read(_) => None,
+            ShardGuard::Write(g) => Some(g),
+        }
+    }
+}
+
+/// The shards one command holds, taken in ascending order.
+pub struct Locked<'a> {
+    guards: SmallVec<[(usize, ShardGuard<'a>); 2]>,
+    all: bool,
+}
+
+impl<'a> Locked<'a> {
+    /// Holds nothing (for commands without keys).
+    pub fn none() -> Self {
+        Locked { guards: SmallVec::new(), all: false }
+    }
+
+    /// Whether every shard is held (EXEC, scripts, keyspace-wide commands).
+    pub fn holds_all(&self) -> bool {
+        self.all
+    }
+
+    /// The held guard of shard `idx`, if held.
+    pub fn guard(&self, idx: usize) -> Option<&ShardGuard<'a>> {
+        if self.all {
+            return self.guards.get(idx).map(|(_, g)| g);
+        }
+        self.guards.iter().find(|(i, _)| *i == idx).map(|(_, g)| g)
+    }
+
+    /// The held guard of shard `idx` for change, if held.
+    pub fn guard_mut(&mut self, idx: usize) -> Option<&mut ShardGuard<'a>> {
+        if self.all {
+            return self.guards.get_mut(idx).map(|(_, g)| g);
+        }
+        self.guards.iter_mut().find(|(i, _)| *i == idx).map(|(_, g)| g)
+    }
+
+    /// Every held guard, in shard order.
+    pub fn guards_mut(&mut self) -> impl Iterator<Item = &mut ShardGuard<'a>> {
+        self.guards.iter_mut().map(|(_, g)| g)
+    }
+}
+
+impl Keyspace {
+    /// An empty keyspace with `databases` databases.
+    pub fn new(databases: usize) -> Self {
+        let hasher = KeyHasher::new();
+        let shards = (0..SHARD_COUNT)
+            .map(|_| Padded(RwLock::new(Shard { dbs: (0..databases).map(|_| Db::new(&hasher)).collect() })))
+            .collect();
+        Keyspace { shards, hasher, databases, lazy_expired: AtomicU64::new(0) }
+    }
+
+    /// Number of databases.
+    pub fn databases(&self) -> usize {
+        self.databases
+    }
+
+    /// The hasher keys are placed with.
+    pub fn hasher(&self) -> &KeyHasher {
+        &self.hasher
+    }
+
+    /// The shard that holds `key` in every database.
+    pub fn shard_of(&self, key: &[u8]) -> usize {
+        (self.hasher.hash_one(key) >> SHARD_SHIFT) as usize
+    }
+
+    /// Locks the shards of `keys` (deduplicated, ascending order).
+    pub fn lock_shards<'k>(&self, keys: impl Iterator<Item = &'k [u8]>, write: bool) -> Locked<'_> {
+        let mut idx: SmallVec<[usize; 4]> = keys.map(|k| self.shard_of(k)).collect();
+        idx.sort_unstable();
+        idx.dedup();
+        let guards = idx.into_iter().map(|i| (i, self.lock_one(i, write))).collect();
+        Locked { guards, all: false }
+    }
+
+    /// Locks every shard, in ascending order.
+    pub fn lock_all(&self, write: bool) -> Locked<'_> {
+        let guards = (0..SHARD_COUNT).map(|i| (i, self.lock_one(i, write))).collect();
+        Locked { guards, all: true }
+    }
+
+    /// Locks one shard; only for callers holding no other shard.
+    pub fn lock_one(&self, idx: usize, write: bool) -> ShardGuard<'_> {
+        let lock = &self.shards[idx % SHARD_COUNT].0;
+        if write {
+            ShardGuard::Write(lock.write())
+        } else {
+            ShardGuard::Read(lock.read())
+        }
+    }
+
+    /// Runs one pass of active expiry over every shard and database, removing
+    /// at most `budget` keys per shard part; returns (removed, more_due).
+    pub fn active_expire(&self, now_ms: u64, budget: usize) -> (usize, bool) {
+        let mut removed = 0;
+        let mut more = false;
+        for padded in self.shards.iter() {
+            // Skip a busy shard this round rather than wait for it.
+            let Some(mut shard) = padded.0.try_write() else {
+                more = true;
+                continue;
+            };
+            for db in shard.dbs.iter_mut() {
+                if db.expires.is_empty() {
+                    continue;
+                }
+                let (n, m) = db.expire_cycle(now_ms, budget);
+                removed += n;
+                more |= m;
+            }
+        }
+        (removed, more)
+    }
+
+    /// Counts a key found expired on access under a read lock.
+    pub fn note_lazy_expired(&self) {
+        self.lazy_expired.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Keys per database: (keys, keys with expiry), summed over shards.
+    pub fn db_sizes(&self) -> Vec<(usize, usize)> {
+        let mut out = vec![(0, 0); self.databases];
+        for padded in self.shards.iter() {
+            let shard = padded.0.read();
+            for (i, db) in shard.dbs.iter().enumerate() {
+                out[i].0 += db.len();
+                out[i].1 += db.expires_len();
+            }
+        }
+        out
+    }
+
+    /// Keys expired since start.
+    pub fn expired_keys(&self) -> u64 {
+        let mut n = 0;
+        for padded in self.shards.iter() {
+            let shard = padded.0.read();
+            n += shard.dbs.iter().map(|d| d.expired_count()).sum::<u64>();
+        }
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::value::Value;
+
+    fn s(v: &[u8]) -> Value {
+        Value::Str(crate::engine::string::StrValue::from_bytes(v))
+    }
+
+    #[test]
+    fn expiry_lazy_and_active() {
+        let ks = Keyspace::new(2);
+        {
+            let mut l = ks.lock_shards([&b"a"[..], b"b"].into_iter(), true);
+            for key in [&b"a"[..], b"b"] {
+                let i = ks.shard_of(key);
+                let db = &mut l.guard_mut(i).unwrap().shard_mut().unwrap().dbs[0];
+                db.insert(key, s(b"1"), false, 1000);
+                db.set_expire(key, 2000);
+            }
+        }
+        let i = ks.shard_of(b"a");
+        {
+            let g = ks.lock_one(i, false);
+            assert!(g.shard().dbs[0].get(b"a", 1500).is_some());
+            assert!(g.shard().dbs[0].get(b"a", 2000).is_none());
+        }
+        let (n, more) = ks.active_expire(2500, 100);
+        assert_eq!((n, more), (2, false));
+        assert_eq!(ks.db_sizes()[0], (0, 0));
+        assert_eq!(ks.expired_keys(), 2);
+    }
+
+    #[test]
+    fn insert_clears_or_keeps_ttl() {
+        let ks = Keyspace::new(1);
+        let mut g = ks.lock_one(ks.shard_of(b"k"), true);
+        let db = &mut g.shard_mut().unwrap().dbs[0];
+        db.insert(b"k", s(b"1"), false, 0);
+        db.set_expire(b"k", 5000);
+        db.insert(b"k", s(b"2"), true, 0);
+        assert_eq!(db.get(b"k", 0).unwrap().expire_at(), Some(5000));
+        db.insert(b"k", s(b"3"), false, 0);
+        assert_eq!(db.get(b"k", 0).unwrap().expire_at(), None);
+        assert_eq!(db.expires_len(), 0);
+        assert!(db.persist(b"k") == false);
+    }
+
+    #[test]
+    fn watch_flags_fire() {
+        let ks = Keyspace::new(1);
+        let flag = Arc::new(AtomicBool::new(false));
+        let mut g = ks.lock_one(ks.shard_of(b"k"), true);
+        let db = &mut g.shard_mut().unwrap().dbs[0];
+        db.watch(b"k", &flag);
+        db.touch_watched(b"x");
+        assert!(!flag.load(Ordering::Acquire));
+        db.touch_watched(b"k");
+        assert!(flag.load(Ordering::Acquire));
+    }
+}

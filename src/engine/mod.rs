@@ -1,0 +1,12 @@
+//! The data: the sharded keyspace with expiry, and the structures values are
+//! made of. No RESP, no clients, no tokio here.
+
+pub mod glob;
+pub mod keyspace;
+pub mod set;
+pub mod string;
+pub mod value;
+pub mod zset;
+
+pub use keyspace::{Db, Entry, Keyspace, Locked, ShardGuard, SHARD_COUNT};
+pub use value::Value;

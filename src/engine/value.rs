@@ -1,0 +1,54 @@
+//! The typed values a key can hold.
+
+use super::set::SetValue;
+use super::string::StrValue;
+use super::zset::ZSet;
+
+/// A key's value. Each type's structure lives in its own module.
+#[derive(Debug)]
+pub enum Value {
+    /// A string (also the storage of bitmaps).
+    Str(StrValue),
+    /// A sorted set.
+    ZSet(Box<ZSet>),
+    /// A set.
+    Set(Box<SetValue>),
+}
+
+impl Value {
+    /// The name TYPE answers.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Str(_) => "string",
+            Value::ZSet(_) => "zset",
+            Value::Set(_) => "set",
+        }
+    }
+
+    /// The name OBJECT ENCODING answers.
+    pub fn encoding(&self) -> &'static str {
+        match self {
+            Value::Str(s) => s.encoding(),
+            Value::ZSet(z) => z.encoding(),
+            Value::Set(s) => s.encoding(),
+        }
+    }
+
+    /// A deep copy (COPY).
+    pub fn duplicate(&self) -> Value {
+        match self {
+            Value::Str(s) => Value::Str(s.clone()),
+            Value::ZSet(z) => Value::ZSet(Box::new(z.duplicate())),
+            Value::Set(s) => Value::Set(Box::new(s.duplicate())),
+        }
+    }
+
+    /// Approximate bytes used by the value (MEMORY USAGE).
+    pub fn memory_usage(&self) -> usize {
+        match self {
+            Value::Str(s) => s.memory_usage(),
+            Value::ZSet(z) => z.memory_usage(),
+            Value::Set(s) => s.memory_usage(),
+        }
+    }
+}

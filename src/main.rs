@@ -1,0 +1,117 @@
+//! The `rostrum` binary: parses the command line and the optional config
+//! file, then serves until SHUTDOWN or SIGTERM.
+
+use clap::Parser;
+use rostrum::server::{self, Config, Server};
+
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// A leaderboard server that speaks the Redis protocol.
+#[derive(Parser, Debug)]
+#[command(name = "rostrum", version, about)]
+struct Cli {
+    /// Optional redis.conf-style config file (`name value` lines).
+    config_file: Option<String>,
+    /// TCP port to listen on.
+    #[arg(long)]
+    port: Option<u16>,
+    /// Addresses to bind (space separated, or repeat the option).
+    #[arg(long, num_args = 1..)]
+    bind: Vec<String>,
+    /// Password clients must give with AUTH.
+    #[arg(long)]
+    requirepass: Option<String>,
+    /// Log level: debug, verbose, notice, warning, nothing.
+    #[arg(long)]
+    loglevel: Option<String>,
+    /// Number of databases.
+    #[arg(long)]
+    databases: Option<usize>,
+    /// Working directory for the AOF.
+    #[arg(long)]
+    dir: Option<String>,
+    /// Enable the append-only file (yes/no).
+    #[arg(long)]
+    appendonly: Option<String>,
+    /// AOF fsync policy: always, everysec, no.
+    #[arg(long)]
+    appendfsync: Option<String>,
+    /// AOF file name.
+    #[arg(long)]
+    appendfilename: Option<String>,
+    /// Maximum number of connected clients.
+    #[arg(long)]
+    maxclients: Option<u64>,
+    /// Any other parameter, as `name=value` (repeatable).
+    #[arg(long = "config", value_name = "NAME=VALUE")]
+    extra: Vec<String>,
+}
+
+fn build_config(cli: &Cli) -> Result<Config, String> {
+    let mut c = Config::default();
+    if let Some(path) = &cli.config_file {
+        c.load_file(path)?;
+    }
+    let mut set = |name: &str, v: Option<String>| -> Result<(), String> {
+        match v {
+            Some(v) => c.apply(name, &v),
+            None => Ok(()),
+        }
+    };
+    set("port", cli.port.map(|p| p.to_string()))?;
+    set("bind", (!cli.bind.is_empty()).then(|| cli.bind.join(" ")))?;
+    set("requirepass", cli.requirepass.clone())?;
+    set("loglevel", cli.loglevel.clone())?;
+    set("databases", cli.databases.map(|d| d.to_string()))?;
+    set("dir", cli.dir.clone())?;
+    set("appendonly", cli.appendonly.clone())?;
+    set("appendfsync", cli.appendfsync.clone())?;
+    set("appendfilename", cli.appendfilename.clone())?;
+    set("maxclients", cli.maxclients.map(|d| d.to_string()))?;
+    for kv in &cli.extra {
+        let (k, v) = kv.split_once('=').ok_or_else(|| format!("--config expects NAME=VALUE, got '{kv}'"))?;
+        c.apply(k, v)?;
+    }
+    Ok(c)
+}
+
+fn log_filter(level: &str) -> &'static str {
+    match level {
+        "debug" => "debug",
+        "verbose" => "info",
+        "notice" => "info",
+        "warning" => "warn",
+        _ => "off",
+    }
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let config = match build_config(&cli) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter(&config.loglevel)));
+    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).init();
+    tracing::info!("Rostrum {} starting (Redis {} compatible)", env!("CARGO_PKG_VERSION"), rostrum::commands::connection::REDIS_VERSION);
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let server = Server::new(config, cli.config_file.clone());
+    let result = runtime.block_on(server::run(server.clone()));
+    if let Err(e) = result {
+        eprintln!("Could not create server TCP listening socket: {e}");
+        std::process::exit(1);
+    }
+    tracing::info!("Rostrum is now ready to exit, bye bye...");
+}

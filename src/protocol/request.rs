@@ -1,0 +1,459 @@
+//! The request parser: Redis's request grammar (an array of bulk strings, or
+//! an inline line with `sdssplitargs` quoting), parsed incrementally.
+//!
+//! The parser never copies multibulk arguments: it records their spans in the
+//! connection's read buffer. When a command is incomplete it remembers where
+//! it stopped (which argument, which bulk length), so bytes arriving later are
+//! never scanned twice. Every length read from the wire is checked against
+//! [`Limits`] before anything is reserved for it.
+
+use std::ops::Range;
+
+/// Bounds applied to what a client may send.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Largest bulk argument accepted (`proto-max-bulk-len`).
+    pub max_bulk_len: usize,
+    /// Largest multibulk count accepted.
+    pub max_multibulk_len: usize,
+    /// Whether the client is authenticated: unauthenticated clients get the
+    /// much smaller limits Redis applies before AUTH.
+    pub authenticated: bool,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_bulk_len: 512 * 1024 * 1024,
+            max_multibulk_len: i32::MAX as usize,
+            authenticated: true,
+        }
+    }
+}
+
+/// Longest inline request or length line Redis waits for before giving up.
+pub const MAX_INLINE_LEN: usize = 64 * 1024;
+/// Bulk arguments at least this long get their full length reserved at once
+/// (bounded by [`Limits::max_bulk_len`] and by [`RESERVE_CAP`]).
+const BIG_ARG: usize = 32 * 1024;
+/// Most bytes reserved ahead of their arrival for one bulk argument.
+const RESERVE_CAP: usize = 16 * 1024 * 1024;
+
+/// A protocol violation: the connection gets this error line and is closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolError(pub String);
+
+impl std::fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ERR Protocol error: {}", self.0)
+    }
+}
+
+fn perr(msg: impl Into<String>) -> ProtocolError {
+    ProtocolError(msg.into())
+}
+
+/// One complete command found at the start of the buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed {
+    /// A command: its arguments are in [`RequestParser::args`]. `consumed`
+    /// bytes at the start of the buffer belong to it.
+    Command { consumed: usize },
+    /// Bytes that carry no command (`*0`, `*-1`, an empty inline line).
+    Skip { consumed: usize },
+}
+
+/// Where the arguments of the last parsed command live.
+#[derive(Debug)]
+enum ArgStore {
+    /// Spans into the read buffer.
+    Spans(Vec<Range<usize>>),
+    /// Owned, unescaped inline arguments.
+    Inline(Vec<Vec<u8>>),
+}
+
+/// Incremental request parser, one per connection.
+#[derive(Debug)]
+pub struct RequestParser {
+    /// Arguments of the multibulk in progress (or of the last command).
+    store: ArgStore,
+    /// Bytes of the buffer already consumed by the multibulk in progress.
+    pos: usize,
+    /// Arguments still expected by the multibulk in progress (0 = none).
+    remaining: usize,
+    /// Length of the bulk whose header was read and whose body is awaited.
+    bulk_len: Option<usize>,
+    /// For inline requests: how far a newline was already searched for.
+    inline_scanned: usize,
+}
+
+impl Default for RequestParser {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RequestParser {
+    /// A parser with no command in progress.
+    pub fn new() -> Self {
+        RequestParser {
+            store: ArgStore::Spans(Vec::with_capacity(8)),
+            pos: 0,
+            remaining: 0,
+            bulk_len: None,
+            inline_scanned: 0,
+        }
+    }
+
+    /// Whether part of a command has been received but not all of it.
+    pub fn in_progress(&self) -> bool {
+        self.remaining > 0 || self.inline_scanned > 0
+    }
+
+    /// How many more bytes the buffer should reserve for the bulk in progress.
+    pub fn wanted(&self, buffered: usize) -> usize {
+        match self.bulk_len {
+            Some(len) if len >= BIG_ARG => {
+                let need = (self.pos + len + 2).saturating_sub(buffered);
+                need.min(RESERVE_CAP)
+            }
+            _ => 0,
+        }
+    }
+
+    /// The arguments of the command last returned as [`Parsed::Command`].
+    /// `buf` must be the same buffer that was parsed, not yet advanced.
+    pub fn args<'b>(&'b self, buf: &'b [u8]) -> smallvec::SmallVec<[&'b [u8]; 8]> {
+        match &self.store {
+            ArgStore::Spans(spans) => spans
+                .iter()
+                .map(|r| buf.get(r.clone()).unwrap_or(&[]))
+                .collect(),
+            ArgStore::Inline(args) => args.iter().map(|a| a.as_slice()).collect(),
+        }
+    }
+
+    /// Parse the command at the start of `buf`, resuming the one in progress.
+    ///
+    /// Returns `Ok(None)` when more bytes are needed. After a `Command` or
+    /// `Skip`, the caller removes `consumed` bytes from the front of the
+    /// buffer before calling again.
+    pub fn parse(&mut self, buf: &[u8], limits: &Limits) -> Result<Option<Parsed>, ProtocolError> {
+        if self.remaining == 0 {
+            let Some(&first) = buf.first() else {
+                return Ok(None);
+            };
+            if first != b'*' {
+                return self.parse_inline(buf);
+            }
+            // Multibulk header.
+            let Some(eol) = find_crlf(buf, 1) else {
+                if buf.len() > MAX_INLINE_LEN {
+                    return Err(perr("too big mbulk count string"));
+                }
+                return Ok(None);
+            };
+            let count = parse_len(&buf[1..eol]).ok_or_else(|| perr("invalid multibulk length"))?;
+            let consumed = eol + 2;
+            if count <= 0 {
+                return Ok(Some(Parsed::Skip { consumed }));
+            }
+            let count = count as usize;
+            if count > limits.max_multibulk_len {
+                return Err(perr("invalid multibulk length"));
+            }
+            if !limits.authenticated && count > 10 {
+                return Err(perr("unauthenticated multibulk length"));
+            }
+            if !matches!(self.store, ArgStore::Spans(_)) {
+                self.store = ArgStore::Spans(Vec::new());
+            }
+            if let ArgStore::Spans(spans) = &mut self.store {
+                spans.clear();
+                // Never trust the count for the allocation: grow as args arrive.
+                spans.reserve(count.min(1024));
+            }
+            self.remaining = count;
+            self.pos = consumed;
+            self.bulk_len = None;
+        }
+        self.resume_multibulk(buf, limits)
+    }
+
+    fn resume_multibulk(&mut self, buf: &[u8], limits: &Limits) -> Result<Option<Parsed>, ProtocolError> {
+        while self.remaining > 0 {
+            let len = match self.bulk_len {
+                Some(len) => len,
+                None => {
+                    let Some(&b) = buf.get(self.pos) else {
+                        return Ok(None);
+                    };
+                    if b != b'$' {
+                        let got = b as char;
+                        self.reset();
+                        return Err(perr(format!("expected '$', got '{got}'")));
+                    }
+                    let Some(eol) = find_crlf(buf, self.pos + 1) else {
+                        if buf.len() - self.pos > MAX_INLINE_LEN {
+                            self.reset();
+                            return Err(perr("too big bulk count string"));
+                        }
+                        return Ok(None);
+                    };
+                    let len = match parse_len(&buf[self.pos + 1..eol]) {
+                        Some(l) if l >= 0 && (l as u64) <= limits.max_bulk_len as u64 => l as usize,
+                        _ => {
+                            self.reset();
+                            return Err(perr("invalid bulk length"));
+                        }
+                    };
+                    if !limits.authenticated && len > 16384 {
+                        self.reset();
+                        return Err(perr("unauthenticated bulk length"));
+                    }
+                    self.pos = eol + 2;
+                    self.bulk_len = Some(len);
+                    len
+                }
+            };
+            // Redis skips the two bytes after the body without checking them.
+            if buf.len() < self.pos + len + 2 {
+                return Ok(None);
+            }
+            if let ArgStore::Spans(spans) = &mut self.store {
+                spans.push(self.pos..self.pos + len);
+            }
+            self.pos += len + 2;
+            self.bulk_len = None;
+            self.remaining -= 1;
+        }
+        let consumed = self.pos;
+        self.pos = 0;
+        Ok(Some(Parsed::Command { consumed }))
+    }
+
+    fn parse_inline(&mut self, buf: &[u8]) -> Result<Option<Parsed>, ProtocolError> {
+        let from = self.inline_scanned;
+        let Some(nl) = buf[from..].iter().position(|&b| b == b'\n').map(|i| i + from) else {
+            if buf.len() > MAX_INLINE_LEN {
+                self.reset();
+                return Err(perr("too big inline request"));
+            }
+            self.inline_scanned = buf.len();
+            return Ok(None);
+        };
+        self.inline_scanned = 0;
+        let consumed = nl + 1;
+        let mut line = &buf[..nl];
+        if line.last() == Some(&b'\r') {
+            line = &line[..line.len() - 1];
+        }
+        let args = split_args(line).ok_or_else(|| perr("unbalanced quotes in request"))?;
+        if args.is_empty() {
+            return Ok(Some(Parsed::Skip { consumed }));
+        }
+        self.store = ArgStore::Inline(args);
+        Ok(Some(Parsed::Command { consumed }))
+    }
+
+    fn reset(&mut self) {
+        self.remaining = 0;
+        self.pos = 0;
+        self.bulk_len = None;
+        self.inline_scanned = 0;
+    }
+}
+
+fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    while i < buf.len() {
+        let off = buf[i..].iter().position(|&b| b == b'\r')?;
+        let at = i + off;
+        match buf.get(at + 1) {
+            Some(b'\n') => return Some(at),
+            Some(_) => i = at + 1,
+            None => return None,
+        }
+    }
+    None
+}
+
+/// Parses a length line as Redis's `string2ll` does (no leading `+`, no
+/// leading zeros, no spaces).
+fn parse_len(s: &[u8]) -> Option<i64> {
+    crate::protocol::parse_i64(s)
+}
+
+/// Splits an inline request into arguments with Redis's quoting rules:
+/// `"..."` understands `\n \r \t \b \a \\ \" \xHH`, `'...'` only `\'`, and
+/// a closing quote must be followed by a space or the end of the line.
+pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut args = Vec::new();
+    let mut i = 0;
+    let n = line.len();
+    loop {
+        while i < n && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= n {
+            return Some(args);
+        }
+        let mut cur = Vec::new();
+        let mut in_dq = false;
+        let mut in_sq = false;
+        loop {
+            if in_dq {
+                if i >= n {
+                    return None;
+                }
+                let c = line[i];
+                if c == b'\\' && i + 3 < n && line[i + 1] == b'x' && is_hex(line[i + 2]) && is_hex(line[i + 3]) {
+                    cur.push(hex(line[i + 2]) * 16 + hex(line[i + 3]));
+                    i += 3;
+                } else if c == b'\\' && i + 1 < n {
+                    i += 1;
+                    cur.push(match line[i] {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 8,
+                        b'a' => 7,
+                        other => other,
+                    });
+                } else if c == b'"' {
+                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                } else {
+                    cur.push(c);
+                }
+            } else if in_sq {
+                if i >= n {
+                    return None;
+                }
+                let c = line[i];
+                if c == b'\\' && i + 1 < n && line[i + 1] == b'\'' {
+                    i += 1;
+                    cur.push(b'\'');
+                } else if c == b'\'' {
+                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                } else {
+                    cur.push(c);
+                }
+            } else {
+                if i >= n {
+                    break;
+                }
+                match line[i] {
+                    b' ' | b'\n' | b'\r' | b'\t' | 0 => {
+                        i += 1;
+                        break;
+                    }
+                    b'"' => in_dq = true,
+                    b'\'' => in_sq = true,
+                    c => cur.push(c),
+                }
+            }
+            i += 1;
+        }
+        args.push(cur);
+    }
+}
+
+fn is_hex(c: u8) -> bool {
+    c.is_ascii_hexdigit()
+}
+
+fn hex(c: u8) -> u8 {
+    match c {
+        b'0'..=b'9' => c - b'0',
+        b'a'..=b'f' => c - b'a' + 10,
+        b'A'..=b'F' => c - b'A' + 10,
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_all(input: &[u8]) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
+        let mut p = RequestParser::new();
+        let mut buf = input.to_vec();
+        let mut out = Vec::new();
+        while let Some(parsed) = p.parse(&buf, &Limits::default())? {
+            match parsed {
+                Parsed::Command { consumed } => {
+                    out.push(p.args(&buf).iter().map(|a| a.to_vec()).collect());
+                    buf.drain(..consumed);
+                }
+                Parsed::Skip { consumed } => {
+                    buf.drain(..consumed);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn multibulk_and_inline() {
+        let cmds = parse_all(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nPING\r\nset a \"b c\"\r\n").unwrap();
+        assert_eq!(cmds[0], vec![b"GET".to_vec(), b"k".to_vec()]);
+        assert_eq!(cmds[1], vec![b"PING".to_vec()]);
+        assert_eq!(cmds[2], vec![b"set".to_vec(), b"a".to_vec(), b"b c".to_vec()]);
+    }
+
+    #[test]
+    fn byte_at_a_time_resumes() {
+        let input = b"*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$5\r\nvalue\r\n";
+        let mut p = RequestParser::new();
+        let mut buf = Vec::new();
+        let mut got = None;
+        for &b in input.iter() {
+            buf.push(b);
+            if let Some(Parsed::Command { consumed }) = p.parse(&buf, &Limits::default()).unwrap() {
+                assert_eq!(consumed, input.len());
+                got = Some(p.args(&buf).iter().map(|a| a.to_vec()).collect::<Vec<_>>());
+            }
+        }
+        assert_eq!(got.unwrap(), vec![b"SET".to_vec(), b"key".to_vec(), b"value".to_vec()]);
+    }
+
+    #[test]
+    fn errors_match_redis() {
+        let e = |s: &[u8]| parse_all(s).unwrap_err().to_string();
+        assert_eq!(e(b"*1\r\n:1\r\n"), "ERR Protocol error: expected '$', got ':'");
+        assert_eq!(e(b"*1\r\n$-5\r\n"), "ERR Protocol error: invalid bulk length");
+        assert_eq!(e(b"*1\r\n$2147483648000\r\n"), "ERR Protocol error: invalid bulk length");
+        assert_eq!(e(b"*x\r\n"), "ERR Protocol error: invalid multibulk length");
+        assert_eq!(e(b"set \"a\r\n"), "ERR Protocol error: unbalanced quotes in request");
+        assert_eq!(e(b"set \"a\"b\r\n"), "ERR Protocol error: unbalanced quotes in request");
+    }
+
+    #[test]
+    fn empty_multibulk_skipped() {
+        assert_eq!(parse_all(b"*0\r\n*-1\r\n\r\nPING\r\n").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn quoting_rules() {
+        assert_eq!(split_args(b"a \"\\x41\\n\" 'it\\'s'").unwrap(), vec![b"a".to_vec(), b"A\n".to_vec(), b"it's".to_vec()]);
+        assert_eq!(split_args(b"  ").unwrap().len(), 0);
+        assert!(split_args(b"'abc").is_none());
+    }
+
+    #[test]
+    fn unauthenticated_limits() {
+        let limits = Limits { authenticated: false, ..Limits::default() };
+        let mut p = RequestParser::new();
+        assert!(p.parse(b"*11\r\n", &limits).is_err());
+        let mut p = RequestParser::new();
+        assert!(p.parse(b"*1\r\n$16385\r\n", &limits).is_err());
+    }
+}

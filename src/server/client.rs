@@ -1,0 +1,149 @@
+//! Client state: what one connection carries between commands (selected
+//! database, protocol, auth, name, transaction), and the part of it other
+//! connections may see (CLIENT LIST, CLIENT KILL).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+/// What CLIENT LIST / INFO / KILL can see of a connection.
+#[derive(Debug)]
+pub struct ClientInfo {
+    /// Unique, increasing id.
+    pub id: u64,
+    /// Peer address `ip:port`.
+    pub addr: String,
+    /// Local address `ip:port`.
+    pub laddr: String,
+    /// Unix ms of connection.
+    pub created_ms: u64,
+    /// Unix ms of the last command.
+    pub last_cmd_ms: AtomicU64,
+    /// Selected database.
+    pub db: AtomicUsize,
+    /// Name set with CLIENT SETNAME / HELLO SETNAME.
+    pub name: Mutex<Vec<u8>>,
+    /// Library name and version from CLIENT SETINFO.
+    pub lib: Mutex<(Vec<u8>, Vec<u8>)>,
+    /// Slot of the last command run (see `commands::table`), `usize::MAX`
+    /// before the first.
+    pub last_cmd: AtomicUsize,
+    /// Protocol version, 2 or 3.
+    pub resp: AtomicUsize,
+    /// Set when the connection must close (CLIENT KILL).
+    pub killed: AtomicBool,
+    /// Wakes the connection task when it must act (killed, unblocked).
+    pub wake: Notify,
+    /// Whether CLIENT NO-EVICT is on.
+    pub no_evict: AtomicBool,
+    /// Bytes waiting in the query buffer / output buffer, for CLIENT LIST.
+    pub qbuf: AtomicUsize,
+    /// See [`ClientInfo::qbuf`].
+    pub obuf: AtomicUsize,
+    /// Commands in the current MULTI, -1 when none (CLIENT LIST `multi`).
+    pub multi: AtomicU64,
+}
+
+impl ClientInfo {
+    /// Info for a new connection.
+    pub fn new(id: u64, addr: String, laddr: String, now_ms: u64) -> Self {
+        ClientInfo {
+            id,
+            addr,
+            laddr,
+            created_ms: now_ms,
+            last_cmd_ms: AtomicU64::new(now_ms),
+            db: AtomicUsize::new(0),
+            name: Mutex::new(Vec::new()),
+            lib: Mutex::new((Vec::new(), Vec::new())),
+            last_cmd: AtomicUsize::new(usize::MAX),
+            resp: AtomicUsize::new(2),
+            killed: AtomicBool::new(false),
+            wake: Notify::new(),
+            no_evict: AtomicBool::new(false),
+            qbuf: AtomicUsize::new(0),
+            obuf: AtomicUsize::new(0),
+            multi: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// Asks the connection to close.
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::Release);
+        self.wake.notify_one();
+    }
+}
+
+/// CLIENT REPLY mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyMode {
+    /// Normal.
+    On,
+    /// No replies until CLIENT REPLY ON.
+    Off,
+    /// No reply for the next command.
+    Skip,
+    /// The command after CLIENT REPLY SKIP: its reply is dropped.
+    SkipNext,
+}
+
+/// A queued command of a MULTI block.
+#[derive(Debug, Clone)]
+pub struct Queued {
+    /// The arguments, name first.
+    pub args: Vec<Vec<u8>>,
+}
+
+/// Per-connection state, owned by the connection task.
+#[derive(Debug)]
+pub struct ClientState {
+    /// Shared, observable part.
+    pub info: Arc<ClientInfo>,
+    /// Selected database.
+    pub db: usize,
+    /// Whether AUTH has succeeded (or no password is set).
+    pub authenticated: bool,
+    /// Close the connection once the pending replies are written.
+    pub close_after_reply: bool,
+    /// CLIENT REPLY mode.
+    pub reply_mode: ReplyMode,
+    /// Commands queued since MULTI, when in a transaction.
+    pub multi: Option<Vec<Queued>>,
+    /// A command failed to queue: EXEC must answer EXECABORT.
+    pub multi_error: bool,
+    /// Flag raised when a WATCHed key changes.
+    pub watch_dirty: Arc<AtomicBool>,
+    /// WATCHed keys: (db, key).
+    pub watched: Vec<(usize, Vec<u8>)>,
+    /// Per-command statistics not yet added to the server's (calls, usec,
+    /// failed, rejected), indexed by command slot.
+    pub pending_stats: Vec<(u64, u64, u64, u64)>,
+    /// Slots with pending statistics.
+    pub pending_slots: Vec<usize>,
+}
+
+impl ClientState {
+    /// State for a new connection.
+    pub fn new(info: Arc<ClientInfo>, authenticated: bool) -> Self {
+        ClientState {
+            info,
+            db: 0,
+            authenticated,
+            close_after_reply: false,
+            reply_mode: ReplyMode::On,
+            multi: None,
+            multi_error: false,
+            watch_dirty: Arc::new(AtomicBool::new(false)),
+            watched: Vec::new(),
+            pending_stats: Vec::new(),
+            pending_slots: Vec::new(),
+        }
+    }
+
+    /// The client id.
+    pub fn id(&self) -> u64 {
+        self.info.id
+    }
+}

@@ -1,0 +1,112 @@
+//! The network side: the listener, one task per connection, client state,
+//! configuration and shared server state. Commands live in `commands`.
+
+pub mod client;
+pub mod config;
+pub mod connection;
+pub mod state;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+
+pub use config::Config;
+pub use state::Server;
+
+/// Binds every configured address, then serves until shutdown (SHUTDOWN,
+/// SIGTERM or Ctrl-C). Returns once every listener has stopped.
+pub async fn run(server: Arc<Server>) -> std::io::Result<()> {
+    let (binds, port) = {
+        let c = server.config.read();
+        (c.bind.clone(), c.port)
+    };
+    let mut listeners = Vec::new();
+    for addr in &binds {
+        let addr = addr.trim_start_matches('-');
+        let l = TcpListener::bind((addr, port)).await?;
+        server.port.store(l.local_addr()?.port() as u64, std::sync::atomic::Ordering::Relaxed);
+        tracing::info!("Ready to accept connections tcp on {}", l.local_addr()?);
+        listeners.push(l);
+    }
+    spawn_cron(server.clone());
+    spawn_signals(server.clone());
+    let mut tasks = Vec::new();
+    for l in listeners {
+        tasks.push(tokio::spawn(accept_loop(server.clone(), l)));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    Ok(())
+}
+
+async fn accept_loop(server: Arc<Server>, listener: TcpListener) {
+    let mut shutdown = server.shutdown.subscribe();
+    loop {
+        tokio::select! {
+            r = listener.accept() => match r {
+                Ok((stream, _)) => {
+                    let max = server.config.read().maxclients as usize;
+                    if server.clients.len() >= max {
+                        server.stats.rejected_connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        tokio::spawn(async move {
+                            use tokio::io::AsyncWriteExt;
+                            let mut s = stream;
+                            let _ = s.write_all(b"-ERR max number of clients reached\r\n").await;
+                        });
+                        continue;
+                    }
+                    tokio::spawn(connection::serve(server.clone(), stream));
+                }
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            },
+            _ = shutdown.changed() => break,
+        }
+    }
+}
+
+/// The periodic work: active expiry, `hz` times a second.
+fn spawn_cron(server: Arc<Server>) {
+    tokio::spawn(async move {
+        let mut shutdown = server.shutdown.subscribe();
+        loop {
+            let hz = server.config.read().hz.clamp(1, 500);
+            let period = Duration::from_millis(1000 / hz);
+            tokio::select! {
+                _ = tokio::time::sleep(period) => {}
+                _ = shutdown.changed() => break,
+            }
+            // Keep going while much is due, but yield between rounds.
+            for _ in 0..16 {
+                let (_, more) = server.keyspace.active_expire(state::unix_ms(), 200);
+                if !more {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+        }
+    });
+}
+
+fn spawn_signals(server: Arc<Server>) {
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let Ok(mut term) = signal(SignalKind::terminate()) else { return };
+            let mut int = match signal(SignalKind::interrupt()) {
+                Ok(s) => s,
+                Err(_) => return,
+            };
+            tokio::select! {
+                _ = term.recv() => tracing::warn!("Received SIGTERM scheduling shutdown..."),
+                _ = int.recv() => tracing::warn!("Received SIGINT scheduling shutdown..."),
+            }
+            server.request_shutdown();
+        }
+    });
+}

@@ -1,0 +1,196 @@
+//! Shared server state: the keyspace, configuration, connected clients and
+//! statistics, reachable from every connection.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use dashmap::DashMap;
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::watch;
+
+use super::client::ClientInfo;
+use super::config::Config;
+use crate::commands::table::table;
+use crate::engine::Keyspace;
+
+/// Unix time in milliseconds.
+pub fn unix_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// Unix time in microseconds.
+pub fn unix_us() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
+}
+
+/// Calls, time and errors of one command (INFO commandstats).
+#[derive(Debug, Default)]
+pub struct CommandStat {
+    pub calls: AtomicU64,
+    pub usec: AtomicU64,
+    pub failed: AtomicU64,
+    pub rejected: AtomicU64,
+}
+
+/// One slow log entry.
+#[derive(Debug, Clone)]
+pub struct SlowlogEntry {
+    pub id: u64,
+    pub time_s: u64,
+    pub duration_us: u64,
+    pub args: Vec<Vec<u8>>,
+    pub addr: String,
+    pub name: Vec<u8>,
+}
+
+/// Server-wide counters (INFO stats).
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub connections_received: AtomicU64,
+    pub commands_processed: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub keyspace_hits: AtomicU64,
+    pub keyspace_misses: AtomicU64,
+    pub net_input_bytes: AtomicU64,
+    pub net_output_bytes: AtomicU64,
+    pub total_error_replies: AtomicU64,
+    pub unexpected_error_replies: AtomicU64,
+}
+
+/// Everything connections share.
+pub struct Server {
+    /// All the data.
+    pub keyspace: Keyspace,
+    /// Current configuration.
+    pub config: RwLock<Config>,
+    /// Hot copies of configuration read on every command.
+    pub slowlog_threshold_us: AtomicI64,
+    /// Hot copy of `proto-max-bulk-len`.
+    pub proto_max_bulk_len: AtomicU64,
+    /// Hot copy of `client-query-buffer-limit`.
+    pub query_buffer_limit: AtomicU64,
+    /// Connected clients by id.
+    pub clients: DashMap<u64, Arc<ClientInfo>>,
+    next_client_id: AtomicU64,
+    /// Clients blocked on keys (BZPOPMIN, ...).
+    pub blocked_clients: AtomicUsize,
+    /// Counters.
+    pub stats: Stats,
+    /// Per-command statistics, indexed by command slot.
+    pub command_stats: Vec<CommandStat>,
+    /// Error replies by error code (INFO errorstats).
+    pub error_stats: Mutex<HashMap<String, u64>>,
+    /// The slow log, newest first.
+    pub slowlog: Mutex<VecDeque<SlowlogEntry>>,
+    /// Next slow log id.
+    pub slowlog_next_id: AtomicU64,
+    /// Start instant and unix ms.
+    pub started: Instant,
+    /// See [`Server::started`].
+    pub started_unix_ms: u64,
+    /// Unix seconds of the last successful save.
+    pub lastsave: AtomicU64,
+    /// TCP port actually listened on.
+    pub port: AtomicU64,
+    /// Path of the config file, if started with one.
+    pub config_file: Option<String>,
+    /// Set to true to stop the server.
+    pub shutdown: watch::Sender<bool>,
+    /// Whether a shutdown was requested.
+    pub shutting_down: AtomicBool,
+    /// Unique id of this run (INFO run_id).
+    pub run_id: String,
+}
+
+impl Server {
+    /// A server with this configuration and an empty keyspace.
+    pub fn new(config: Config, config_file: Option<String>) -> Arc<Self> {
+        let (tx, _rx) = watch::channel(false);
+        let now = unix_ms();
+        let run_id: String = (0..40).map(|_| format!("{:x}", rand::random::<u8>() % 16)).collect();
+        Arc::new(Server {
+            keyspace: Keyspace::new(config.databases),
+            slowlog_threshold_us: AtomicI64::new(config.slowlog_log_slower_than),
+            proto_max_bulk_len: AtomicU64::new(config.proto_max_bulk_len),
+            query_buffer_limit: AtomicU64::new(config.client_query_buffer_limit),
+            config: RwLock::new(config),
+            clients: DashMap::new(),
+            next_client_id: AtomicU64::new(1),
+            blocked_clients: AtomicUsize::new(0),
+            stats: Stats::default(),
+            command_stats: (0..table().slots()).map(|_| CommandStat::default()).collect(),
+            error_stats: Mutex::new(HashMap::new()),
+            slowlog: Mutex::new(VecDeque::new()),
+            slowlog_next_id: AtomicU64::new(0),
+            started: Instant::now(),
+            started_unix_ms: now,
+            lastsave: AtomicU64::new(now / 1000),
+            port: AtomicU64::new(0),
+            config_file,
+            shutdown: tx,
+            shutting_down: AtomicBool::new(false),
+            run_id,
+        })
+    }
+
+    /// A new, never reused client id.
+    pub fn next_client_id(&self) -> u64 {
+        self.next_client_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Copies hot configuration values after a CONFIG SET.
+    pub fn refresh_hot_config(&self) {
+        let c = self.config.read();
+        self.slowlog_threshold_us.store(c.slowlog_log_slower_than, Ordering::Relaxed);
+        self.proto_max_bulk_len.store(c.proto_max_bulk_len, Ordering::Relaxed);
+        self.query_buffer_limit.store(c.client_query_buffer_limit, Ordering::Relaxed);
+    }
+
+    /// Asks every connection and the listener to stop.
+    pub fn request_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::Release);
+        let _ = self.shutdown.send(true);
+    }
+
+    /// Counts an error reply under its code.
+    pub fn count_error(&self, code: &str) {
+        self.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
+        let mut m = self.error_stats.lock();
+        *m.entry(code.to_string()).or_insert(0) += 1;
+    }
+
+    /// Adds an entry to the slow log, trimming it to `slowlog-max-len`.
+    pub fn slowlog_push(&self, duration_us: u64, args: &[&[u8]], addr: &str, name: &[u8]) {
+        let max = self.config.read().slowlog_max_len as usize;
+        // Like Redis: at most 32 arguments, each at most 128 bytes.
+        let mut kept: Vec<Vec<u8>> = Vec::new();
+        for (i, a) in args.iter().enumerate() {
+            if i == 31 && args.len() > 32 {
+                kept.push(format!("... ({} more arguments)", args.len() - 31).into_bytes());
+                break;
+            }
+            if a.len() > 128 {
+                let mut v = a[..128].to_vec();
+                v.extend_from_slice(format!("... ({} more bytes)", a.len() - 128).as_bytes());
+                kept.push(v);
+            } else {
+                kept.push(a.to_vec());
+            }
+        }
+        let entry = SlowlogEntry {
+            id: self.slowlog_next_id.fetch_add(1, Ordering::Relaxed),
+            time_s: unix_ms() / 1000,
+            duration_us,
+            args: kept,
+            addr: addr.to_string(),
+            name: name.to_vec(),
+        };
+        let mut log = self.slowlog.lock();
+        log.push_front(entry);
+        while log.len() > max {
+            log.pop_back();
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! Shared test support: start a Rostrum server on a free loopback port and
+//! stop it when the handle is dropped.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running server process, killed on drop.
+pub struct TestServer {
+    pub child: Child,
+    pub port: u16,
+    pub dir: PathBuf,
+}
+
+/// A port that was free a moment ago on 127.0.0.1.
+pub fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    l.local_addr().expect("local addr").port()
+}
+
+/// A fresh temporary directory for one test.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rostrum-test-{}-{}-{}", tag, std::process::id(), free_port()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("create temp dir");
+    d
+}
+
+impl TestServer {
+    /// Starts `rostrum` with extra arguments, waiting until it answers PING.
+    pub fn start(extra: &[&str]) -> TestServer {
+        let dir = temp_dir("srv");
+        Self::start_in(dir, extra)
+    }
+
+    /// Starts `rostrum` in `dir` (its working directory).
+    pub fn start_in(dir: PathBuf, extra: &[&str]) -> TestServer {
+        for _attempt in 0..5 {
+            let port = free_port();
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_rostrum"));
+            cmd.arg("--port").arg(port.to_string()).arg("--loglevel").arg("warning").args(extra);
+            cmd.current_dir(&dir).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+            let mut child = cmd.spawn().expect("spawn rostrum");
+            if wait_ready(port, &mut child) {
+                return TestServer { child, port, dir: dir.clone() };
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("rostrum did not start");
+    }
+
+    /// `redis://127.0.0.1:port/`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// A synchronous `redis` crate connection.
+    pub fn conn(&self) -> redis::Connection {
+        let client = redis::Client::open(self.url()).expect("client");
+        client.get_connection_with_timeout(Duration::from_secs(5)).expect("connect")
+    }
+
+    /// A raw TCP connection with a read timeout.
+    pub fn raw(&self) -> TcpStream {
+        let s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+        s
+    }
+
+    /// Stops the server with SIGKILL and waits for it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Polls until something answers PING on `port` (at most 10 s).
+pub fn wait_ready(port: u16, child: &mut Child) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return false;
+        }
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+            s.set_read_timeout(Some(Duration::from_millis(500))).ok();
+            if s.write_all(b"PING\r\n").is_ok() {
+                let mut line = String::new();
+                let mut r = BufReader::new(&mut s);
+                if r.read_line(&mut line).is_ok() && (line.starts_with("+PONG") || line.starts_with("-NOAUTH")) {
+                    return true;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// Sends raw bytes and reads until `expect_len` bytes arrived or the
+/// connection closed / timed out. Returns what was read.
+pub fn roundtrip(s: &mut TcpStream, bytes: &[u8], expect_len: usize) -> Vec<u8> {
+    s.write_all(bytes).expect("write");
+    read_at_least(s, expect_len)
+}
+
+/// Reads until `n` bytes arrived, EOF or timeout.
+pub fn read_at_least(s: &mut TcpStream, n: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 65536];
+    while out.len() < n {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(k) => out.extend_from_slice(&buf[..k]),
+            Err(_) => break,
+        }
+    }
+    out
+}
