@@ -62,7 +62,10 @@ impl CmdError {
             rest.push_str(&cut);
             rest.push_str("' ");
         }
-        CmdError::UnknownCommand { name: truncate_bytes(&name, 128), args: rest }
+        CmdError::UnknownCommand {
+            name: truncate_bytes(&name, 128),
+            args: rest,
+        }
     }
 
     /// The error code: the first word of the line (for `INFO errorstats`).
@@ -86,16 +89,23 @@ fn truncate_bytes(s: &str, max: usize) -> String {
 impl fmt::Display for CmdError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CmdError::WrongType => f.write_str("WRONGTYPE Operation against a key holding the wrong kind of value"),
+            CmdError::WrongType => {
+                f.write_str("WRONGTYPE Operation against a key holding the wrong kind of value")
+            }
             CmdError::Syntax => f.write_str("ERR syntax error"),
             CmdError::NotInteger => f.write_str("ERR value is not an integer or out of range"),
             CmdError::NotFloat => f.write_str("ERR value is not a valid float"),
             CmdError::Overflow => f.write_str("ERR increment or decrement would overflow"),
             CmdError::NoSuchKey => f.write_str("ERR no such key"),
             CmdError::DbIndexOutOfRange => f.write_str("ERR DB index is out of range"),
-            CmdError::WrongArity(name) => write!(f, "ERR wrong number of arguments for '{name}' command"),
+            CmdError::WrongArity(name) => {
+                write!(f, "ERR wrong number of arguments for '{name}' command")
+            }
             CmdError::UnknownCommand { name, args } => {
-                write!(f, "ERR unknown command '{name}', with args beginning with: {args}")
+                write!(
+                    f,
+                    "ERR unknown command '{name}', with args beginning with: {args}"
+                )
             }
             CmdError::UnknownSubcommand { command, sub } => {
                 write!(f, "ERR unknown subcommand '{sub}'. Try {command} HELP.")

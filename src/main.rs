@@ -70,7 +70,9 @@ fn build_config(cli: &Cli) -> Result<Config, String> {
     set("appendfilename", cli.appendfilename.clone())?;
     set("maxclients", cli.maxclients.map(|d| d.to_string()))?;
     for kv in &cli.extra {
-        let (k, v) = kv.split_once('=').ok_or_else(|| format!("--config expects NAME=VALUE, got '{kv}'"))?;
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| format!("--config expects NAME=VALUE, got '{kv}'"))?;
         c.apply(k, v)?;
     }
     Ok(c)
@@ -97,10 +99,20 @@ fn main() {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_filter(&config.loglevel)));
-    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).init();
-    tracing::info!("Rostrum {} starting (Redis {} compatible)", env!("CARGO_PKG_VERSION"), rostrum::commands::connection::REDIS_VERSION);
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .init();
+    tracing::info!(
+        "Rostrum {} starting (Redis {} compatible)",
+        env!("CARGO_PKG_VERSION"),
+        rostrum::commands::connection::REDIS_VERSION
+    );
 
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("cannot start the runtime: {e}");

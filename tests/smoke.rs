@@ -12,8 +12,15 @@ fn ping_set_get_through_redis_crate() {
     let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
     let v: String = redis::cmd("GET").arg("k").query(&mut c).unwrap();
     assert_eq!(v, "v");
-    let n: i64 = redis::cmd("DEL").arg("k").arg("nope").query(&mut c).unwrap();
+    let n: i64 = redis::cmd("DEL")
+        .arg("k")
+        .arg("nope")
+        .query(&mut c)
+        .unwrap();
     assert_eq!(n, 1);
-    let err = redis::cmd("NOSUCH").arg("x").query::<()>(&mut c).unwrap_err();
+    let err = redis::cmd("NOSUCH")
+        .arg("x")
+        .query::<()>(&mut c)
+        .unwrap_err();
     assert!(err.to_string().contains("unknown command"), "{err}");
 }

@@ -11,19 +11,59 @@ use crate::server::client::ReplyMode;
 /// The Redis version whose behaviour Rostrum matches.
 pub const REDIS_VERSION: &str = "7.0.15";
 
-const fn conn(name: &'static str, arity: i32, flags: u32, handler: super::table::Handler, summary: &'static str) -> CommandSpec {
-    CommandSpec { group: "connection", summary, ..CommandSpec::new(name, arity, flags, KeySpec::None, handler) }
+const fn conn(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    handler: super::table::Handler,
+    summary: &'static str,
+) -> CommandSpec {
+    CommandSpec {
+        group: "connection",
+        summary,
+        ..CommandSpec::new(name, arity, flags, KeySpec::None, handler)
+    }
 }
 
 /// This family's commands.
 pub const COMMANDS: &[CommandSpec] = &[
     conn("ping", -1, FAST | STALE, ping, "Ping the server"),
     conn("echo", 2, FAST, echo, "Echo the given string"),
-    conn("quit", -1, ALLOW_BUSY | NO_AUTH | LOADING | STALE | FAST, quit, "Close the connection"),
-    conn("select", 2, LOADING | STALE | FAST, select, "Change the selected database for the current connection"),
-    conn("auth", -2, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, auth, "Authenticate to the server"),
-    conn("hello", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, hello, "Handshake with Redis"),
-    conn("reset", 1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, reset, "Reset the connection"),
+    conn(
+        "quit",
+        -1,
+        ALLOW_BUSY | NO_AUTH | LOADING | STALE | FAST,
+        quit,
+        "Close the connection",
+    ),
+    conn(
+        "select",
+        2,
+        LOADING | STALE | FAST,
+        select,
+        "Change the selected database for the current connection",
+    ),
+    conn(
+        "auth",
+        -2,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY,
+        auth,
+        "Authenticate to the server",
+    ),
+    conn(
+        "hello",
+        -1,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY,
+        hello,
+        "Handshake with Redis",
+    ),
+    conn(
+        "reset",
+        1,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY,
+        reset,
+        "Reset the connection",
+    ),
 ];
 
 fn ping(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
@@ -94,7 +134,8 @@ fn hello(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let mut proto = None;
     let mut i = 1;
     if a.len() > 1 {
-        let v = args::int(a[1]).map_err(|_| CmdError::err("Protocol version is not an integer or out of range"))?;
+        let v = args::int(a[1])
+            .map_err(|_| CmdError::err("Protocol version is not an integer or out of range"))?;
         if !(2..=3).contains(&v) {
             return Err(CmdError::line("NOPROTO unsupported protocol version"));
         }
@@ -114,7 +155,10 @@ fn hello(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
             setname = Some(name.to_vec());
             i += 2;
         } else {
-            return Err(CmdError::err(format!("Syntax error in HELLO option '{}'", args::text(a[i]))));
+            return Err(CmdError::err(format!(
+                "Syntax error in HELLO option '{}'",
+                args::text(a[i])
+            )));
         }
     }
     if !ctx.client.authenticated {

@@ -85,7 +85,12 @@ impl<'a> Keys<'a> {
         let idx = self.ks.shard_of(key);
         let db = self.db;
         let g = self.locked.guard(idx).ok_or_else(not_locked)?;
-        let found = g.shard().dbs.get(db).ok_or(CmdError::DbIndexOutOfRange)?.get(key, now);
+        let found = g
+            .shard()
+            .dbs
+            .get(db)
+            .ok_or(CmdError::DbIndexOutOfRange)?
+            .get(key, now);
         if found.is_some() {
             self.hits += 1;
         } else {

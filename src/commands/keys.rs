@@ -4,16 +4,38 @@ use super::table::{flags::*, CommandSpec, KeySpec};
 use super::Ctx;
 use crate::error::CmdResult;
 
-const ALL_ARGS: KeySpec = KeySpec::Range { first: 1, last: -1, step: 1 };
+const ALL_ARGS: KeySpec = KeySpec::Range {
+    first: 1,
+    last: -1,
+    step: 1,
+};
 
-const fn generic(name: &'static str, arity: i32, flags: u32, keys: KeySpec, handler: super::table::Handler, summary: &'static str) -> CommandSpec {
-    CommandSpec { group: "generic", summary, ..CommandSpec::new(name, arity, flags, keys, handler) }
+const fn generic(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    keys: KeySpec,
+    handler: super::table::Handler,
+    summary: &'static str,
+) -> CommandSpec {
+    CommandSpec {
+        group: "generic",
+        summary,
+        ..CommandSpec::new(name, arity, flags, keys, handler)
+    }
 }
 
 /// This family's commands.
 pub const COMMANDS: &[CommandSpec] = &[
     generic("del", -2, WRITE, ALL_ARGS, del, "Delete a key"),
-    generic("exists", -2, READONLY | FAST, ALL_ARGS, exists, "Determine if a key exists"),
+    generic(
+        "exists",
+        -2,
+        READONLY | FAST,
+        ALL_ARGS,
+        exists,
+        "Determine if a key exists",
+    ),
 ];
 
 fn del(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {

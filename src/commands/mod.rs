@@ -3,10 +3,12 @@
 //! reply; it never touches sockets.
 
 pub mod args;
+pub mod bitmap;
 pub mod connection;
 pub mod ctx;
 pub mod keys;
 pub mod server;
+pub mod set;
 pub mod string;
 pub mod table;
 
@@ -23,7 +25,14 @@ use crate::server::client::{ClientState, Queued, ReplyMode};
 use crate::server::state::{unix_ms, Server};
 
 /// Every family's commands; the table is built from this list.
-pub const FAMILIES: &[&[CommandSpec]] = &[connection::COMMANDS, string::COMMANDS, keys::COMMANDS, server::COMMANDS];
+pub const FAMILIES: &[&[CommandSpec]] = &[
+    connection::COMMANDS,
+    string::COMMANDS,
+    keys::COMMANDS,
+    server::COMMANDS,
+    bitmap::COMMANDS,
+    set::COMMANDS,
+];
 
 /// Commands that run at once even inside MULTI.
 const MULTI_IMMEDIATE: &[&str] = &["exec", "discard", "multi", "watch", "quit", "reset"];
@@ -49,9 +58,17 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
     if client.multi.is_some() && !MULTI_IMMEDIATE.contains(&spec.name) {
         if spec.has(flags::NO_MULTI) {
             client.multi_error = true;
-            reject(server, client, out, Some(cmd), &CmdError::err("Command not allowed inside a transaction"));
+            reject(
+                server,
+                client,
+                out,
+                Some(cmd),
+                &CmdError::err("Command not allowed inside a transaction"),
+            );
         } else if let Some(q) = client.multi.as_mut() {
-            q.push(Queued { args: args.iter().map(|a| a.to_vec()).collect() });
+            q.push(Queued {
+                args: args.iter().map(|a| a.to_vec()).collect(),
+            });
             client.info.multi.store(q.len() as u64, Ordering::Relaxed);
             out.simple(b"QUEUED");
         }
@@ -90,10 +107,16 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
     let (hits, misses) = (ctx.keys.hits, ctx.keys.misses);
     drop(ctx);
     if hits > 0 {
-        server.stats.keyspace_hits.fetch_add(hits, Ordering::Relaxed);
+        server
+            .stats
+            .keyspace_hits
+            .fetch_add(hits, Ordering::Relaxed);
     }
     if misses > 0 {
-        server.stats.keyspace_misses.fetch_add(misses, Ordering::Relaxed);
+        server
+            .stats
+            .keyspace_misses
+            .fetch_add(misses, Ordering::Relaxed);
     }
     client.info.last_cmd_ms.store(now_ms, Ordering::Relaxed);
     finish_reply_mode(client, out, start_len);
@@ -121,7 +144,8 @@ pub fn call(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]]) {
     let threshold = ctx.server.slowlog_threshold_us.load(Ordering::Relaxed);
     if threshold >= 0 && us >= threshold as u64 && !cmd.spec.has(flags::SKIP_SLOWLOG) {
         let name = ctx.client.info.name.lock().clone();
-        ctx.server.slowlog_push(us, args, &ctx.client.info.addr, &name);
+        ctx.server
+            .slowlog_push(us, args, &ctx.client.info.addr, &name);
     }
 }
 
@@ -134,7 +158,10 @@ pub fn resolve(args: &[&[u8]]) -> Result<&'static Command, CmdError> {
         Lookup::UnknownSub(c) => {
             return Err(CmdError::UnknownSubcommand {
                 command: c.spec.name.to_ascii_uppercase(),
-                sub: String::from_utf8_lossy(args.get(1).copied().unwrap_or(b"")).chars().take(128).collect(),
+                sub: String::from_utf8_lossy(args.get(1).copied().unwrap_or(b""))
+                    .chars()
+                    .take(128)
+                    .collect(),
             })
         }
         Lookup::MissingSub(c) => return Err(CmdError::WrongArity(c.full_name.clone())),
@@ -145,7 +172,13 @@ pub fn resolve(args: &[&[u8]]) -> Result<&'static Command, CmdError> {
     Ok(cmd)
 }
 
-fn reject(server: &Server, client: &mut ClientState, out: &mut Reply, cmd: Option<&Command>, e: &CmdError) {
+fn reject(
+    server: &Server,
+    client: &mut ClientState,
+    out: &mut Reply,
+    cmd: Option<&Command>,
+    e: &CmdError,
+) {
     out.error(&e.to_string());
     server.count_error(&e.code());
     if let Some(c) = cmd {
@@ -157,7 +190,9 @@ fn record(client: &mut ClientState, slot: usize, us: u64, failed: bool, rejected
     if client.pending_stats.is_empty() {
         client.pending_stats = vec![(0, 0, 0, 0); table().slots()];
     }
-    let Some(s) = client.pending_stats.get_mut(slot) else { return };
+    let Some(s) = client.pending_stats.get_mut(slot) else {
+        return;
+    };
     if *s == (0, 0, 0, 0) {
         client.pending_slots.push(slot);
     }
@@ -174,8 +209,12 @@ fn record(client: &mut ClientState, slot: usize, us: u64, failed: bool, rejected
 pub fn flush_stats(server: &Server, client: &mut ClientState) {
     let mut processed = 0;
     for slot in client.pending_slots.drain(..) {
-        let Some(s) = client.pending_stats.get_mut(slot) else { continue };
-        let Some(dst) = server.command_stats.get(slot) else { continue };
+        let Some(s) = client.pending_stats.get_mut(slot) else {
+            continue;
+        };
+        let Some(dst) = server.command_stats.get(slot) else {
+            continue;
+        };
         let (calls, us, failed, rejected) = std::mem::take(s);
         processed += calls + rejected;
         if calls > 0 {
@@ -190,7 +229,10 @@ pub fn flush_stats(server: &Server, client: &mut ClientState) {
         }
     }
     if processed > 0 {
-        server.stats.commands_processed.fetch_add(processed, Ordering::Relaxed);
+        server
+            .stats
+            .commands_processed
+            .fetch_add(processed, Ordering::Relaxed);
     }
 }
 

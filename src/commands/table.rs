@@ -119,7 +119,13 @@ pub struct CommandSpec {
 impl CommandSpec {
     /// A command with default documentation fields; fill in with struct
     /// update syntax in the family modules.
-    pub const fn new(name: &'static str, arity: i32, flags: u32, keys: KeySpec, handler: Handler) -> Self {
+    pub const fn new(
+        name: &'static str,
+        arity: i32,
+        flags: u32,
+        keys: KeySpec,
+        handler: Handler,
+    ) -> Self {
         CommandSpec {
             name,
             arity,
@@ -211,11 +217,24 @@ impl CommandTable {
                 for sub in spec.subcommands {
                     subs.insert(
                         sub.name,
-                        Command { spec: sub, full_name: format!("{}|{}", spec.name, sub.name), id: count, subs: HashMap::new() },
+                        Command {
+                            spec: sub,
+                            full_name: format!("{}|{}", spec.name, sub.name),
+                            id: count,
+                            subs: HashMap::new(),
+                        },
                     );
                     count += 1;
                 }
-                by_name.insert(spec.name, Command { spec, full_name: spec.name.to_string(), id, subs });
+                by_name.insert(
+                    spec.name,
+                    Command {
+                        spec,
+                        full_name: spec.name.to_string(),
+                        id,
+                        subs,
+                    },
+                );
             }
         }
         CommandTable { by_name, count }
@@ -312,9 +331,18 @@ mod tests {
         assert!(t.len() > 10);
         for c in t.all_slots() {
             let s = c.spec;
-            assert_eq!(s.name, s.name.to_ascii_lowercase(), "{} not lower case", s.name);
+            assert_eq!(
+                s.name,
+                s.name.to_ascii_lowercase(),
+                "{} not lower case",
+                s.name
+            );
             assert!(s.arity != 0, "{} has arity 0", c.full_name);
-            assert!(!(s.has(flags::WRITE) && s.has(flags::READONLY)), "{}", c.full_name);
+            assert!(
+                !(s.has(flags::WRITE) && s.has(flags::READONLY)),
+                "{}",
+                c.full_name
+            );
         }
     }
 

@@ -132,7 +132,8 @@ impl Db {
 
     /// Removes `key` if it has expired; returns whether it did.
     pub fn expire_if_needed(&mut self, key: &[u8], now_ms: u64) -> bool {
-        let expired = matches!(self.map.get(key), Some(e) if e.expire_at != 0 && e.expire_at <= now_ms);
+        let expired =
+            matches!(self.map.get(key), Some(e) if e.expire_at != 0 && e.expire_at <= now_ms);
         if expired {
             self.remove(key);
             self.expired_count += 1;
@@ -153,12 +154,22 @@ impl Db {
             }
             return;
         }
-        let entry = Entry { value, expire_at: 0, lru: AtomicU32::new((now_ms / 1000) as u32) };
+        let entry = Entry {
+            value,
+            expire_at: 0,
+            lru: AtomicU32::new((now_ms / 1000) as u32),
+        };
         self.map.insert(Bytes::copy_from_slice(key), entry);
     }
 
     /// Inserts a whole entry (value and expiry) under `key`, replacing any.
-    pub fn insert_with_expiry(&mut self, key: &[u8], value: Value, expire_at: Option<u64>, now_ms: u64) {
+    pub fn insert_with_expiry(
+        &mut self,
+        key: &[u8],
+        value: Value,
+        expire_at: Option<u64>,
+        now_ms: u64,
+    ) {
         self.insert(key, value, false, now_ms);
         if let Some(at) = expire_at {
             self.set_expire(key, at);
@@ -241,7 +252,12 @@ impl Db {
     pub fn clear(&mut self) -> usize {
         let n = self.map.len();
         if !self.watched.is_empty() {
-            let keys: Vec<Bytes> = self.map.keys().filter(|k| self.watched.contains_key(*k)).cloned().collect();
+            let keys: Vec<Bytes> = self
+                .map
+                .keys()
+                .filter(|k| self.watched.contains_key(*k))
+                .cloned()
+                .collect();
             for k in keys {
                 self.touch_watched(&k);
             }
@@ -356,7 +372,10 @@ pub struct Locked<'a> {
 impl<'a> Locked<'a> {
     /// Holds nothing (for commands without keys).
     pub fn none() -> Self {
-        Locked { guards: SmallVec::new(), all: false }
+        Locked {
+            guards: SmallVec::new(),
+            all: false,
+        }
     }
 
     /// Whether every shard is held (EXEC, scripts, keyspace-wide commands).
@@ -377,7 +396,10 @@ impl<'a> Locked<'a> {
         if self.all {
             return self.guards.get_mut(idx).map(|(_, g)| g);
         }
-        self.guards.iter_mut().find(|(i, _)| *i == idx).map(|(_, g)| g)
+        self.guards
+            .iter_mut()
+            .find(|(i, _)| *i == idx)
+            .map(|(_, g)| g)
     }
 
     /// Every held guard, in shard order.
@@ -391,9 +413,18 @@ impl Keyspace {
     pub fn new(databases: usize) -> Self {
         let hasher = KeyHasher::new();
         let shards = (0..SHARD_COUNT)
-            .map(|_| Padded(RwLock::new(Shard { dbs: (0..databases).map(|_| Db::new(&hasher)).collect() })))
+            .map(|_| {
+                Padded(RwLock::new(Shard {
+                    dbs: (0..databases).map(|_| Db::new(&hasher)).collect(),
+                }))
+            })
             .collect();
-        Keyspace { shards, hasher, databases, lazy_expired: AtomicU64::new(0) }
+        Keyspace {
+            shards,
+            hasher,
+            databases,
+            lazy_expired: AtomicU64::new(0),
+        }
     }
 
     /// Number of databases.
@@ -416,13 +447,18 @@ impl Keyspace {
         let mut idx: SmallVec<[usize; 4]> = keys.map(|k| self.shard_of(k)).collect();
         idx.sort_unstable();
         idx.dedup();
-        let guards = idx.into_iter().map(|i| (i, self.lock_one(i, write))).collect();
+        let guards = idx
+            .into_iter()
+            .map(|i| (i, self.lock_one(i, write)))
+            .collect();
         Locked { guards, all: false }
     }
 
     /// Locks every shard, in ascending order.
     pub fn lock_all(&self, write: bool) -> Locked<'_> {
-        let guards = (0..SHARD_COUNT).map(|i| (i, self.lock_one(i, write))).collect();
+        let guards = (0..SHARD_COUNT)
+            .map(|i| (i, self.lock_one(i, write)))
+            .collect();
         Locked { guards, all: true }
     }
 

@@ -1,6 +1,7 @@
 //! The data: the sharded keyspace with expiry, and the structures values are
 //! made of. No RESP, no clients, no tokio here.
 
+pub mod bitmap;
 pub mod glob;
 pub mod keyspace;
 pub mod set;

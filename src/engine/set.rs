@@ -17,7 +17,9 @@ impl SetValue {
 
     /// A deep copy.
     pub fn duplicate(&self) -> SetValue {
-        SetValue { members: self.members.clone() }
+        SetValue {
+            members: self.members.clone(),
+        }
     }
 
     /// Approximate bytes used.

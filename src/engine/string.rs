@@ -2,6 +2,8 @@
 //! `embstr`, `raw`). The bytes are always kept as bytes, so GET never
 //! formats; the encoding is a tag that follows Redis's rules.
 
+use std::borrow::Cow;
+
 /// Longest string Redis stores as `embstr`.
 pub const EMBSTR_MAX: usize = 44;
 
@@ -27,23 +29,34 @@ impl StrValue {
     /// A value as SET stores it: `int` when the bytes are a canonical
     /// integer of at most 20 characters, else `embstr`/`raw` by length.
     pub fn from_bytes(b: &[u8]) -> Self {
-        StrValue { data: b.to_vec(), enc: encoding_for(b) }
+        StrValue {
+            data: b.to_vec(),
+            enc: encoding_for(b),
+        }
     }
 
     /// The value of an integer (INCR and friends).
     pub fn from_i64(n: i64) -> Self {
-        StrValue { data: itoa::Buffer::new().format(n).as_bytes().to_vec(), enc: StrEncoding::Int }
+        StrValue {
+            data: itoa::Buffer::new().format(n).as_bytes().to_vec(),
+            enc: StrEncoding::Int,
+        }
     }
 
     /// A value built by changing bytes in place (APPEND, SETRANGE, SETBIT):
     /// always `raw`, as in Redis.
     pub fn raw(data: Vec<u8>) -> Self {
-        StrValue { data, enc: StrEncoding::Raw }
+        StrValue {
+            data,
+            enc: StrEncoding::Raw,
+        }
     }
 
-    /// The bytes of the value.
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.data
+    /// The bytes of the value, as GET returns them. Borrowed for plain
+    /// strings; a compressed representation (sparse bitmaps) would be
+    /// materialized here, so hot paths should prefer length-aware accessors.
+    pub fn as_bytes(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(&self.data)
     }
 
     /// Length in bytes.
@@ -103,7 +116,7 @@ mod tests {
         assert_eq!(StrValue::from_bytes(&[b'a'; 45]).encoding(), "raw");
         let mut v = StrValue::from_bytes(b"12");
         v.make_raw().push(b'3');
-        assert_eq!(v.as_bytes(), b"123");
+        assert_eq!(v.as_bytes().as_ref(), b"123");
         assert_eq!(v.encoding(), "raw");
         assert_eq!(StrValue::from_i64(-5).as_i64(), Some(-5));
     }

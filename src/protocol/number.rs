@@ -81,7 +81,11 @@ pub struct Strtod {
 /// optional leading white space): decimal with exponent, `inf`, `infinity`,
 /// `nan`, and hexadecimal floats.
 pub fn strtod(s: &[u8]) -> Strtod {
-    let none = Strtod { value: 0.0, consumed: 0, range_error: false };
+    let none = Strtod {
+        value: 0.0,
+        consumed: 0,
+        range_error: false,
+    };
     let mut i = 0;
     while i < s.len() && matches!(s[i], b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
         i += 1;
@@ -95,10 +99,18 @@ pub fn strtod(s: &[u8]) -> Strtod {
     let sign = if neg { -1.0 } else { 1.0 };
     let rest = &s[i..];
     if starts_with_ci(rest, b"infinity") {
-        return Strtod { value: sign * f64::INFINITY, consumed: i + 8, range_error: false };
+        return Strtod {
+            value: sign * f64::INFINITY,
+            consumed: i + 8,
+            range_error: false,
+        };
     }
     if starts_with_ci(rest, b"inf") {
-        return Strtod { value: sign * f64::INFINITY, consumed: i + 3, range_error: false };
+        return Strtod {
+            value: sign * f64::INFINITY,
+            consumed: i + 3,
+            range_error: false,
+        };
     }
     if starts_with_ci(rest, b"nan") {
         let mut end = i + 3;
@@ -112,14 +124,26 @@ pub fn strtod(s: &[u8]) -> Strtod {
                 end = j + 1;
             }
         }
-        return Strtod { value: f64::NAN, consumed: end, range_error: false };
+        return Strtod {
+            value: f64::NAN,
+            consumed: end,
+            range_error: false,
+        };
     }
     if rest.len() >= 2 && rest[0] == b'0' && (rest[1] == b'x' || rest[1] == b'X') {
         if let Some((v, used, re)) = parse_hex_float(&rest[2..]) {
-            return Strtod { value: sign * v, consumed: i + 2 + used, range_error: re };
+            return Strtod {
+                value: sign * v,
+                consumed: i + 2 + used,
+                range_error: re,
+            };
         }
         // "0x" with no hex digits: strtod reads the "0".
-        return Strtod { value: sign * 0.0, consumed: i + 1, range_error: false };
+        return Strtod {
+            value: sign * 0.0,
+            consumed: i + 1,
+            range_error: false,
+        };
     }
     // Decimal: digits [. digits] [e [+-] digits]
     let mut j = i;
@@ -165,8 +189,14 @@ pub fn strtod(s: &[u8]) -> Strtod {
         text.parse::<f64>()
     };
     let Ok(value) = value else { return none };
-    let range_error = value.is_infinite() || (value == 0.0 && nonzero) || (value != 0.0 && value.abs() < f64::MIN_POSITIVE);
-    Strtod { value, consumed: j, range_error }
+    let range_error = value.is_infinite()
+        || (value == 0.0 && nonzero)
+        || (value != 0.0 && value.abs() < f64::MIN_POSITIVE);
+    Strtod {
+        value,
+        consumed: j,
+        range_error,
+    }
 }
 
 fn starts_with_ci(s: &[u8], word: &[u8]) -> bool {
@@ -188,7 +218,9 @@ fn parse_hex_float(s: &[u8]) -> Option<(f64, usize, bool)> {
             i += 1;
             continue;
         }
-        let Some(d) = (c as char).to_digit(16) else { break };
+        let Some(d) = (c as char).to_digit(16) else {
+            break;
+        };
         digits += 1;
         if mant >> 56 == 0 {
             mant = mant * 16 + d as u64;
@@ -284,7 +316,11 @@ pub fn format_double(d: f64, buf: &mut [u8; MAX_DOUBLE_CHARS]) -> usize {
         before - w.len()
     };
     let sci = &sci[..sci_len];
-    let (neg, body) = if sci[0] == b'-' { (true, &sci[1..]) } else { (false, sci) };
+    let (neg, body) = if sci[0] == b'-' {
+        (true, &sci[1..])
+    } else {
+        (false, sci)
+    };
     let epos = body.iter().position(|&c| c == b'e').unwrap_or(body.len());
     let mut digits = [0u8; 17];
     let mut nd = 0;

@@ -17,7 +17,10 @@ pub struct Reply {
 impl Reply {
     /// An empty writer for the given protocol.
     pub fn new(resp3: bool) -> Self {
-        Reply { buf: Vec::with_capacity(1024), resp3 }
+        Reply {
+            buf: Vec::with_capacity(1024),
+            resp3,
+        }
     }
 
     /// Bytes written so far.
@@ -156,7 +159,8 @@ impl Reply {
     /// A boolean: `#t`/`#f` in RESP3, `:1`/`:0` in RESP2.
     pub fn boolean(&mut self, v: bool) {
         if self.resp3 {
-            self.buf.extend_from_slice(if v { b"#t\r\n" } else { b"#f\r\n" });
+            self.buf
+                .extend_from_slice(if v { b"#t\r\n" } else { b"#f\r\n" });
         } else {
             self.int(v as i64);
         }
@@ -208,7 +212,9 @@ mod tests {
             proptest::collection::vec(any::<u8>(), 0..40).prop_map(Op::Bulk),
             Just(Op::Null),
             Just(Op::NullArray),
-            any::<f64>().prop_filter("not nan", |d| !d.is_nan()).prop_map(Op::Double),
+            any::<f64>()
+                .prop_filter("not nan", |d| !d.is_nan())
+                .prop_map(Op::Double),
             any::<bool>().prop_map(Op::Bool),
             proptest::collection::vec(any::<u8>(), 0..20).prop_map(Op::Verbatim),
         ]

@@ -180,7 +180,11 @@ impl RequestParser {
         self.resume_multibulk(buf, limits)
     }
 
-    fn resume_multibulk(&mut self, buf: &[u8], limits: &Limits) -> Result<Option<Parsed>, ProtocolError> {
+    fn resume_multibulk(
+        &mut self,
+        buf: &[u8],
+        limits: &Limits,
+    ) -> Result<Option<Parsed>, ProtocolError> {
         while self.remaining > 0 {
             let len = match self.bulk_len {
                 Some(len) => len,
@@ -234,7 +238,11 @@ impl RequestParser {
 
     fn parse_inline(&mut self, buf: &[u8]) -> Result<Option<Parsed>, ProtocolError> {
         let from = self.inline_scanned;
-        let Some(nl) = buf[from..].iter().position(|&b| b == b'\n').map(|i| i + from) else {
+        let Some(nl) = buf[from..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map(|i| i + from)
+        else {
             if buf.len() > MAX_INLINE_LEN {
                 self.reset();
                 return Err(perr("too big inline request"));
@@ -307,7 +315,12 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                     return None;
                 }
                 let c = line[i];
-                if c == b'\\' && i + 3 < n && line[i + 1] == b'x' && is_hex(line[i + 2]) && is_hex(line[i + 3]) {
+                if c == b'\\'
+                    && i + 3 < n
+                    && line[i + 1] == b'x'
+                    && is_hex(line[i + 2])
+                    && is_hex(line[i + 3])
+                {
                     cur.push(hex(line[i + 2]) * 16 + hex(line[i + 3]));
                     i += 3;
                 } else if c == b'\\' && i + 1 < n {
@@ -406,7 +419,10 @@ mod tests {
         let cmds = parse_all(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nPING\r\nset a \"b c\"\r\n").unwrap();
         assert_eq!(cmds[0], vec![b"GET".to_vec(), b"k".to_vec()]);
         assert_eq!(cmds[1], vec![b"PING".to_vec()]);
-        assert_eq!(cmds[2], vec![b"set".to_vec(), b"a".to_vec(), b"b c".to_vec()]);
+        assert_eq!(
+            cmds[2],
+            vec![b"set".to_vec(), b"a".to_vec(), b"b c".to_vec()]
+        );
     }
 
     #[test]
@@ -422,18 +438,36 @@ mod tests {
                 got = Some(p.args(&buf).iter().map(|a| a.to_vec()).collect::<Vec<_>>());
             }
         }
-        assert_eq!(got.unwrap(), vec![b"SET".to_vec(), b"key".to_vec(), b"value".to_vec()]);
+        assert_eq!(
+            got.unwrap(),
+            vec![b"SET".to_vec(), b"key".to_vec(), b"value".to_vec()]
+        );
     }
 
     #[test]
     fn errors_match_redis() {
         let e = |s: &[u8]| parse_all(s).unwrap_err().to_string();
-        assert_eq!(e(b"*1\r\n:1\r\n"), "ERR Protocol error: expected '$', got ':'");
-        assert_eq!(e(b"*1\r\n$-5\r\n"), "ERR Protocol error: invalid bulk length");
-        assert_eq!(e(b"*1\r\n$2147483648000\r\n"), "ERR Protocol error: invalid bulk length");
+        assert_eq!(
+            e(b"*1\r\n:1\r\n"),
+            "ERR Protocol error: expected '$', got ':'"
+        );
+        assert_eq!(
+            e(b"*1\r\n$-5\r\n"),
+            "ERR Protocol error: invalid bulk length"
+        );
+        assert_eq!(
+            e(b"*1\r\n$2147483648000\r\n"),
+            "ERR Protocol error: invalid bulk length"
+        );
         assert_eq!(e(b"*x\r\n"), "ERR Protocol error: invalid multibulk length");
-        assert_eq!(e(b"set \"a\r\n"), "ERR Protocol error: unbalanced quotes in request");
-        assert_eq!(e(b"set \"a\"b\r\n"), "ERR Protocol error: unbalanced quotes in request");
+        assert_eq!(
+            e(b"set \"a\r\n"),
+            "ERR Protocol error: unbalanced quotes in request"
+        );
+        assert_eq!(
+            e(b"set \"a\"b\r\n"),
+            "ERR Protocol error: unbalanced quotes in request"
+        );
     }
 
     #[test]
@@ -443,14 +477,20 @@ mod tests {
 
     #[test]
     fn quoting_rules() {
-        assert_eq!(split_args(b"a \"\\x41\\n\" 'it\\'s'").unwrap(), vec![b"a".to_vec(), b"A\n".to_vec(), b"it's".to_vec()]);
+        assert_eq!(
+            split_args(b"a \"\\x41\\n\" 'it\\'s'").unwrap(),
+            vec![b"a".to_vec(), b"A\n".to_vec(), b"it's".to_vec()]
+        );
         assert_eq!(split_args(b"  ").unwrap().len(), 0);
         assert!(split_args(b"'abc").is_none());
     }
 
     #[test]
     fn unauthenticated_limits() {
-        let limits = Limits { authenticated: false, ..Limits::default() };
+        let limits = Limits {
+            authenticated: false,
+            ..Limits::default()
+        };
         let mut p = RequestParser::new();
         assert!(p.parse(b"*11\r\n", &limits).is_err());
         let mut p = RequestParser::new();

@@ -122,7 +122,10 @@ macro_rules! p_int {
         Param {
             name: $name,
             aliases: $aliases,
-            kind: Kind::Int { min: $min, max: $max },
+            kind: Kind::Int {
+                min: $min,
+                max: $max,
+            },
             immutable: $imm,
             get: |c| c.$field.to_string(),
             set: |c, v| {
@@ -203,27 +206,94 @@ pub static PARAMS: &[Param] = &[
         aliases: &[],
         kind: Kind::Text,
         immutable: false,
-        get: |c| c.requirepass.as_ref().map(|p| String::from_utf8_lossy(p).into_owned()).unwrap_or_default(),
-        set: |c, v| c.requirepass = if v.is_empty() { None } else { Some(v.as_bytes().to_vec()) },
+        get: |c| {
+            c.requirepass
+                .as_ref()
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .unwrap_or_default()
+        },
+        set: |c, v| {
+            c.requirepass = if v.is_empty() {
+                None
+            } else {
+                Some(v.as_bytes().to_vec())
+            }
+        },
     },
-    p_enum!("loglevel", loglevel, &["debug", "verbose", "notice", "warning", "nothing"], false),
+    p_enum!(
+        "loglevel",
+        loglevel,
+        &["debug", "verbose", "notice", "warning", "nothing"],
+        false
+    ),
     p_text!("logfile", logfile, true),
     p_int!("databases", &[], databases, 1, i32::MAX as i64, true),
     p_mem!("proto-max-bulk-len", proto_max_bulk_len, i64::MAX as u64),
-    p_mem!("client-query-buffer-limit", client_query_buffer_limit, i64::MAX as u64),
+    p_mem!(
+        "client-query-buffer-limit",
+        client_query_buffer_limit,
+        i64::MAX as u64
+    ),
     p_int!("maxclients", &[], maxclients, 1, u32::MAX as i64, false),
     p_int!("timeout", &[], timeout, 0, i32::MAX as i64, false),
-    p_int!("tcp-keepalive", &[], tcp_keepalive, 0, i32::MAX as i64, false),
+    p_int!(
+        "tcp-keepalive",
+        &[],
+        tcp_keepalive,
+        0,
+        i32::MAX as i64,
+        false
+    ),
     p_int!("hz", &[], hz, 0, i32::MAX as i64, false),
-    p_int!("slowlog-log-slower-than", &[], slowlog_log_slower_than, -1, i64::MAX, false),
+    p_int!(
+        "slowlog-log-slower-than",
+        &[],
+        slowlog_log_slower_than,
+        -1,
+        i64::MAX,
+        false
+    ),
     p_int!("slowlog-max-len", &[], slowlog_max_len, 0, i64::MAX, false),
-    p_int!("latency-monitor-threshold", &[], latency_monitor_threshold, 0, i64::MAX, false),
-    p_int!("zset-max-listpack-entries", &["zset-max-ziplist-entries"], zset_max_listpack_entries, 0, i64::MAX, false),
-    p_int!("zset-max-listpack-value", &["zset-max-ziplist-value"], zset_max_listpack_value, 0, i64::MAX, false),
-    p_int!("set-max-intset-entries", &[], set_max_intset_entries, 0, i64::MAX, false),
+    p_int!(
+        "latency-monitor-threshold",
+        &[],
+        latency_monitor_threshold,
+        0,
+        i64::MAX,
+        false
+    ),
+    p_int!(
+        "zset-max-listpack-entries",
+        &["zset-max-ziplist-entries"],
+        zset_max_listpack_entries,
+        0,
+        i64::MAX,
+        false
+    ),
+    p_int!(
+        "zset-max-listpack-value",
+        &["zset-max-ziplist-value"],
+        zset_max_listpack_value,
+        0,
+        i64::MAX,
+        false
+    ),
+    p_int!(
+        "set-max-intset-entries",
+        &[],
+        set_max_intset_entries,
+        0,
+        i64::MAX,
+        false
+    ),
     p_bool!("appendonly", appendonly, false),
     p_text!("appendfilename", appendfilename, true),
-    p_enum!("appendfsync", appendfsync, &["always", "everysec", "no"], false),
+    p_enum!(
+        "appendfsync",
+        appendfsync,
+        &["always", "everysec", "no"],
+        false
+    ),
     p_text!("dir", dir, false),
     p_text!("dbfilename", dbfilename, false),
     p_text!("save", save, false),
@@ -231,24 +301,56 @@ pub static PARAMS: &[Param] = &[
     p_enum!(
         "maxmemory-policy",
         maxmemory_policy,
-        &["volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru", "allkeys-lfu", "allkeys-random", "noeviction"],
+        &[
+            "volatile-lru",
+            "volatile-lfu",
+            "volatile-random",
+            "volatile-ttl",
+            "allkeys-lru",
+            "allkeys-lfu",
+            "allkeys-random",
+            "noeviction"
+        ],
         false
     ),
-    p_int!("busy-reply-threshold", &["lua-time-limit"], busy_reply_threshold, 0, i64::MAX, false),
+    p_int!(
+        "busy-reply-threshold",
+        &["lua-time-limit"],
+        busy_reply_threshold,
+        0,
+        i64::MAX,
+        false
+    ),
     p_bool!("aof-load-truncated", aof_load_truncated, false),
-    p_int!("auto-aof-rewrite-percentage", &[], auto_aof_rewrite_percentage, 0, i32::MAX as i64, false),
-    p_mem!("auto-aof-rewrite-min-size", auto_aof_rewrite_min_size, i64::MAX as u64),
+    p_int!(
+        "auto-aof-rewrite-percentage",
+        &[],
+        auto_aof_rewrite_percentage,
+        0,
+        i32::MAX as i64,
+        false
+    ),
+    p_mem!(
+        "auto-aof-rewrite-min-size",
+        auto_aof_rewrite_min_size,
+        i64::MAX as u64
+    ),
     p_text!("notify-keyspace-events", notify_keyspace_events, false),
     p_bool!("daemonize", daemonize, true),
-    p_enum!("supervised", supervised, &["upstart", "systemd", "auto", "no"], true),
+    p_enum!(
+        "supervised",
+        supervised,
+        &["upstart", "systemd", "auto", "no"],
+        true
+    ),
     p_text!("pidfile", pidfile, true),
 ];
 
 /// Finds a parameter by name or alias, in any case.
 pub fn find(name: &str) -> Option<&'static Param> {
-    PARAMS
-        .iter()
-        .find(|p| p.name.eq_ignore_ascii_case(name) || p.aliases.iter().any(|a| a.eq_ignore_ascii_case(name)))
+    PARAMS.iter().find(|p| {
+        p.name.eq_ignore_ascii_case(name) || p.aliases.iter().any(|a| a.eq_ignore_ascii_case(name))
+    })
 }
 
 /// Parses a byte count as Redis's `memtoull` (`1gb`, `512mb`, `100k`, `42`).
@@ -285,7 +387,9 @@ pub fn validate(param: &Param, value: &str) -> Result<(), String> {
         }
         Kind::Int { min, max } => match value.parse::<i64>() {
             Ok(n) if n >= min && n <= max => Ok(()),
-            Ok(_) => Err(format!("argument must be between {min} and {max} inclusive")),
+            Ok(_) => Err(format!(
+                "argument must be between {min} and {max} inclusive"
+            )),
             Err(_) => Err("argument couldn't be parsed into an integer".into()),
         },
         Kind::Memory { max } => match parse_memory(value) {
@@ -308,7 +412,8 @@ impl Config {
     /// Applies one `name value...` setting (config file line or command
     /// line), validating it.
     pub fn apply(&mut self, name: &str, value: &str) -> Result<(), String> {
-        let param = find(name).ok_or_else(|| format!("Bad directive or wrong number of arguments: '{name}'"))?;
+        let param = find(name)
+            .ok_or_else(|| format!("Bad directive or wrong number of arguments: '{name}'"))?;
         validate(param, value).map_err(|e| format!("'{name}' {e}"))?;
         (param.set)(self, value);
         Ok(())
@@ -317,18 +422,27 @@ impl Config {
     /// Reads a redis.conf-style file: `name value ...` lines, `#` comments.
     /// An unknown name or bad value is an error naming the line.
     pub fn load_file(&mut self, path: &str) -> Result<(), String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("Fatal error, can't open config file '{path}': {e}"))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("Fatal error, can't open config file '{path}': {e}"))?;
         for (no, raw) in text.lines().enumerate() {
             let line = raw.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let words = crate::protocol::request::split_args(line.as_bytes())
-                .ok_or_else(|| config_error(path, no + 1, raw, "Unbalanced quotes in configuration line"))?;
-            let Some((name, rest)) = words.split_first() else { continue };
+            let words = crate::protocol::request::split_args(line.as_bytes()).ok_or_else(|| {
+                config_error(path, no + 1, raw, "Unbalanced quotes in configuration line")
+            })?;
+            let Some((name, rest)) = words.split_first() else {
+                continue;
+            };
             let name = String::from_utf8_lossy(name).into_owned();
-            let value = rest.iter().map(|w| String::from_utf8_lossy(w).into_owned()).collect::<Vec<_>>().join(" ");
-            self.apply(&name, &value).map_err(|e| config_error(path, no + 1, raw, &e))?;
+            let value = rest
+                .iter()
+                .map(|w| String::from_utf8_lossy(w).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ");
+            self.apply(&name, &value)
+                .map_err(|e| config_error(path, no + 1, raw, &e))?;
         }
         Ok(())
     }
@@ -349,7 +463,10 @@ impl Config {
 }
 
 fn quote(v: &str) -> String {
-    if !v.is_empty() && v.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\'') {
+    if !v.is_empty()
+        && v.bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\'')
+    {
         v.to_string()
     } else {
         format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""))

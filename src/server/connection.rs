@@ -22,12 +22,21 @@ const READ_CHUNK: usize = 16 * 1024;
 /// server shuts down.
 pub async fn serve(server: Arc<Server>, mut stream: TcpStream) {
     let _ = stream.set_nodelay(true);
-    let addr = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-    let laddr = stream.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let addr = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let laddr = stream
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
     let id = server.next_client_id();
     let info = Arc::new(ClientInfo::new(id, addr, laddr, unix_ms()));
     server.clients.insert(id, info.clone());
-    server.stats.connections_received.fetch_add(1, Ordering::Relaxed);
+    server
+        .stats
+        .connections_received
+        .fetch_add(1, Ordering::Relaxed);
     let needs_auth = server.config.read().requirepass.is_some();
     let mut client = ClientState::new(info.clone(), !needs_auth);
     let mut shutdown = server.shutdown.subscribe();
@@ -55,9 +64,15 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream) {
             }
             _ = shutdown.changed() => break 'conn,
         };
-        server.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
+        server
+            .stats
+            .net_input_bytes
+            .fetch_add(n as u64, Ordering::Relaxed);
         if rbuf.len() as u64 > server.query_buffer_limit.load(Ordering::Relaxed) {
-            tracing::warn!(client = id, "closing client that reached max query buffer length");
+            tracing::warn!(
+                client = id,
+                "closing client that reached max query buffer length"
+            );
             break 'conn;
         }
 
@@ -111,7 +126,10 @@ async fn send(server: &Server, stream: &mut TcpStream, out: &mut Reply) -> std::
         return Ok(());
     }
     stream.write_all(&out.buf).await?;
-    server.stats.net_output_bytes.fetch_add(out.buf.len() as u64, Ordering::Relaxed);
+    server
+        .stats
+        .net_output_bytes
+        .fetch_add(out.buf.len() as u64, Ordering::Relaxed);
     out.buf.clear();
     if out.buf.capacity() > 1024 * 1024 {
         out.buf.shrink_to(64 * 1024);

@@ -25,7 +25,10 @@ pub async fn run(server: Arc<Server>) -> std::io::Result<()> {
     for addr in &binds {
         let addr = addr.trim_start_matches('-');
         let l = TcpListener::bind((addr, port)).await?;
-        server.port.store(l.local_addr()?.port() as u64, std::sync::atomic::Ordering::Relaxed);
+        server.port.store(
+            l.local_addr()?.port() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         tracing::info!("Ready to accept connections tcp on {}", l.local_addr()?);
         listeners.push(l);
     }
@@ -97,7 +100,9 @@ fn spawn_signals(server: Arc<Server>) {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{signal, SignalKind};
-            let Ok(mut term) = signal(SignalKind::terminate()) else { return };
+            let Ok(mut term) = signal(SignalKind::terminate()) else {
+                return;
+            };
             let mut int = match signal(SignalKind::interrupt()) {
                 Ok(s) => s,
                 Err(_) => return,

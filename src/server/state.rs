@@ -17,12 +17,18 @@ use crate::engine::Keyspace;
 
 /// Unix time in milliseconds.
 pub fn unix_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// Unix time in microseconds.
 pub fn unix_us() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
 }
 
 /// Calls, time and errors of one command (INFO commandstats).
@@ -109,7 +115,9 @@ impl Server {
     pub fn new(config: Config, config_file: Option<String>) -> Arc<Self> {
         let (tx, _rx) = watch::channel(false);
         let now = unix_ms();
-        let run_id: String = (0..40).map(|_| format!("{:x}", rand::random::<u8>() % 16)).collect();
+        let run_id: String = (0..40)
+            .map(|_| format!("{:x}", rand::random::<u8>() % 16))
+            .collect();
         Arc::new(Server {
             keyspace: Keyspace::new(config.databases),
             slowlog_threshold_us: AtomicI64::new(config.slowlog_log_slower_than),
@@ -120,7 +128,9 @@ impl Server {
             next_client_id: AtomicU64::new(1),
             blocked_clients: AtomicUsize::new(0),
             stats: Stats::default(),
-            command_stats: (0..table().slots()).map(|_| CommandStat::default()).collect(),
+            command_stats: (0..table().slots())
+                .map(|_| CommandStat::default())
+                .collect(),
             error_stats: Mutex::new(HashMap::new()),
             slowlog: Mutex::new(VecDeque::new()),
             slowlog_next_id: AtomicU64::new(0),
@@ -143,9 +153,12 @@ impl Server {
     /// Copies hot configuration values after a CONFIG SET.
     pub fn refresh_hot_config(&self) {
         let c = self.config.read();
-        self.slowlog_threshold_us.store(c.slowlog_log_slower_than, Ordering::Relaxed);
-        self.proto_max_bulk_len.store(c.proto_max_bulk_len, Ordering::Relaxed);
-        self.query_buffer_limit.store(c.client_query_buffer_limit, Ordering::Relaxed);
+        self.slowlog_threshold_us
+            .store(c.slowlog_log_slower_than, Ordering::Relaxed);
+        self.proto_max_bulk_len
+            .store(c.proto_max_bulk_len, Ordering::Relaxed);
+        self.query_buffer_limit
+            .store(c.client_query_buffer_limit, Ordering::Relaxed);
     }
 
     /// Asks every connection and the listener to stop.
@@ -156,7 +169,9 @@ impl Server {
 
     /// Counts an error reply under its code.
     pub fn count_error(&self, code: &str) {
-        self.stats.total_error_replies.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .total_error_replies
+            .fetch_add(1, Ordering::Relaxed);
         let mut m = self.error_stats.lock();
         *m.entry(code.to_string()).or_insert(0) += 1;
     }

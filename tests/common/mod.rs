@@ -23,7 +23,12 @@ pub fn free_port() -> u16 {
 
 /// A fresh temporary directory for one test.
 pub fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("rostrum-test-{}-{}-{}", tag, std::process::id(), free_port()));
+    let d = std::env::temp_dir().join(format!(
+        "rostrum-test-{}-{}-{}",
+        tag,
+        std::process::id(),
+        free_port()
+    ));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("create temp dir");
     d
@@ -41,11 +46,22 @@ impl TestServer {
         for _attempt in 0..5 {
             let port = free_port();
             let mut cmd = Command::new(env!("CARGO_BIN_EXE_rostrum"));
-            cmd.arg("--port").arg(port.to_string()).arg("--loglevel").arg("warning").args(extra);
-            cmd.current_dir(&dir).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+            cmd.arg("--port")
+                .arg(port.to_string())
+                .arg("--loglevel")
+                .arg("warning")
+                .args(extra);
+            cmd.current_dir(&dir)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
             let mut child = cmd.spawn().expect("spawn rostrum");
             if wait_ready(port, &mut child) {
-                return TestServer { child, port, dir: dir.clone() };
+                return TestServer {
+                    child,
+                    port,
+                    dir: dir.clone(),
+                };
             }
             let _ = child.kill();
             let _ = child.wait();
@@ -61,7 +77,9 @@ impl TestServer {
     /// A synchronous `redis` crate connection.
     pub fn conn(&self) -> redis::Connection {
         let client = redis::Client::open(self.url()).expect("client");
-        client.get_connection_with_timeout(Duration::from_secs(5)).expect("connect")
+        client
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .expect("connect")
     }
 
     /// A raw TCP connection with a read timeout.
@@ -97,7 +115,9 @@ pub fn wait_ready(port: u16, child: &mut Child) -> bool {
             if s.write_all(b"PING\r\n").is_ok() {
                 let mut line = String::new();
                 let mut r = BufReader::new(&mut s);
-                if r.read_line(&mut line).is_ok() && (line.starts_with("+PONG") || line.starts_with("-NOAUTH")) {
+                if r.read_line(&mut line).is_ok()
+                    && (line.starts_with("+PONG") || line.starts_with("-NOAUTH"))
+                {
                     return true;
                 }
             }

@@ -18,7 +18,9 @@ impl ZSet {
 
     /// A deep copy.
     pub fn duplicate(&self) -> ZSet {
-        ZSet { entries: self.entries.clone() }
+        ZSet {
+            entries: self.entries.clone(),
+        }
     }
 
     /// Approximate bytes used.
