@@ -114,6 +114,9 @@ pub struct CommandSpec {
     pub complexity: &'static str,
     /// Subcommands (CONFIG GET, CLIENT LIST, ...): empty for plain commands.
     pub subcommands: &'static [CommandSpec],
+    /// Lock the keys' shards for writing even without the WRITE flag (WATCH
+    /// registers itself in the shard).
+    pub lock_write: bool,
 }
 
 impl CommandSpec {
@@ -137,6 +140,7 @@ impl CommandSpec {
             since: "1.0.0",
             complexity: "",
             subcommands: &[],
+            lock_write: false,
         }
     }
 

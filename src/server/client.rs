@@ -115,8 +115,9 @@ pub struct ClientState {
     pub multi_error: bool,
     /// Flag raised when a WATCHed key changes.
     pub watch_dirty: Arc<AtomicBool>,
-    /// WATCHed keys: (db, key).
-    pub watched: Vec<(usize, Vec<u8>)>,
+    /// WATCHed keys: (db, key, whether it was live at WATCH time, so that
+    /// its expiry before EXEC also aborts the transaction).
+    pub watched: Vec<(usize, Vec<u8>, bool)>,
     /// Per-command statistics not yet added to the server's (calls, usec,
     /// failed, rejected), indexed by command slot.
     pub pending_stats: Vec<(u64, u64, u64, u64)>,
