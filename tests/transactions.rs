@@ -48,7 +48,13 @@ fn watch_aborts_when_another_client_writes() {
 fn watched_key_expiring_aborts() {
     let srv = TestServer::start(&[]);
     let mut c = srv.conn();
-    let _: () = redis::cmd("SET").arg("e").arg("1").arg("PX").arg("50").query(&mut c).unwrap_or(());
+    let _: () = redis::cmd("SET")
+        .arg("e")
+        .arg("1")
+        .arg("PX")
+        .arg("50")
+        .query(&mut c)
+        .unwrap_or(());
     let _: () = redis::cmd("WATCH").arg("e").query(&mut c).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(120));
     let _: () = redis::cmd("MULTI").query(&mut c).unwrap();
@@ -69,11 +75,23 @@ fn errors_match_redis() {
         (b"DISCARD\r\n", b"-ERR DISCARD without MULTI\r\n"),
         (b"MULTI\r\n", b"+OK\r\n"),
         (b"MULTI\r\n", b"-ERR MULTI calls can not be nested\r\n"),
-        (b"WATCH x\r\n", b"-ERR WATCH inside MULTI is not allowed\r\n"),
+        (
+            b"WATCH x\r\n",
+            b"-ERR WATCH inside MULTI is not allowed\r\n",
+        ),
         (b"SET a 1\r\n", b"+QUEUED\r\n"),
-        (b"NOSUCH\r\n", b"-ERR unknown command 'NOSUCH', with args beginning with: \r\n"),
-        (b"GET\r\n", b"-ERR wrong number of arguments for 'get' command\r\n"),
-        (b"EXEC\r\n", b"-EXECABORT Transaction discarded because of previous errors.\r\n"),
+        (
+            b"NOSUCH\r\n",
+            b"-ERR unknown command 'NOSUCH', with args beginning with: \r\n",
+        ),
+        (
+            b"GET\r\n",
+            b"-ERR wrong number of arguments for 'get' command\r\n",
+        ),
+        (
+            b"EXEC\r\n",
+            b"-EXECABORT Transaction discarded because of previous errors.\r\n",
+        ),
         (b"GET a\r\n", b"$-1\r\n"),
         (b"MULTI\r\n", b"+OK\r\n"),
         (b"SET a 1\r\n", b"+QUEUED\r\n"),
@@ -86,6 +104,11 @@ fn errors_match_redis() {
     ];
     for (req, want) in cases {
         let got = roundtrip(&mut s, req, want.len());
-        assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(want), "for {}", String::from_utf8_lossy(req));
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(want),
+            "for {}",
+            String::from_utf8_lossy(req)
+        );
     }
 }

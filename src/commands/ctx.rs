@@ -23,6 +23,35 @@ pub struct Ctx<'c, 'a> {
     pub keys: Keys<'a>,
 }
 
+impl Ctx<'_, '_> {
+    /// Blocks the client on `keys` (of the selected database) until one of
+    /// them changes or `timeout` passes (`None`: forever); the command is then
+    /// run again. Returns false when blocking is not allowed here (inside
+    /// EXEC or a script): the handler must then reply as on timeout.
+    pub fn block_on(
+        &mut self,
+        keys: &[&[u8]],
+        timeout: Option<std::time::Duration>,
+        args: &[&[u8]],
+    ) -> bool {
+        if self.client.deny_blocking {
+            return false;
+        }
+        let db = self.keys.db;
+        let keys: Vec<(usize, Bytes)> = keys
+            .iter()
+            .map(|k| (db, Bytes::copy_from_slice(k)))
+            .collect();
+        self.server.block_client(self.client.id(), &keys);
+        self.client.blocked = Some(crate::server::client::BlockState {
+            args: args.iter().map(|a| a.to_vec()).collect(),
+            keys,
+            deadline: timeout.map(|t| std::time::Instant::now() + t),
+        });
+        true
+    }
+}
+
 /// A command's access to the keyspace: the shards it locked, the selected
 /// database and the command's clock (fixed for its whole run, as in Redis, so
 /// a key cannot expire half-way through a command, transaction or script).

@@ -108,7 +108,11 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
     ctx.keys.db = ctx.client.db;
     call(&mut ctx, cmd, args);
     let (hits, misses) = (ctx.keys.hits, ctx.keys.misses);
+    let ready = std::mem::take(&mut ctx.keys.ready);
     drop(ctx);
+    if !ready.is_empty() {
+        server.signal_ready(&ready);
+    }
     if hits > 0 {
         server
             .stats
@@ -246,7 +250,11 @@ pub fn disconnect(server: &Server, client: &mut ClientState) {
 
 /// Removes every WATCH of the client. `held` is the caller's locks when it
 /// holds every shard (EXEC); otherwise each shard is locked in turn.
-pub fn unwatch_all<'s>(server: &'s Server, client: &mut ClientState, mut held: Option<&mut Locked<'s>>) {
+pub fn unwatch_all<'s>(
+    server: &'s Server,
+    client: &mut ClientState,
+    mut held: Option<&mut Locked<'s>>,
+) {
     let ks = &server.keyspace;
     for (db, key, _) in client.watched.drain(..) {
         let idx = ks.shard_of(&key);

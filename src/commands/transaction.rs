@@ -10,23 +10,74 @@ use super::table::{flags::*, CommandSpec, KeySpec};
 use super::{resolve, Ctx};
 use crate::error::{CmdError, CmdResult};
 
-const fn tx(name: &'static str, arity: i32, flags: u32, keys: KeySpec, handler: super::table::Handler, summary: &'static str) -> CommandSpec {
-    CommandSpec { group: "transactions", summary, since: "2.0.0", ..CommandSpec::new(name, arity, flags, keys, handler) }
+const fn tx(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    keys: KeySpec,
+    handler: super::table::Handler,
+    summary: &'static str,
+) -> CommandSpec {
+    CommandSpec {
+        group: "transactions",
+        summary,
+        since: "2.0.0",
+        ..CommandSpec::new(name, arity, flags, keys, handler)
+    }
 }
 
 /// This family's commands.
 pub const COMMANDS: &[CommandSpec] = &[
-    tx("multi", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, KeySpec::None, multi, "Mark the start of a transaction block"),
-    tx("exec", 1, NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG, KeySpec::All, exec, "Execute all commands issued after MULTI"),
-    tx("discard", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, KeySpec::None, discard, "Discard all commands issued after MULTI"),
+    tx(
+        "multi",
+        1,
+        NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
+        KeySpec::None,
+        multi,
+        "Mark the start of a transaction block",
+    ),
+    tx(
+        "exec",
+        1,
+        NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG,
+        KeySpec::All,
+        exec,
+        "Execute all commands issued after MULTI",
+    ),
+    tx(
+        "discard",
+        1,
+        NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
+        KeySpec::None,
+        discard,
+        "Discard all commands issued after MULTI",
+    ),
     CommandSpec {
         since: "2.2.0",
         lock_write: true,
-        ..tx("watch", -2, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, KeySpec::Range { first: 1, last: -1, step: 1 }, watch, "Watch the given keys to determine execution of the MULTI/EXEC block")
+        ..tx(
+            "watch",
+            -2,
+            NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
+            KeySpec::Range {
+                first: 1,
+                last: -1,
+                step: 1,
+            },
+            watch,
+            "Watch the given keys to determine execution of the MULTI/EXEC block",
+        )
     },
     CommandSpec {
         since: "2.2.0",
-        ..tx("unwatch", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, KeySpec::None, unwatch, "Forget about all watched keys")
+        ..tx(
+            "unwatch",
+            1,
+            NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
+            KeySpec::None,
+            unwatch,
+            "Forget about all watched keys",
+        )
     },
 ];
 
@@ -63,7 +114,12 @@ fn watch_broken(ctx: &Ctx) -> bool {
         return true;
     }
     ctx.client.watched.iter().any(|(db, key, was_live)| {
-        *was_live && !ctx.keys.part_in(key, *db).map(|p| p.contains(key, ctx.keys.now_ms)).unwrap_or(false)
+        *was_live
+            && !ctx
+                .keys
+                .part_in(key, *db)
+                .map(|p| p.contains(key, ctx.keys.now_ms))
+                .unwrap_or(false)
     })
 }
 
@@ -76,13 +132,17 @@ fn exec(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     let broken = watch_broken(ctx);
     super::unwatch_all(ctx.server, ctx.client, Some(&mut ctx.keys.locked));
     if aborted {
-        return Err(CmdError::line("EXECABORT Transaction discarded because of previous errors."));
+        return Err(CmdError::line(
+            "EXECABORT Transaction discarded because of previous errors.",
+        ));
     }
     if broken {
         ctx.out.null_array();
         return Ok(());
     }
     ctx.out.array(queue.len());
+    // Blocking commands answer at once inside a transaction.
+    let deny = std::mem::replace(&mut ctx.client.deny_blocking, true);
     for q in &queue {
         let args: Vec<&[u8]> = q.args.iter().map(|a| a.as_slice()).collect();
         match resolve(&args) {
@@ -90,6 +150,7 @@ fn exec(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
             Err(e) => ctx.out.error(&e.to_string()),
         }
     }
+    ctx.client.deny_blocking = deny;
     Ok(())
 }
 
@@ -99,7 +160,12 @@ fn watch(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     }
     let db = ctx.keys.db;
     for key in &a[1..] {
-        if ctx.client.watched.iter().any(|(d, k, _)| *d == db && k.as_slice() == *key) {
+        if ctx
+            .client
+            .watched
+            .iter()
+            .any(|(d, k, _)| *d == db && k.as_slice() == *key)
+        {
             continue;
         }
         let now = ctx.keys.now_ms;
