@@ -71,6 +71,10 @@ pub struct Keys<'a> {
     pub ready: Vec<(usize, Bytes)>,
     /// Whether to collect [`Keys::ready`] (some client is blocked).
     pub track_ready: bool,
+    /// What to write to the AOF instead of the command itself, when the
+    /// command's effect is not deterministic from its arguments (SPOP writes
+    /// the SREM of what it popped). `None`: the command as received.
+    pub propagate: Option<Vec<Vec<Vec<u8>>>>,
     /// Lookups that found / did not find their key (INFO keyspace_hits).
     pub hits: u64,
     /// See [`Keys::hits`].
@@ -82,6 +86,12 @@ fn not_locked() -> CmdError {
 }
 
 impl<'a> Keys<'a> {
+    /// Replaces what the AOF records for this command by `commands` (each
+    /// one argument list, name first). Several calls accumulate.
+    pub fn propagate_as(&mut self, command: Vec<Vec<u8>>) {
+        self.propagate.get_or_insert_with(Vec::new).push(command);
+    }
+
     /// The part of database `db` that holds `key`, for reading.
     pub fn part_in(&self, key: &[u8], db: usize) -> Result<&Db, CmdError> {
         let idx = self.ks.shard_of(key);

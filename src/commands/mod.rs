@@ -101,6 +101,7 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
             dirty: 0,
             ready: Vec::new(),
             track_ready: server.blocked_clients.load(Ordering::Relaxed) > 0,
+            propagate: None,
             hits: 0,
             misses: 0,
         },
