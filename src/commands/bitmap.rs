@@ -123,7 +123,7 @@ fn offset_error() -> CmdError {
 }
 
 /// The argument as C code sees it: up to its first NUL byte (Redis parses
-/// bit offsets and field types with `strlen`).
+/// field types with `strlen`).
 fn c_str(arg: &[u8]) -> &[u8] {
     arg.iter()
         .position(|&b| b == 0)
@@ -134,7 +134,6 @@ fn c_str(arg: &[u8]) -> &[u8] {
 /// N fields of that width. Offsets must address a byte below
 /// proto-max-bulk-len.
 fn bit_offset(ctx: &Ctx, arg: &[u8], field_bits: Option<u32>) -> Result<u64, CmdError> {
-    let arg = c_str(arg);
     let (digits, scale) = match (arg.split_first(), field_bits) {
         (Some((b'#', rest)), Some(bits)) => (rest, i64::from(bits)),
         _ => (arg, 1),
@@ -444,8 +443,8 @@ fn field_type(arg: &[u8]) -> Result<FieldType, CmdError> {
     };
     let arg = c_str(arg);
     let (signed, digits) = match arg.split_first() {
-        Some((b'i' | b'I', rest)) => (true, rest),
-        Some((b'u' | b'U', rest)) => (false, rest),
+        Some((b'i', rest)) => (true, rest),
+        Some((b'u', rest)) => (false, rest),
         _ => return Err(err()),
     };
     let bits = number::parse_i64(digits).ok_or_else(err)?;
@@ -579,7 +578,8 @@ mod tests {
     #[test]
     fn field_types() {
         assert!(field_type(b"i64").is_ok());
-        assert!(field_type(b"U63").is_ok());
+        assert!(field_type(b"u63").is_ok());
+        assert!(field_type(b"U8").is_err());
         assert!(field_type(b"u64").is_err());
         assert!(field_type(b"i0").is_err());
         assert!(field_type(b"i08").is_err());
