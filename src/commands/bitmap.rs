@@ -31,9 +31,7 @@ const fn bitmap(
     flags: u32,
     keys: KeySpec,
     handler: super::table::Handler,
-    summary: &'static str,
-    since: &'static str,
-    complexity: &'static str,
+    (summary, since, complexity): (&'static str, &'static str, &'static str),
 ) -> CommandSpec {
     CommandSpec {
         group: "bitmap",
@@ -52,9 +50,11 @@ pub const COMMANDS: &[CommandSpec] = &[
         WRITE | DENYOOM,
         KEY1,
         setbit,
-        "Sets or clears the bit at offset in the string value stored at key",
-        "2.2.0",
-        "O(1)",
+        (
+            "Sets or clears the bit at offset in the string value stored at key",
+            "2.2.0",
+            "O(1)",
+        ),
     ),
     bitmap(
         "getbit",
@@ -62,9 +62,11 @@ pub const COMMANDS: &[CommandSpec] = &[
         READONLY | FAST,
         KEY1,
         getbit,
-        "Returns the bit value at offset in the string value stored at key",
-        "2.2.0",
-        "O(1)",
+        (
+            "Returns the bit value at offset in the string value stored at key",
+            "2.2.0",
+            "O(1)",
+        ),
     ),
     bitmap(
         "bitcount",
@@ -72,9 +74,11 @@ pub const COMMANDS: &[CommandSpec] = &[
         READONLY,
         KEY1,
         bitcount,
-        "Count set bits in a string",
-        "2.6.0",
-        "O(N)",
+        (
+            "Count set bits in a string",
+            "2.6.0",
+            "O(N)",
+        ),
     ),
     bitmap(
         "bitpos",
@@ -82,9 +86,11 @@ pub const COMMANDS: &[CommandSpec] = &[
         READONLY,
         KEY1,
         bitpos,
-        "Find first bit set or clear in a string",
-        "2.8.7",
-        "O(N)",
+        (
+            "Find first bit set or clear in a string",
+            "2.8.7",
+            "O(N)",
+        ),
     ),
     bitmap(
         "bitop",
@@ -92,9 +98,11 @@ pub const COMMANDS: &[CommandSpec] = &[
         WRITE | DENYOOM,
         BITOP_KEYS,
         bitop,
-        "Perform bitwise operations between strings",
-        "2.6.0",
-        "O(N)",
+        (
+            "Perform bitwise operations between strings",
+            "2.6.0",
+            "O(N)",
+        ),
     ),
     bitmap(
         "bitfield",
@@ -102,9 +110,11 @@ pub const COMMANDS: &[CommandSpec] = &[
         WRITE | DENYOOM,
         KEY1,
         bitfield,
-        "Perform arbitrary bitfield integer operations on strings",
-        "3.2.0",
-        "O(1) for each subcommand specified",
+        (
+            "Perform arbitrary bitfield integer operations on strings",
+            "3.2.0",
+            "O(1) for each subcommand specified",
+        ),
     ),
     bitmap(
         "bitfield_ro",
@@ -112,9 +122,11 @@ pub const COMMANDS: &[CommandSpec] = &[
         READONLY | FAST,
         KEY1,
         bitfield_ro,
-        "Perform arbitrary bitfield integer operations on strings. Read-only variant of BITFIELD",
-        "6.0.0",
-        "O(1) for each subcommand specified",
+        (
+            "Perform arbitrary bitfield integer operations on strings. Read-only variant of BITFIELD",
+            "6.0.0",
+            "O(1) for each subcommand specified",
+        ),
     ),
 ];
 

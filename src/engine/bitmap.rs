@@ -494,7 +494,9 @@ pub fn count_ones(bytes: &[u8], first: u64, last: u64) -> u64 {
         return 0;
     };
     let head = span.first().map_or(0, |&b| b & !(0xffu8 >> (first & 7)));
-    let tail = span.last().map_or(0, |&b| b & !(0xffu8 << (7 - (last & 7))));
+    let tail = span
+        .last()
+        .map_or(0, |&b| b & !(0xffu8 << (7 - (last & 7))));
     popcount(span) - u64::from(head.count_ones()) - u64::from(tail.count_ones())
 }
 
@@ -679,7 +681,8 @@ mod tests {
     use proptest::prelude::*;
 
     fn model_bit(m: &[u8], off: u64) -> bool {
-        m.get((off / 8) as usize).is_some_and(|b| b & mask(off) != 0)
+        m.get((off / 8) as usize)
+            .is_some_and(|b| b & mask(off) != 0)
     }
 
     fn model_set(m: &mut Vec<u8>, off: u64, on: bool) -> bool {
@@ -898,7 +901,10 @@ mod tests {
             }
             prop_assert_eq!(s.len(), len);
         }
-        let total = model.values().map(|b| u64::from(b.count_ones())).sum::<u64>();
+        let total = model
+            .values()
+            .map(|b| u64::from(b.count_ones()))
+            .sum::<u64>();
         prop_assert_eq!(s.count_ones(0, u64::MAX), total);
         // Round trip through bytes when small enough to materialize.
         if s.len() < 1 << 20 {
