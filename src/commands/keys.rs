@@ -946,7 +946,10 @@ impl ExpireIf {
     fn allows(&self, current: Option<i64>, when: i64) -> bool {
         match current {
             None => !self.xx && !self.gt,
-            Some(cur) => !self.nx && !(self.gt && when <= cur) && !(self.lt && when >= cur),
+            Some(cur) => {
+                let refused = self.nx || (self.gt && when <= cur) || (self.lt && when >= cur);
+                !refused
+            }
         }
     }
 }
@@ -1288,5 +1291,40 @@ mod tests {
         assert!(nx.allows(None, 5) && !nx.allows(Some(1), 5));
         let xx = c(&[b"xx", b"gt"]).unwrap_or_default();
         assert!(!xx.allows(None, 5) && xx.allows(Some(1), 5));
+    }
+
+    #[test]
+    fn swap_dbs_moves_data_and_fires_watches_of_live_keys() {
+        use crate::engine::string::StrValue;
+        use crate::engine::{Keyspace, Value};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let ks = Keyspace::new(2);
+        let mut g = ks.lock_one(0, true);
+        let Some(shard) = g.shard_mut() else {
+            panic!("write guard");
+        };
+        let v = || Value::Str(StrValue::from_bytes(b"v"));
+        shard.dbs[0].insert(b"in0", v(), false, 0);
+        shard.dbs[1].insert(b"in1", v(), false, 0);
+        shard.dbs[1].set_expire(b"in1", 500);
+        let flags: Vec<Arc<AtomicBool>> = (0..3).map(|_| Arc::default()).collect();
+        shard.dbs[0].watch(b"in0", &flags[0]);
+        shard.dbs[0].watch(b"in1", &flags[1]);
+        shard.dbs[0].watch(b"absent", &flags[2]);
+        assert!(!shard.swap_dbs(0, 2, 100));
+        assert!(shard.swap_dbs(0, 1, 100));
+        let fired: Vec<bool> = flags.iter().map(|f| f.load(Ordering::Acquire)).collect();
+        assert_eq!(fired, [true, true, false]);
+        assert!(shard.dbs[0].contains(b"in1", 100) && shard.dbs[1].contains(b"in0", 100));
+        assert_eq!(shard.dbs[0].expires_len(), 1);
+        assert_eq!(
+            shard.dbs[0].peek(b"in1", 100).and_then(|e| e.expire_at()),
+            Some(500)
+        );
+        // The watches stay with database 0.
+        flags[0].store(false, Ordering::Release);
+        shard.dbs[0].touch_watched(b"in0");
+        assert!(flags[0].load(Ordering::Acquire));
     }
 }
