@@ -159,12 +159,32 @@ mod tests {
     /// Each pattern with the strings of [`STRINGS`] that real Redis 7.0.15
     /// KEYS returned for it (unclosed classes, escapes, signed ranges, ...).
     const CASES: &[(&[u8], &[&[u8]])] = &[
-        (b"*", &[b"*", b"-", b"0", b"?", b"A", b"[", b"\\", b"]", b"^", b"_", b"`", b"a", b"a*b", b"a-", b"a]", b"ab", b"abc", b"b", b"hallo", b"hello", b"hxllo", b"x[y", b"z", b"\xc3", b"\xff"]),
-        (b"**", &[b"*", b"-", b"0", b"?", b"A", b"[", b"\\", b"]", b"^", b"_", b"`", b"a", b"a*b", b"a-", b"a]", b"ab", b"abc", b"b", b"hallo", b"hello", b"hxllo", b"x[y", b"z", b"\xc3", b"\xff"]),
+        (
+            b"*",
+            &[
+                b"*", b"-", b"0", b"?", b"A", b"[", b"\\", b"]", b"^", b"_", b"`", b"a", b"a*b",
+                b"a-", b"a]", b"ab", b"abc", b"b", b"hallo", b"hello", b"hxllo", b"x[y", b"z",
+                b"\xc3", b"\xff",
+            ],
+        ),
+        (
+            b"**",
+            &[
+                b"*", b"-", b"0", b"?", b"A", b"[", b"\\", b"]", b"^", b"_", b"`", b"a", b"a*b",
+                b"a-", b"a]", b"ab", b"abc", b"b", b"hallo", b"hello", b"hxllo", b"x[y", b"z",
+                b"\xc3", b"\xff",
+            ],
+        ),
         (b"a*", &[b"a", b"a*b", b"a-", b"a]", b"ab", b"abc"]),
         (b"*a", &[b"a"]),
         (b"*b*", &[b"a*b", b"ab", b"abc", b"b"]),
-        (b"?", &[b"*", b"-", b"0", b"?", b"A", b"[", b"\\", b"]", b"^", b"_", b"`", b"a", b"b", b"z", b"\xc3", b"\xff"]),
+        (
+            b"?",
+            &[
+                b"*", b"-", b"0", b"?", b"A", b"[", b"\\", b"]", b"^", b"_", b"`", b"a", b"b",
+                b"z", b"\xc3", b"\xff",
+            ],
+        ),
         (b"??", &[b"a-", b"a]", b"ab"]),
         (b"[", &[]),
         (b"[a", &[b"a"]),
@@ -173,9 +193,21 @@ mod tests {
         (b"[a-]b", &[b"]", b"^", b"_", b"`", b"a", b"b"]),
         (b"[]", &[]),
         (b"[]a]", &[]),
-        (b"[^]", &[b"*", b"-", b"0", b"?", b"A", b"[", b"\\", b"]", b"^", b"_", b"`", b"a", b"b", b"z", b"\xc3", b"\xff"]),
+        (
+            b"[^]",
+            &[
+                b"*", b"-", b"0", b"?", b"A", b"[", b"\\", b"]", b"^", b"_", b"`", b"a", b"b",
+                b"z", b"\xc3", b"\xff",
+            ],
+        ),
         (b"[^]]", &[b"a]"]),
-        (b"[^a]", &[b"*", b"-", b"0", b"?", b"A", b"[", b"\\", b"]", b"^", b"_", b"`", b"b", b"z", b"\xc3", b"\xff"]),
+        (
+            b"[^a]",
+            &[
+                b"*", b"-", b"0", b"?", b"A", b"[", b"\\", b"]", b"^", b"_", b"`", b"b", b"z",
+                b"\xc3", b"\xff",
+            ],
+        ),
         (b"[\\]", &[b"]"]),
         (b"[\\]]", &[b"]"]),
         (b"\\", &[b"\\"]),
@@ -184,9 +216,25 @@ mod tests {
         (b"a\\*b", &[b"a*b"]),
         (b"[a-z]", &[b"a", b"b", b"z"]),
         (b"[z-a]", &[b"a", b"b", b"z"]),
-        (b"[^a-z]", &[b"*", b"-", b"0", b"?", b"A", b"[", b"\\", b"]", b"^", b"_", b"`", b"\xc3", b"\xff"]),
-        (b"[a-\xff]", &[b"*", b"-", b"0", b"?", b"A", b"[", b"\\", b"]", b"^", b"_", b"`", b"a", b"\xff"]),
-        (b"[\x80-b]", &[b"*", b"-", b"0", b"?", b"A", b"[", b"\\", b"]", b"^", b"_", b"`", b"a", b"b", b"\xc3", b"\xff"]),
+        (
+            b"[^a-z]",
+            &[
+                b"*", b"-", b"0", b"?", b"A", b"[", b"\\", b"]", b"^", b"_", b"`", b"\xc3", b"\xff",
+            ],
+        ),
+        (
+            b"[a-\xff]",
+            &[
+                b"*", b"-", b"0", b"?", b"A", b"[", b"\\", b"]", b"^", b"_", b"`", b"a", b"\xff",
+            ],
+        ),
+        (
+            b"[\x80-b]",
+            &[
+                b"*", b"-", b"0", b"?", b"A", b"[", b"\\", b"]", b"^", b"_", b"`", b"a", b"b",
+                b"\xc3", b"\xff",
+            ],
+        ),
         (b"h[ae]llo", &[b"hallo", b"hello"]),
         (b"h[^e]llo", &[b"hallo", b"hxllo"]),
         (b"h*llo", &[b"hallo", b"hello", b"hxllo"]),
@@ -196,14 +244,27 @@ mod tests {
         (b"[-]", &[b"-"]),
         (b"[!a]", &[b"a"]),
         (b"a**b", &[b"a*b", b"ab"]),
-        (b"*?*", &[b"*", b"-", b"0", b"?", b"A", b"[", b"\\", b"]", b"^", b"_", b"`", b"a", b"a*b", b"a-", b"a]", b"ab", b"abc", b"b", b"hallo", b"hello", b"hxllo", b"x[y", b"z", b"\xc3", b"\xff"]),
+        (
+            b"*?*",
+            &[
+                b"*", b"-", b"0", b"?", b"A", b"[", b"\\", b"]", b"^", b"_", b"`", b"a", b"a*b",
+                b"a-", b"a]", b"ab", b"abc", b"b", b"hallo", b"hello", b"hxllo", b"x[y", b"z",
+                b"\xc3", b"\xff",
+            ],
+        ),
         (b"[*]", &[b"*"]),
         (b"[?]", &[b"?"]),
         (b"a[", &[]),
         (b"[a]*", &[b"a", b"a*b", b"a-", b"a]", b"ab", b"abc"]),
         (b"*]", &[b"]", b"a]"]),
         (b"[A-Z]", &[b"A"]),
-        (b"[^\\]]", &[b"*", b"-", b"0", b"?", b"A", b"[", b"\\", b"^", b"_", b"`", b"a", b"b", b"z", b"\xc3", b"\xff"]),
+        (
+            b"[^\\]]",
+            &[
+                b"*", b"-", b"0", b"?", b"A", b"[", b"\\", b"^", b"_", b"`", b"a", b"b", b"z",
+                b"\xc3", b"\xff",
+            ],
+        ),
     ];
 
     const STRINGS: &[&[u8]] = &[
