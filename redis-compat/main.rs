@@ -77,35 +77,30 @@ fn run() -> Result<bool, String> {
 
     let work_dir = std::env::temp_dir().join(format!("rostrum-compat-{}", std::process::id()));
     std::fs::create_dir_all(&work_dir).map_err(|e| format!("create {work_dir:?}: {e}"))?;
-    let redis = Process::start("redis-server", &redis_bin, &work_dir, |port| {
-        vec![
-            "--port".into(),
-            port.to_string(),
-            "--bind".into(),
-            "127.0.0.1".into(),
-            "--save".into(),
-            String::new(),
-            "--appendonly".into(),
-            "no".into(),
-            "--daemonize".into(),
-            "no".into(),
-        ]
-    })?;
-    let rostrum = Process::start(
-        "rostrum",
-        Path::new(env!("CARGO_BIN_EXE_rostrum")),
-        &work_dir,
-        |port| {
-            vec![
-                "--port".into(),
-                port.to_string(),
-                "--bind".into(),
-                "127.0.0.1".into(),
-                "--loglevel".into(),
-                "warning".into(),
-            ]
-        },
-    )?;
+    let redis = Process::start("redis-server", &redis_bin, &work_dir, redis_args)?;
+    // COMPAT_SELF_CHECK=1 puts a second redis-server in Rostrum's place:
+    // any difference then means a case or generator is not deterministic.
+    let self_check = std::env::var_os("COMPAT_SELF_CHECK").is_some_and(|v| !v.is_empty());
+    let rostrum = if self_check {
+        println!("compat: COMPAT_SELF_CHECK: comparing redis-server with itself");
+        Process::start("redis-server", &redis_bin, &work_dir, redis_args)?
+    } else {
+        Process::start(
+            "rostrum",
+            Path::new(env!("CARGO_BIN_EXE_rostrum")),
+            &work_dir,
+            |port| {
+                vec![
+                    "--port".into(),
+                    port.to_string(),
+                    "--bind".into(),
+                    "127.0.0.1".into(),
+                    "--loglevel".into(),
+                    "warning".into(),
+                ]
+            },
+        )?
+    };
     println!(
         "compat: {} on port {}, rostrum on port {}",
         redis_version(&redis_bin),
@@ -146,6 +141,25 @@ fn run() -> Result<bool, String> {
 
 // ---------------------------------------------------------------------------
 // Server processes
+
+/// redis-server's command line: no persistence, loopback only.
+fn redis_args(port: u16) -> Vec<String> {
+    [
+        "--port",
+        &port.to_string(),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--daemonize",
+        "no",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
 
 /// A server process started by the harness, killed on drop.
 struct Process {
