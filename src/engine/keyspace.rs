@@ -606,7 +606,7 @@ mod tests {
         db.insert(b"k", s(b"3"), false, 0);
         assert_eq!(db.get(b"k", 0).unwrap().expire_at(), None);
         assert_eq!(db.expires_len(), 0);
-        assert!(db.persist(b"k") == false);
+        assert!(!db.persist(b"k"));
     }
 
     #[test]
