@@ -10,7 +10,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use common::{read_at_least, TestServer};
+use common::{read_at_least, roundtrip, TestServer};
 
 const INVALID_BULK: &[u8] = b"-ERR Protocol error: invalid bulk length\r\n";
 const INVALID_MULTIBULK: &[u8] = b"-ERR Protocol error: invalid multibulk length\r\n";
@@ -373,4 +373,18 @@ fn client_vanishing_mid_command() {
     s.write_all(&ask).expect("write");
     let want = b"$3\r\nyes\r\n$-1\r\n$-1\r\n";
     assert_eq!(read_at_least(&mut s, want.len()), want);
+}
+
+/// Unknown command names are echoed byte for byte, cut at a NUL, as Redis's
+/// `%.128s` does.
+#[test]
+fn unknown_command_names_are_echoed_raw() {
+    let srv = TestServer::start(&[]);
+    let mut s = srv.raw();
+    let want: &[u8] = b"-ERR unknown command '\xff\xfe', with args beginning with: 'a' \r\n";
+    let got = roundtrip(&mut s, b"*2\r\n$2\r\n\xff\xfe\r\n$1\r\na\r\n", want.len());
+    assert_eq!(got, want);
+    let want: &[u8] = b"-ERR unknown command 'PI', with args beginning with: \r\n";
+    let got = roundtrip(&mut s, b"*1\r\n$4\r\nPI\x00G\r\n", want.len());
+    assert_eq!(got, want);
 }
