@@ -395,7 +395,7 @@ impl KillFilter {
             skip_me: true,
             ..KillFilter::default()
         };
-        if args.len() % 2 != 0 {
+        if !args.len().is_multiple_of(2) {
             return Err(CmdError::Syntax);
         }
         for pair in args.chunks(2) {

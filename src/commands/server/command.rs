@@ -463,10 +463,39 @@ mod tests {
         );
     }
 
+    /// The length of the one RESP2/RESP3 frame at the start of `b`.
+    /// (redis-protocol's decoder refuses sets of maps, which key specs are.)
+    fn frame_len(b: &[u8]) -> Option<usize> {
+        let eol = b.windows(2).position(|w| w == b"\r\n")?;
+        let head = std::str::from_utf8(b.get(1..eol)?).ok()?;
+        let after = eol + 2;
+        let items = |n: usize, b: &[u8]| {
+            let mut at = after;
+            for _ in 0..n {
+                at += frame_len(b.get(at..)?)?;
+            }
+            Some(at)
+        };
+        match b.first()? {
+            b'+' | b'-' | b':' | b',' | b'#' | b'_' => Some(after),
+            b'$' | b'=' => {
+                let n: i64 = head.parse().ok()?;
+                if n < 0 {
+                    return Some(after);
+                }
+                let end = after + n as usize;
+                (b.get(end..end + 2)? == b"\r\n").then_some(end + 2)
+            }
+            b'*' | b'~' => items(head.parse().ok()?, b),
+            b'%' => items(2 * head.parse::<usize>().ok()?, b),
+            _ => None,
+        }
+    }
+
     #[test]
     fn every_command_writes_valid_info_and_docs() {
-        for proto in [false, true] {
-            let mut out = Reply::new(proto);
+        for resp3 in [false, true] {
+            let mut out = Reply::new(resp3);
             for c in top_level() {
                 write_info(&mut out, c);
                 write_docs(&mut out, c);
@@ -474,19 +503,13 @@ mod tests {
             let mut rest = &out.buf[..];
             let mut n = 0;
             while !rest.is_empty() {
-                let used = if proto {
-                    redis_protocol::resp3::decode::complete::decode(rest)
-                        .ok()
-                        .flatten()
-                        .map(|(_, u)| u)
-                } else {
-                    redis_protocol::resp2::decode::decode(rest)
-                        .ok()
-                        .flatten()
-                        .map(|(_, u)| u)
-                };
-                let used = used.unwrap_or(0);
+                let used = frame_len(rest).unwrap_or(0);
                 assert!(used > 0, "invalid frame after {n} frames");
+                if !resp3 {
+                    // An independent decoder agrees in RESP2.
+                    let decoded = redis_protocol::resp2::decode::decode(rest);
+                    assert_eq!(decoded.ok().flatten().map(|(_, u)| u), Some(used));
+                }
                 rest = &rest[used..];
                 n += 1;
             }

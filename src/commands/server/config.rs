@@ -74,7 +74,7 @@ fn get(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 }
 
 fn set(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
-    if a.len() % 2 != 0 {
+    if !a.len().is_multiple_of(2) {
         return Err(CmdError::Syntax);
     }
     let owned: Vec<(String, String)> = a[2..].chunks(2).map(|p| (text(p[0]), text(p[1]))).collect();

@@ -294,3 +294,30 @@ fn shutdown(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     ctx.client.close_after_reply = true;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::string::StrValue;
+    use crate::engine::value::Value;
+    use crate::engine::Keyspace;
+
+    #[test]
+    fn live_len_skips_expired_keys_not_yet_removed() {
+        let ks = Keyspace::new(1);
+        let mut g = ks.lock_one(0, true);
+        let Some(shard) = g.shard_mut() else {
+            panic!("write lock expected");
+        };
+        let db = &mut shard.dbs[0];
+        for (key, expire) in [(&b"a"[..], 0), (b"b", 2000), (b"c", 3000)] {
+            db.insert(key, Value::Str(StrValue::from_bytes(b"1")), false, 1000);
+            if expire > 0 {
+                db.set_expire(key, expire);
+            }
+        }
+        assert_eq!(db.live_len(1999), 3);
+        assert_eq!(db.live_len(2000), 2);
+        assert_eq!(db.live_len(5000), 1);
+        assert_eq!(db.len(), 3);
+    }
+}
