@@ -260,9 +260,10 @@ fn list(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         [_, _, id, rest @ ..] if is(id, "id") && !rest.is_empty() => {
             let mut v = Vec::with_capacity(rest.len());
             for r in rest {
-                match parse_i64(r) {
-                    Some(n) if n >= 1 => v.push(n as u64),
-                    _ => return Err(CmdError::err("Invalid client ID")),
+                // Any integer is accepted; ids below 1 simply match nothing.
+                let n = parse_i64(r).ok_or_else(|| CmdError::err("Invalid client ID"))?;
+                if n >= 1 {
+                    v.push(n as u64);
                 }
             }
             ids = Some(v);

@@ -179,9 +179,10 @@ pub const MEMORY: &[CommandSpec] = &[
 
 fn slowlog_get(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     if a.len() > 3 {
-        return Err(CmdError::err(
-            "unknown subcommand or wrong number of arguments for 'get'. Try SLOWLOG HELP.",
-        ));
+        return Err(CmdError::err(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try SLOWLOG HELP.",
+            text(a[1])
+        )));
     }
     let count = match a.get(2) {
         None => 10,
