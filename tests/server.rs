@@ -68,7 +68,8 @@ fn info_sections_and_fields() {
     assert_eq!(all["tcp_port"], srv.port.to_string());
     assert_eq!(all["process_id"], srv.child.id().to_string());
     assert_eq!(all["run_id"].len(), 40);
-    assert_eq!(all["connected_clients"], "1");
+    // (The harness's readiness probe may still be closing.)
+    assert!(all["connected_clients"].parse::<u64>().unwrap() >= 1);
     assert_eq!(all["maxclients"], "10000");
     assert!(all["used_memory"].parse::<u64>().unwrap() > 0);
     assert!(all["used_memory_rss"].parse::<u64>().unwrap() > 0);
@@ -259,7 +260,7 @@ fn client_name_list_and_kill() {
     let _: String = redis::cmd("PING").query(&mut other).unwrap();
     let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut c).unwrap();
     let lines: Vec<&str> = list.lines().collect();
-    assert_eq!(lines.len(), 2, "{list}");
+    assert!(lines.len() >= 2, "{list}");
     let mine = lines
         .iter()
         .find(|l| l.starts_with(&format!("id={my_id} ")))
@@ -363,24 +364,16 @@ fn client_name_list_and_kill() {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut c).unwrap();
-        if list.lines().count() == 1 {
+        if !list.contains(&format!("id={other_id} ")) {
             break;
         }
         assert!(Instant::now() < deadline, "killed client still listed");
         std::thread::sleep(Duration::from_millis(20));
     }
 
-    // Killing oneself answers, then closes.
+    // Killing oneself (by the address the server sees) answers, then closes.
     let mut raw = srv.raw();
-    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut c).unwrap();
-    assert_eq!(list.lines().count(), 2);
-    let addr = list
-        .lines()
-        .find(|l| !l.starts_with(&format!("id={my_id} ")))
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|a| a.strip_prefix("addr="))
-        .unwrap()
-        .to_string();
+    let addr = raw.local_addr().unwrap().to_string();
     let cmd = format!("CLIENT KILL {addr}\r\nPING\r\n");
     let got = roundtrip(&mut raw, cmd.as_bytes(), 1000);
     assert_eq!(got, b"+OK\r\n");
