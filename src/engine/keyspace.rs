@@ -104,6 +104,16 @@ impl Db {
         self.expires.len()
     }
 
+    /// Keys stored here that are still live at `now_ms` (expired keys not
+    /// yet removed are not counted); costs O(expired-but-present keys).
+    pub fn live_len(&self, now_ms: u64) -> usize {
+        let due = self
+            .expires
+            .range(..(now_ms.saturating_add(1), Bytes::new()))
+            .count();
+        self.map.len().saturating_sub(due)
+    }
+
     /// The live entry under `key` (an expired one reads as absent).
     pub fn get(&self, key: &[u8], now_ms: u64) -> Option<&Entry> {
         let e = self.map.get(key)?;
