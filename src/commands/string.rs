@@ -1,7 +1,15 @@
-//! String commands: GET, SET and the rest of the family.
+//! String commands: GET, SET and its variants (SETNX, SETEX, PSETEX, GETSET,
+//! GETDEL, GETEX), MGET / MSET / MSETNX, the INCR family and INCRBYFLOAT,
+//! APPEND, STRLEN, GETRANGE / SUBSTR and SETRANGE. Values are
+//! [`StrValue`]s; INCRBYFLOAT's extended precision lives in
+//! [`super::long_double`].
 
-use super::table::{flags::*, CommandSpec, KeySpec};
-use super::Ctx;
+use std::sync::atomic::Ordering;
+
+use super::args;
+use super::long_double::LongDouble;
+use super::table::{flags::*, CommandSpec, Handler, KeySpec};
+use super::{Ctx, Keys};
 use crate::engine::string::StrValue;
 use crate::engine::Value;
 use crate::error::{CmdError, CmdResult};
@@ -12,17 +20,37 @@ const KEY1: KeySpec = KeySpec::Range {
     step: 1,
 };
 
+const ALL_KEYS: KeySpec = KeySpec::Range {
+    first: 1,
+    last: -1,
+    step: 1,
+};
+
+const KEY_VALUE_PAIRS: KeySpec = KeySpec::Range {
+    first: 1,
+    last: -1,
+    step: 2,
+};
+
+const O1: &str = "O(1)";
+const RANGE_COMPLEXITY: &str = "O(N) where N is the length of the returned string. The complexity is ultimately determined by the returned length, but because creating a substring from an existing string is very cheap, it can be considered O(1) for small strings.";
+
+#[allow(clippy::too_many_arguments)]
 const fn string(
     name: &'static str,
     arity: i32,
     flags: u32,
     keys: KeySpec,
-    handler: super::table::Handler,
+    handler: Handler,
     summary: &'static str,
+    since: &'static str,
+    complexity: &'static str,
 ) -> CommandSpec {
     CommandSpec {
         group: "string",
         summary,
+        since,
+        complexity,
         ..CommandSpec::new(name, arity, flags, keys, handler)
     }
 }
@@ -36,6 +64,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         KEY1,
         get,
         "Get the value of a key",
+        "1.0.0",
+        O1,
     ),
     string(
         "set",
@@ -44,14 +74,203 @@ pub const COMMANDS: &[CommandSpec] = &[
         KEY1,
         set,
         "Set the string value of a key",
+        "1.0.0",
+        O1,
+    ),
+    string(
+        "setnx",
+        3,
+        WRITE | DENYOOM | FAST,
+        KEY1,
+        setnx,
+        "Set the value of a key, only if the key does not exist",
+        "1.0.0",
+        O1,
+    ),
+    string(
+        "setex",
+        4,
+        WRITE | DENYOOM,
+        KEY1,
+        setex,
+        "Set the value and expiration of a key",
+        "2.0.0",
+        O1,
+    ),
+    string(
+        "psetex",
+        4,
+        WRITE | DENYOOM,
+        KEY1,
+        psetex,
+        "Set the value and expiration in milliseconds of a key",
+        "2.6.0",
+        O1,
+    ),
+    string(
+        "getset",
+        3,
+        WRITE | DENYOOM | FAST,
+        KEY1,
+        getset,
+        "Set the string value of a key and return its old value",
+        "1.0.0",
+        O1,
+    ),
+    string(
+        "getdel",
+        2,
+        WRITE | FAST,
+        KEY1,
+        getdel,
+        "Get the value of a key and delete the key",
+        "6.2.0",
+        O1,
+    ),
+    string(
+        "getex",
+        -2,
+        WRITE | FAST,
+        KEY1,
+        getex,
+        "Get the value of a key and optionally set its expiration",
+        "6.2.0",
+        O1,
+    ),
+    string(
+        "mget",
+        -2,
+        READONLY | FAST,
+        ALL_KEYS,
+        mget,
+        "Get the values of all the given keys",
+        "1.0.0",
+        "O(N) where N is the number of keys to retrieve.",
+    ),
+    string(
+        "mset",
+        -3,
+        WRITE | DENYOOM,
+        KEY_VALUE_PAIRS,
+        mset,
+        "Set multiple keys to multiple values",
+        "1.0.1",
+        "O(N) where N is the number of keys to set.",
+    ),
+    string(
+        "msetnx",
+        -3,
+        WRITE | DENYOOM,
+        KEY_VALUE_PAIRS,
+        msetnx,
+        "Set multiple keys to multiple values, only if none of the keys exist",
+        "1.0.1",
+        "O(N) where N is the number of keys to set.",
+    ),
+    string(
+        "incr",
+        2,
+        WRITE | DENYOOM | FAST,
+        KEY1,
+        incr,
+        "Increment the integer value of a key by one",
+        "1.0.0",
+        O1,
+    ),
+    string(
+        "decr",
+        2,
+        WRITE | DENYOOM | FAST,
+        KEY1,
+        decr,
+        "Decrement the integer value of a key by one",
+        "1.0.0",
+        O1,
+    ),
+    string(
+        "incrby",
+        3,
+        WRITE | DENYOOM | FAST,
+        KEY1,
+        incrby,
+        "Increment the integer value of a key by the given amount",
+        "1.0.0",
+        O1,
+    ),
+    string(
+        "decrby",
+        3,
+        WRITE | DENYOOM | FAST,
+        KEY1,
+        decrby,
+        "Decrement the integer value of a key by the given number",
+        "1.0.0",
+        O1,
+    ),
+    string(
+        "incrbyfloat",
+        3,
+        WRITE | DENYOOM | FAST,
+        KEY1,
+        incrbyfloat,
+        "Increment the float value of a key by the given amount",
+        "2.6.0",
+        O1,
+    ),
+    string(
+        "append",
+        3,
+        WRITE | DENYOOM | FAST,
+        KEY1,
+        append,
+        "Append a value to a key",
+        "2.0.0",
+        "O(1). The amortized time complexity is O(1) assuming the appended value is small and the already present value is of any size, since the dynamic string library used by Redis will double the free space available on every reallocation.",
+    ),
+    string(
+        "strlen",
+        2,
+        READONLY | FAST,
+        KEY1,
+        strlen,
+        "Get the length of the value stored in a key",
+        "2.2.0",
+        O1,
+    ),
+    string(
+        "getrange",
+        4,
+        READONLY,
+        KEY1,
+        getrange,
+        "Get a substring of the string stored at a key",
+        "2.4.0",
+        RANGE_COMPLEXITY,
+    ),
+    string(
+        "substr",
+        4,
+        READONLY,
+        KEY1,
+        getrange,
+        "Get a substring of the string stored at a key",
+        "1.0.0",
+        RANGE_COMPLEXITY,
+    ),
+    string(
+        "setrange",
+        4,
+        WRITE | DENYOOM,
+        KEY1,
+        setrange,
+        "Overwrite part of a string at key starting at the specified offset",
+        "2.2.0",
+        "O(1), not counting the time taken to copy the new string in place. Usually, this string is very small so the amortized complexity is O(1). Otherwise, complexity is O(M) with M being the length of the value argument.",
     ),
 ];
 
 /// The string under `key`, `WRONGTYPE` if another type.
-pub fn get_str<'k>(
-    keys: &'k mut super::Keys<'_>,
-    key: &[u8],
-) -> Result<Option<&'k StrValue>, CmdError> {
+pub fn get_str<'k>(keys: &'k mut Keys<'_>, key: &[u8]) -> Result<Option<&'k StrValue>, CmdError> {
     match keys.value(key)? {
         None => Ok(None),
         Some(Value::Str(s)) => Ok(Some(s)),
@@ -59,20 +278,488 @@ pub fn get_str<'k>(
     }
 }
 
-fn get(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
-    match get_str(&mut ctx.keys, a[1])? {
+/// The live string under `key` for change (an expired key is removed
+/// first), `WRONGTYPE` if another type.
+fn get_str_mut<'k>(
+    keys: &'k mut Keys<'_>,
+    key: &[u8],
+) -> Result<Option<&'k mut StrValue>, CmdError> {
+    match keys.value_mut(key)? {
+        None => Ok(None),
+        Some(Value::Str(s)) => Ok(Some(s)),
+        Some(_) => Err(CmdError::WrongType),
+    }
+}
+
+/// Replies with the string under `key` (a null when absent), as Redis's
+/// `getGenericCommand`; `WRONGTYPE` (before any reply) for another type.
+fn reply_value(ctx: &mut Ctx, key: &[u8]) -> CmdResult {
+    match get_str(&mut ctx.keys, key)? {
         Some(s) => ctx.out.bulk(&s.as_bytes()),
         None => ctx.out.null(),
     }
     Ok(())
 }
 
-fn set(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
-    if a.len() != 3 {
-        return Err(CmdError::Syntax);
+/// Stores a string under `key`, with an absolute expiry or (unless
+/// `keep_ttl`) none.
+fn store(
+    keys: &mut Keys<'_>,
+    key: &[u8],
+    value: StrValue,
+    keep_ttl: bool,
+    expire_at: Option<u64>,
+) -> CmdResult {
+    keys.set(key, Value::Str(value), keep_ttl)?;
+    if let Some(at) = expire_at {
+        keys.part_mut(key)?.set_expire(key, at);
     }
-    ctx.keys
-        .set(a[1], Value::Str(StrValue::from_bytes(a[2])), false)?;
+    Ok(())
+}
+
+fn get(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    reply_value(ctx, a[1])
+}
+
+/// How an expiry option counts time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ExpireKind {
+    /// `EX seconds`, relative.
+    Ex,
+    /// `PX milliseconds`, relative.
+    Px,
+    /// `EXAT unix-seconds`.
+    ExAt,
+    /// `PXAT unix-milliseconds`.
+    PxAt,
+}
+
+/// An expiry option with its unparsed time argument.
+#[derive(Debug, Clone, Copy)]
+struct ExpireArg<'a> {
+    kind: ExpireKind,
+    time: &'a [u8],
+}
+
+impl ExpireArg<'_> {
+    /// Whether the time is an absolute timestamp.
+    fn absolute(&self) -> bool {
+        matches!(self.kind, ExpireKind::ExAt | ExpireKind::PxAt)
+    }
+
+    /// The absolute expiry in unix ms, as Redis's
+    /// `getExpireMillisecondsOrReply`: the time must be positive and must
+    /// not overflow once converted to ms and made absolute.
+    fn resolve(&self, now_ms: u64, command: &str) -> Result<u64, CmdError> {
+        let invalid = || CmdError::err(format!("invalid expire time in '{command}' command"));
+        let mut ms = args::int(self.time)?;
+        let seconds = matches!(self.kind, ExpireKind::Ex | ExpireKind::ExAt);
+        if ms <= 0 || (seconds && ms > i64::MAX / 1000) {
+            return Err(invalid());
+        }
+        if seconds {
+            ms *= 1000;
+        }
+        if !self.absolute() {
+            ms = ms.wrapping_add(now_ms as i64);
+        }
+        if ms <= 0 {
+            return Err(invalid());
+        }
+        Ok(ms as u64)
+    }
+}
+
+/// The options of SET (`NX XX GET KEEPTTL EX PX EXAT PXAT`) or of GETEX
+/// (`EX PX EXAT PXAT PERSIST`), as Redis's
+/// `parseExtendedStringArgumentsOrReply` accepts them: a repeated option is
+/// allowed (the last time wins), conflicting ones are a syntax error.
+#[derive(Debug, Default)]
+struct SetOptions<'a> {
+    nx: bool,
+    xx: bool,
+    get: bool,
+    keep_ttl: bool,
+    persist: bool,
+    expire: Option<ExpireArg<'a>>,
+}
+
+impl<'a> SetOptions<'a> {
+    fn parse(opts: &[&'a [u8]], getex: bool) -> Result<Self, CmdError> {
+        let mut o = SetOptions::default();
+        let mut i = 0;
+        while let Some(&arg) = opts.get(i) {
+            // Redis compares option words as C strings.
+            let word = arg.split(|&b| b == 0).next().unwrap_or(arg);
+            let next = opts.get(i + 1).copied();
+            let kind = o.expire.map(|e| e.kind);
+            let has_other_expire = |k: ExpireKind| kind.is_some_and(|have| have != k);
+            let expire_word = [
+                ("ex", ExpireKind::Ex),
+                ("px", ExpireKind::Px),
+                ("exat", ExpireKind::ExAt),
+                ("pxat", ExpireKind::PxAt),
+            ]
+            .into_iter()
+            .find(|(w, _)| args::is(word, w))
+            .map(|(_, k)| k);
+            if args::is(word, "nx") && !o.xx && !getex {
+                o.nx = true;
+            } else if args::is(word, "xx") && !o.nx && !getex {
+                o.xx = true;
+            } else if args::is(word, "get") && !getex {
+                o.get = true;
+            } else if args::is(word, "keepttl") && !o.persist && kind.is_none() && !getex {
+                o.keep_ttl = true;
+            } else if args::is(word, "persist") && getex && kind.is_none() && !o.keep_ttl {
+                o.persist = true;
+            } else if let (Some(k), Some(time)) = (expire_word, next) {
+                if o.keep_ttl || o.persist || has_other_expire(k) {
+                    return Err(CmdError::Syntax);
+                }
+                o.expire = Some(ExpireArg { kind: k, time });
+                i += 1;
+            } else {
+                return Err(CmdError::Syntax);
+            }
+            i += 1;
+        }
+        Ok(o)
+    }
+}
+
+fn set(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let o = SetOptions::parse(&a[3..], false)?;
+    let now = ctx.keys.now_ms;
+    let expire_at = match o.expire {
+        Some(e) => Some(e.resolve(now, "set")?),
+        None => None,
+    };
+    let key = a[1];
+    if o.get {
+        reply_value(ctx, key)?;
+    }
+    let found = ctx.keys.entry_mut(key)?.is_some();
+    if (o.nx && found) || (o.xx && !found) {
+        if !o.get {
+            ctx.out.null();
+        }
+        return Ok(());
+    }
+    store(
+        &mut ctx.keys,
+        key,
+        StrValue::from_bytes(a[2]),
+        o.keep_ttl,
+        expire_at,
+    )?;
+    if !o.get {
+        ctx.out.ok();
+    }
+    Ok(())
+}
+
+fn setnx(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    if ctx.keys.entry_mut(a[1])?.is_some() {
+        ctx.out.int(0);
+        return Ok(());
+    }
+    store(&mut ctx.keys, a[1], StrValue::from_bytes(a[2]), false, None)?;
+    ctx.out.int(1);
+    Ok(())
+}
+
+/// SETEX and PSETEX: `key time value`.
+fn set_with_expire(ctx: &mut Ctx, a: &[&[u8]], kind: ExpireKind, command: &str) -> CmdResult {
+    let at = ExpireArg { kind, time: a[2] }.resolve(ctx.keys.now_ms, command)?;
+    store(
+        &mut ctx.keys,
+        a[1],
+        StrValue::from_bytes(a[3]),
+        false,
+        Some(at),
+    )?;
     ctx.out.ok();
+    Ok(())
+}
+
+fn setex(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    set_with_expire(ctx, a, ExpireKind::Ex, "setex")
+}
+
+fn psetex(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    set_with_expire(ctx, a, ExpireKind::Px, "psetex")
+}
+
+fn getset(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    reply_value(ctx, a[1])?;
+    store(&mut ctx.keys, a[1], StrValue::from_bytes(a[2]), false, None)
+}
+
+fn getdel(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    reply_value(ctx, a[1])?;
+    ctx.keys.remove(a[1])?;
+    Ok(())
+}
+
+fn getex(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let o = SetOptions::parse(&a[2..], true)?;
+    let key = a[1];
+    let now = ctx.keys.now_ms;
+    // Redis looks the key up before it validates the time.
+    let Some(s) = get_str(&mut ctx.keys, key)? else {
+        ctx.out.null();
+        return Ok(());
+    };
+    let expire_at = match o.expire {
+        Some(e) => Some(e.resolve(now, "getex")?),
+        None => None,
+    };
+    ctx.out.bulk(&s.as_bytes());
+    let absolute = o.expire.is_some_and(|e| e.absolute());
+    if let Some(at) = expire_at {
+        if absolute && at <= now {
+            ctx.keys.remove(key)?;
+        } else {
+            ctx.keys.part_mut(key)?.set_expire(key, at);
+            ctx.keys.modified(key)?;
+        }
+    } else if o.persist && ctx.keys.part_mut(key)?.persist(key) {
+        ctx.keys.modified(key)?;
+    }
+    Ok(())
+}
+
+fn mget(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    ctx.out.array(a.len() - 1);
+    for key in &a[1..] {
+        match ctx.keys.value(key)? {
+            Some(Value::Str(s)) => ctx.out.bulk(&s.as_bytes()),
+            _ => ctx.out.null(),
+        }
+    }
+    Ok(())
+}
+
+/// The key/value pairs of MSET and MSETNX (an odd count is an arity error).
+fn pairs<'x>(a: &'x [&'x [u8]]) -> Result<std::slice::ChunksExact<'x, &'x [u8]>, CmdError> {
+    if a.len().is_multiple_of(2) {
+        return Err(CmdError::WrongArity(
+            String::from_utf8_lossy(a[0]).to_ascii_lowercase(),
+        ));
+    }
+    Ok(a[1..].chunks_exact(2))
+}
+
+/// Stores every pair of MSET / MSETNX.
+fn store_pairs(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    for pair in pairs(a)? {
+        if let [key, value] = pair {
+            store(&mut ctx.keys, key, StrValue::from_bytes(value), false, None)?;
+        }
+    }
+    Ok(())
+}
+
+fn mset(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    store_pairs(ctx, a)?;
+    ctx.out.ok();
+    Ok(())
+}
+
+fn msetnx(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    for pair in pairs(a)? {
+        if ctx.keys.exists(pair[0])? {
+            ctx.out.int(0);
+            return Ok(());
+        }
+    }
+    store_pairs(ctx, a)?;
+    ctx.out.int(1);
+    Ok(())
+}
+
+/// Adds `by` to the integer under `key` (0 when absent), keeping its TTL.
+fn incr_by(ctx: &mut Ctx, key: &[u8], by: i64) -> CmdResult {
+    let current = match get_str_mut(&mut ctx.keys, key)? {
+        Some(s) => s.as_i64().ok_or(CmdError::NotInteger)?,
+        None => 0,
+    };
+    let n = current.checked_add(by).ok_or(CmdError::Overflow)?;
+    // A stale key was removed above, so keeping "its" TTL is right.
+    store(&mut ctx.keys, key, StrValue::from_i64(n), true, None)?;
+    ctx.out.int(n);
+    Ok(())
+}
+
+fn incr(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    incr_by(ctx, a[1], 1)
+}
+
+fn decr(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    incr_by(ctx, a[1], -1)
+}
+
+fn incrby(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let by = args::int(a[2])?;
+    incr_by(ctx, a[1], by)
+}
+
+fn decrby(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let by = args::int(a[2])?;
+    let by = by
+        .checked_neg()
+        .ok_or_else(|| CmdError::err("decrement would overflow"))?;
+    incr_by(ctx, a[1], by)
+}
+
+fn incrbyfloat(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let key = a[1];
+    // Redis reads the stored value before the increment argument.
+    let current = match get_str_mut(&mut ctx.keys, key)? {
+        Some(s) => LongDouble::string2ld(&s.as_bytes()).ok_or(CmdError::NotFloat)?,
+        None => LongDouble::zero(false),
+    };
+    let by = LongDouble::string2ld(a[2]).ok_or(CmdError::NotFloat)?;
+    let sum = current + by;
+    if !sum.is_finite() {
+        return Err(CmdError::err("increment would produce NaN or Infinity"));
+    }
+    let text = sum.to_human_string();
+    store(
+        &mut ctx.keys,
+        key,
+        StrValue::from_computed(text.as_bytes()),
+        true,
+        None,
+    )?;
+    ctx.out.bulk(text.as_bytes());
+    Ok(())
+}
+
+/// Redis's `checkStringLength`: a string may not grow past
+/// proto-max-bulk-len.
+fn check_string_length(ctx: &Ctx, size: u64, append: u64) -> CmdResult {
+    let max = ctx.server.proto_max_bulk_len.load(Ordering::Relaxed);
+    match size.checked_add(append) {
+        Some(total) if total <= max => Ok(()),
+        _ => Err(CmdError::err(
+            "string exceeds maximum allowed size (proto-max-bulk-len)",
+        )),
+    }
+}
+
+fn append(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let (key, tail) = (a[1], a[2]);
+    let old_len = get_str_mut(&mut ctx.keys, key)?.map(|s| s.len());
+    let total = match old_len {
+        None => {
+            // A new key takes the argument as SET would encode it.
+            store(&mut ctx.keys, key, StrValue::from_bytes(tail), false, None)?;
+            tail.len()
+        }
+        Some(len) => {
+            check_string_length(ctx, len as u64, tail.len() as u64)?;
+            let Some(s) = get_str_mut(&mut ctx.keys, key)? else {
+                return Err(CmdError::err("internal error: key vanished"));
+            };
+            let bytes = s.make_raw();
+            bytes.extend_from_slice(tail);
+            let total = bytes.len();
+            ctx.keys.modified(key)?;
+            total
+        }
+    };
+    ctx.out.int(total as i64);
+    Ok(())
+}
+
+fn strlen(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let n = get_str(&mut ctx.keys, a[1])?.map_or(0, |s| s.len());
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+/// GETRANGE and SUBSTR.
+fn getrange(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let start = args::int(a[2])?;
+    let end = args::int(a[3])?;
+    let Some(s) = get_str(&mut ctx.keys, a[1])? else {
+        ctx.out.bulk(b"");
+        return Ok(());
+    };
+    let bytes = s.as_bytes();
+    match substring_range(bytes.len(), start, end).and_then(|r| bytes.get(r)) {
+        Some(part) => ctx.out.bulk(part),
+        None => ctx.out.bulk(b""),
+    }
+    Ok(())
+}
+
+/// The byte range GETRANGE returns for a string of `len` bytes, with
+/// Redis's index rules (negative from the end, clamped); `None` if empty.
+fn substring_range(len: usize, start: i64, end: i64) -> Option<std::ops::Range<usize>> {
+    if start < 0 && end < 0 && start > end {
+        return None;
+    }
+    let len = len as i64;
+    let start = if start < 0 {
+        len.wrapping_add(start)
+    } else {
+        start
+    }
+    .max(0);
+    let end = if end < 0 { len.wrapping_add(end) } else { end }
+        .max(0)
+        .min(len - 1);
+    if start > end || len == 0 {
+        return None;
+    }
+    Some(start as usize..end as usize + 1)
+}
+
+fn setrange(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let (key, value) = (a[1], a[3]);
+    let offset = args::int(a[2])?;
+    if offset < 0 {
+        return Err(CmdError::err("offset is out of range"));
+    }
+    let offset = offset as u64;
+    let old_len = get_str_mut(&mut ctx.keys, key)?.map(|s| s.len());
+    let Some(old_len) = old_len else {
+        // Setting nothing on a missing key creates nothing.
+        if value.is_empty() {
+            ctx.out.int(0);
+            return Ok(());
+        }
+        check_string_length(ctx, offset, value.len() as u64)?;
+        let mut bytes = vec![0u8; offset as usize + value.len()];
+        if let Some(dst) = bytes.get_mut(offset as usize..) {
+            dst.copy_from_slice(value);
+        }
+        let total = bytes.len();
+        store(&mut ctx.keys, key, StrValue::raw(bytes), false, None)?;
+        ctx.out.int(total as i64);
+        return Ok(());
+    };
+    if value.is_empty() {
+        ctx.out.int(old_len as i64);
+        return Ok(());
+    }
+    check_string_length(ctx, offset, value.len() as u64)?;
+    let Some(s) = get_str_mut(&mut ctx.keys, key)? else {
+        return Err(CmdError::err("internal error: key vanished"));
+    };
+    let bytes = s.make_raw();
+    let end = offset as usize + value.len();
+    if bytes.len() < end {
+        bytes.resize(end, 0);
+    }
+    if let Some(dst) = bytes.get_mut(offset as usize..end) {
+        dst.copy_from_slice(value);
+    }
+    let total = bytes.len();
+    ctx.keys.modified(key)?;
+    ctx.out.int(total as i64);
     Ok(())
 }
