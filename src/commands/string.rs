@@ -763,3 +763,332 @@ fn setrange(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     ctx.out.int(total as i64);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::protocol::Reply;
+    use crate::server::client::{ClientInfo, ClientState};
+    use crate::server::config::Config;
+    use crate::server::state::{unix_ms, Server};
+
+    /// Runs commands in process, with direct access to the keyspace.
+    struct Harness {
+        server: Arc<Server>,
+        client: ClientState,
+    }
+
+    impl Harness {
+        fn new() -> Self {
+            let info = Arc::new(ClientInfo::new(1, "test".into(), "test".into(), 0));
+            Harness {
+                server: Server::new(Config::default(), None),
+                client: ClientState::new(info, true),
+            }
+        }
+
+        fn run_bytes(&mut self, args: &[&[u8]]) -> Vec<u8> {
+            let mut out = Reply::new(false);
+            super::super::execute(&self.server, &mut self.client, &mut out, args);
+            out.buf
+        }
+
+        fn run(&mut self, line: &str) -> String {
+            let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+            String::from_utf8_lossy(&self.run_bytes(&args)).into_owned()
+        }
+
+        /// Reads the stored entry of `key` in db 0: (encoding, expiry),
+        /// whether or not it has expired.
+        fn stored(&self, key: &str) -> Option<(&'static str, Option<u64>)> {
+            let ks = &self.server.keyspace;
+            let g = ks.lock_one(ks.shard_of(key.as_bytes()), false);
+            let db = &g.shard().dbs[0];
+            db.get(key.as_bytes(), 0)
+                .map(|e| (e.value.encoding(), e.expire_at()))
+        }
+
+        fn encoding(&self, key: &str) -> &'static str {
+            self.stored(key).map_or("none", |s| s.0)
+        }
+
+        fn expire_at(&self, key: &str) -> Option<u64> {
+            self.stored(key).and_then(|s| s.1)
+        }
+
+        /// Stores a value of another type under `key`.
+        fn insert_set(&self, key: &str) {
+            let ks = &self.server.keyspace;
+            let mut g = ks.lock_one(ks.shard_of(key.as_bytes()), true);
+            if let Some(shard) = g.shard_mut() {
+                shard.dbs[0].insert(key.as_bytes(), Value::Set(Box::default()), false, 0);
+            }
+        }
+    }
+
+    const WRONGTYPE: &str =
+        "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+
+    #[test]
+    fn encodings_follow_redis() {
+        let mut h = Harness::new();
+        h.run("SET k 123");
+        assert_eq!(h.encoding("k"), "int");
+        h.run("SET k 0123");
+        assert_eq!(h.encoding("k"), "embstr");
+        h.run(&format!("SET k {}", "a".repeat(44)));
+        assert_eq!(h.encoding("k"), "embstr");
+        h.run(&format!("SET k {}", "a".repeat(45)));
+        assert_eq!(h.encoding("k"), "raw");
+        // APPEND to a missing key stores the argument as SET would.
+        assert_eq!(h.run("APPEND a 123"), ":3\r\n");
+        assert_eq!(h.encoding("a"), "int");
+        h.run("APPEND b hello");
+        assert_eq!(h.encoding("b"), "embstr");
+        // Changing a value in place makes it raw, even an empty append.
+        h.run("APPEND a ");
+        assert_eq!(h.encoding("a"), "raw");
+        assert_eq!(h.run("INCR a"), ":124\r\n");
+        assert_eq!(h.encoding("a"), "int");
+        h.run("SETRANGE r 2 x");
+        assert_eq!(h.encoding("r"), "raw");
+        h.run("SET i 12345");
+        h.run("SETRANGE i 1 ");
+        assert_eq!(h.encoding("i"), "int");
+        h.run("SETRANGE i 1 x");
+        assert_eq!(h.encoding("i"), "raw");
+        h.run("SET f 1");
+        assert_eq!(h.run("INCRBYFLOAT f 2"), "$1\r\n3\r\n");
+        assert_eq!(h.encoding("f"), "embstr");
+        h.run("INCRBYFLOAT f 1e100");
+        assert_eq!(h.encoding("f"), "raw");
+        h.run("MSET m1 7 m2 seven");
+        assert_eq!((h.encoding("m1"), h.encoding("m2")), ("int", "embstr"));
+        h.run("GETSET m2 8");
+        assert_eq!(h.encoding("m2"), "int");
+        h.run("SETEX m3 100 9");
+        assert_eq!(h.encoding("m3"), "int");
+    }
+
+    #[test]
+    fn expiry_times_are_absolute_ms() {
+        let mut h = Harness::new();
+        let before = unix_ms();
+        h.run("SET k v EX 100");
+        let after = unix_ms();
+        let at = h.expire_at("k").unwrap_or(0);
+        assert!(at >= before + 100_000 && at <= after + 100_000, "{at}");
+        h.run("SET k v PXAT 99999999999999");
+        assert_eq!(h.expire_at("k"), Some(99_999_999_999_999));
+        h.run("SET k v EXAT 99999999999");
+        assert_eq!(h.expire_at("k"), Some(99_999_999_999_000));
+        h.run("SET k v2 KEEPTTL");
+        assert_eq!(h.expire_at("k"), Some(99_999_999_999_000));
+        for keeps in [
+            "INCR n",
+            "INCRBYFLOAT n 1.5",
+            "APPEND n 0",
+            "SETRANGE n 0 7",
+        ] {
+            h.run("SETEX n 100 1");
+            let at = h.expire_at("n");
+            h.run(keeps);
+            assert_eq!(h.expire_at("n"), at, "{keeps}");
+        }
+        for clears in ["SET n v", "GETSET n v", "MSET n v", "GETEX n PERSIST"] {
+            h.run("SETEX n 100 1");
+            h.run(clears);
+            assert_eq!(h.expire_at("n"), None, "{clears}");
+        }
+        h.run("SET k v");
+        h.run("GETEX k PXAT 99999999999999");
+        assert_eq!(h.expire_at("k"), Some(99_999_999_999_999));
+        h.run("GETEX k");
+        assert_eq!(h.expire_at("k"), Some(99_999_999_999_999));
+        h.run("PSETEX k 5000 v");
+        assert!(h.expire_at("k").unwrap_or(0) >= before + 5000);
+        // SET with a time already past stores the key, which reads as gone.
+        assert_eq!(h.run("SET p v PXAT 1"), "+OK\r\n");
+        assert_eq!(h.expire_at("p"), Some(1));
+        assert_eq!(h.run("GET p"), "$-1\r\n");
+        // GETEX with a past absolute time deletes at once.
+        h.run("SET q v");
+        assert_eq!(h.run("GETEX q EXAT 1"), "$1\r\nv\r\n");
+        assert!(h.stored("q").is_none());
+        // A key past its expiry is gone for every command.
+        h.run("SET x 5 PXAT 1");
+        assert_eq!(h.run("INCR x"), ":1\r\n");
+        assert_eq!(h.expire_at("x"), None);
+        h.run("SET x 5 PXAT 1");
+        assert_eq!(h.run("SET x v KEEPTTL"), "+OK\r\n");
+        assert_eq!(h.run("GET x"), "$1\r\nv\r\n");
+        h.run("SET x 5 PXAT 1");
+        assert_eq!(h.run("SETNX x v"), ":1\r\n");
+        h.run("SET x 5 PXAT 1");
+        assert_eq!(h.run("APPEND x ab"), ":2\r\n");
+    }
+
+    #[test]
+    fn wrong_type_everywhere() {
+        let mut h = Harness::new();
+        h.insert_set("w");
+        for cmd in [
+            "GET w",
+            "SET w v GET",
+            "SET w v NX GET",
+            "GETSET w v",
+            "GETDEL w",
+            "GETEX w",
+            "GETEX w EX 0",
+            "INCR w",
+            "DECR w",
+            "INCRBY w 1",
+            "DECRBY w 1",
+            "INCRBYFLOAT w 1",
+            "INCRBYFLOAT w abc",
+            "APPEND w x",
+            "STRLEN w",
+            "GETRANGE w 0 1",
+            "SUBSTR w 0 1",
+            "SETRANGE w 0 x",
+            "SETRANGE w 0 ",
+        ] {
+            assert_eq!(h.run(cmd), WRONGTYPE, "{cmd}");
+            assert_eq!(h.encoding("w"), "hashtable", "{cmd}");
+        }
+        // Argument errors come first where Redis checks them first.
+        assert_eq!(
+            h.run("INCRBY w abc"),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(h.run("SETRANGE w -1 x"), "-ERR offset is out of range\r\n");
+        assert_eq!(h.run("GETEX w foo"), "-ERR syntax error\r\n");
+        assert_eq!(
+            h.run("SET w v EX 0 GET"),
+            "-ERR invalid expire time in 'set' command\r\n"
+        );
+        assert_eq!(h.run("MGET w"), "*1\r\n$-1\r\n");
+        assert_eq!(h.run("SETNX w v"), ":0\r\n");
+        assert_eq!(h.run("MSETNX a 1 w 2"), ":0\r\n");
+        assert_eq!(h.run("SET w v"), "+OK\r\n");
+        assert_eq!(h.encoding("w"), "embstr");
+    }
+
+    #[test]
+    fn binary_safe() {
+        let mut h = Harness::new();
+        let key: &[u8] = b"k\x00\xff";
+        let value: &[u8] = b"\x00\r\n\xfe";
+        assert_eq!(h.run_bytes(&[b"SET", key, value]), b"+OK\r\n");
+        assert_eq!(h.run_bytes(&[b"GET", key]), b"$4\r\n\x00\r\n\xfe\r\n");
+        assert_eq!(h.run_bytes(&[b"APPEND", key, b"\x00"]), b":5\r\n");
+        assert_eq!(
+            h.run_bytes(&[b"GETRANGE", key, b"-2", b"-1"]),
+            b"$2\r\n\xfe\x00\r\n"
+        );
+        assert_eq!(h.run_bytes(&[b"GET", b"k"]), b"$-1\r\n");
+    }
+
+    #[test]
+    fn string_length_limit() {
+        let mut h = Harness::new();
+        h.server.proto_max_bulk_len.store(10, Ordering::Relaxed);
+        let too_big = "-ERR string exceeds maximum allowed size (proto-max-bulk-len)\r\n";
+        assert_eq!(h.run("SETRANGE k 10 x"), too_big);
+        assert_eq!(h.run("SETRANGE k 9 x"), ":10\r\n");
+        assert_eq!(h.run("APPEND k x"), too_big);
+        assert_eq!(h.run("SETRANGE k 9223372036854775807 x"), too_big);
+        assert_eq!(h.run("SETRANGE k 9223372036854775807 "), ":10\r\n");
+        assert_eq!(h.run("SETRANGE n 100 "), ":0\r\n");
+        assert!(h.stored("n").is_none());
+    }
+
+    #[test]
+    fn substring_ranges() {
+        assert_eq!(substring_range(11, 0, 4), Some(0..5));
+        assert_eq!(substring_range(11, -5, -1), Some(6..11));
+        assert_eq!(substring_range(11, -1, -5), None);
+        assert_eq!(substring_range(11, -100, -50), Some(0..1));
+        assert_eq!(substring_range(11, 0, -100), Some(0..1));
+        assert_eq!(substring_range(11, i64::MIN, i64::MAX), Some(0..11));
+        assert_eq!(substring_range(11, i64::MAX, i64::MIN), None);
+        assert_eq!(substring_range(0, 0, -1), None);
+        assert_eq!(substring_range(0, 0, 0), None);
+    }
+
+    #[test]
+    fn option_parsing() {
+        let parse = |line: &str, getex: bool| {
+            let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+            SetOptions::parse(&args, getex).map(|o| {
+                (
+                    o.nx,
+                    o.xx,
+                    o.get,
+                    o.keep_ttl,
+                    o.persist,
+                    o.expire.map(|e| e.kind),
+                )
+            })
+        };
+        assert_eq!(
+            parse("nx GET px 5", false),
+            Ok((true, false, true, false, false, Some(ExpireKind::Px)))
+        );
+        assert_eq!(
+            parse("EX 1 EX 2", false).map(|o| o.5),
+            Ok(Some(ExpireKind::Ex))
+        );
+        assert_eq!(parse("NX\0junk", false).map(|o| o.0), Ok(true));
+        for bad in ["NX XX", "EX 1 PX 1", "KEEPTTL EX 1", "EX", "PERSIST", "foo"] {
+            assert_eq!(parse(bad, false), Err(CmdError::Syntax), "{bad}");
+        }
+        for bad in ["NX", "GET", "KEEPTTL", "PERSIST EX 1", "EX 1 PERSIST"] {
+            assert_eq!(parse(bad, true), Err(CmdError::Syntax), "{bad}");
+        }
+        fn exp(kind: ExpireKind, time: &str) -> ExpireArg<'_> {
+            ExpireArg {
+                kind,
+                time: time.as_bytes(),
+            }
+        }
+        assert_eq!(exp(ExpireKind::Ex, "2").resolve(1000, "set"), Ok(3000));
+        assert_eq!(exp(ExpireKind::PxAt, "5").resolve(1000, "set"), Ok(5));
+        let invalid = Err(CmdError::err("invalid expire time in 'getex' command"));
+        assert_eq!(exp(ExpireKind::Ex, "0").resolve(1000, "getex"), invalid);
+        assert_eq!(
+            exp(ExpireKind::Ex, "9223372036854776").resolve(0, "getex"),
+            invalid
+        );
+        assert_eq!(
+            exp(ExpireKind::Px, "9223372036854775807").resolve(1, "getex"),
+            invalid
+        );
+        assert_eq!(
+            exp(ExpireKind::Px, "x").resolve(1, "getex"),
+            Err(CmdError::NotInteger)
+        );
+    }
+
+    #[test]
+    fn table_entries() {
+        let t = super::super::table::table();
+        let mset = t
+            .get(b"mset")
+            .map(|c| c.spec.key_indexes(&[b"mset", b"a", b"1", b"b", b"2"]));
+        assert_eq!(mset.as_deref(), Some(&[1usize, 3][..]));
+        let mget = t
+            .get(b"mget")
+            .map(|c| c.spec.key_indexes(&[b"mget", b"a", b"b"]));
+        assert_eq!(mget.as_deref(), Some(&[1usize, 2][..]));
+        let flags = |name: &str| t.get(name.as_bytes()).map_or(0, |c| c.spec.flags);
+        assert_eq!(flags("get"), READONLY | FAST);
+        assert_eq!(flags("set"), WRITE | DENYOOM);
+        assert_eq!(flags("getdel"), WRITE | FAST);
+        assert_eq!(flags("getrange"), READONLY);
+        assert_eq!(flags("incrbyfloat"), WRITE | DENYOOM | FAST);
+        assert_eq!(t.get(b"substr").map(|c| c.spec.arity), Some(4));
+    }
+}
