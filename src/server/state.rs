@@ -82,6 +82,8 @@ pub struct Server {
     next_client_id: AtomicU64,
     /// Clients blocked on keys (BZPOPMIN, ...).
     pub blocked_clients: AtomicUsize,
+    /// Who waits on which (db, key), in the order they blocked.
+    pub blocked_on: Mutex<HashMap<(usize, bytes::Bytes), Vec<u64>>>,
     /// Counters.
     pub stats: Stats,
     /// Per-command statistics, indexed by command slot.
@@ -127,6 +129,7 @@ impl Server {
             clients: DashMap::new(),
             next_client_id: AtomicU64::new(1),
             blocked_clients: AtomicUsize::new(0),
+            blocked_on: Mutex::new(HashMap::new()),
             stats: Stats::default(),
             command_stats: (0..table().slots())
                 .map(|_| CommandStat::default())
@@ -165,6 +168,45 @@ impl Server {
     pub fn request_shutdown(&self) {
         self.shutting_down.store(true, Ordering::Release);
         let _ = self.shutdown.send(true);
+    }
+
+    /// Registers client `id` as waiting on `keys`. Called by the blocking
+    /// handler while it still holds the keys' shard locks, so no write to
+    /// them can slip between its check and this registration.
+    pub fn block_client(&self, id: u64, keys: &[(usize, bytes::Bytes)]) {
+        let mut m = self.blocked_on.lock();
+        for k in keys {
+            m.entry(k.clone()).or_default().push(id);
+        }
+        self.blocked_clients.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Removes client `id` from the waiters of `keys`.
+    pub fn unblock_client(&self, id: u64, keys: &[(usize, bytes::Bytes)]) {
+        let mut m = self.blocked_on.lock();
+        for k in keys {
+            if let Some(v) = m.get_mut(k) {
+                v.retain(|&c| c != id);
+                if v.is_empty() {
+                    m.remove(k);
+                }
+            }
+        }
+        self.blocked_clients.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Wakes the clients waiting on keys that just changed.
+    pub fn signal_ready(&self, ready: &[(usize, bytes::Bytes)]) {
+        let m = self.blocked_on.lock();
+        for k in ready {
+            if let Some(ids) = m.get(k) {
+                for id in ids {
+                    if let Some(c) = self.clients.get(id) {
+                        c.wake.notify_one();
+                    }
+                }
+            }
+        }
     }
 
     /// Counts an error reply under its code.
