@@ -298,7 +298,12 @@ impl CommandTable {
             return Lookup::Found(cmd);
         }
         let Some(sub) = args.get(1) else {
-            return Lookup::MissingSub(cmd);
+            // A container that also runs bare (COMMAND) is its own handler.
+            return if cmd.spec.arity_ok(1) {
+                Lookup::Found(cmd)
+            } else {
+                Lookup::MissingSub(cmd)
+            };
         };
         let lower = String::from_utf8_lossy(sub).to_ascii_lowercase();
         match cmd.subs.get(lower.as_str()) {
