@@ -79,6 +79,16 @@ impl StrValue {
         }
     }
 
+    /// A value as Redis's `createStringObject` makes it from computed bytes
+    /// (INCRBYFLOAT results): `embstr` or `raw` by length, never `int`.
+    pub fn from_computed(b: &[u8]) -> Self {
+        let mut v = StrValue::from_bytes(b);
+        if v.enc == StrEncoding::Int {
+            v.enc = StrEncoding::Embstr;
+        }
+        v
+    }
+
     /// A `raw` value holding the string `bitmap` stands for, in whichever
     /// form is smaller.
     pub fn from_bitmap(bitmap: SparseBitmap) -> Self {
@@ -359,18 +369,6 @@ fn encoding_for(b: &[u8]) -> StrEncoding {
         StrEncoding::Embstr
     } else {
         StrEncoding::Raw
-    }
-}
-
-impl StrValue {
-    /// A value as Redis's `createStringObject` makes it from computed bytes
-    /// (INCRBYFLOAT results): `embstr` or `raw` by length, never `int`.
-    pub fn from_computed(b: &[u8]) -> Self {
-        let mut v = StrValue::from_bytes(b);
-        if v.enc == StrEncoding::Int {
-            v.enc = StrEncoding::Embstr;
-        }
-        v
     }
 }
 
