@@ -468,6 +468,35 @@ fn sparse_bitmap_through_string_commands() {
         .query(&mut c)
         .unwrap();
     assert_eq!(r, vec![0, 1]);
+    // Appending to and overwriting a far bitmap keeps it compressed.
+    assert_eq!(int(&mut c, &["SETBIT", "far", "4000000000", "1"]), 0);
+    assert_eq!(int(&mut c, &["APPEND", "far", "ab"]), 500_000_003);
+    assert_eq!(
+        int(&mut c, &["SETRANGE", "far", "1000", "xyz"]),
+        500_000_003
+    );
+    assert_eq!(
+        int(&mut c, &["SETRANGE", "new", "400000000", "q"]),
+        400_000_001
+    );
+    assert!(int(&mut c, &["MEMORY", "USAGE", "far"]) < 100_000);
+    assert!(int(&mut c, &["MEMORY", "USAGE", "new"]) < 100_000);
+    assert_eq!(int(&mut c, &["BITCOUNT", "far"]), 1 + 6 + 14);
+    assert_eq!(int(&mut c, &["BITPOS", "far", "1", "8"]), 8000 + 1);
+    let r: Vec<u8> = redis::cmd("GETRANGE")
+        .arg("far")
+        .arg(-3)
+        .arg(-1)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(r, b"\x80ab".to_vec());
+    let r: Vec<u8> = redis::cmd("GETRANGE")
+        .arg("far")
+        .arg(999)
+        .arg(1003)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(r, b"\0xyz\0".to_vec());
     let r: Vec<u8> = redis::cmd("GETRANGE")
         .arg("sb")
         .arg(124_999)

@@ -3,6 +3,8 @@
 //! [`StrValue`]s through their bit-level methods, which work on plain and
 //! compressed strings alike (see `engine::string` and `engine::bitmap`).
 
+use std::sync::atomic::Ordering;
+
 use super::args;
 use super::table::{flags::*, CommandSpec, KeySpec};
 use super::{Ctx, Keys};
@@ -155,7 +157,7 @@ fn bit_offset(ctx: &Ctx, arg: &[u8], field_bits: Option<u32>) -> Result<u64, Cmd
     let n = number::parse_i64(digits)
         .ok_or_else(offset_error)?
         .wrapping_mul(scale);
-    let max_bulk = ctx.server.config.read().proto_max_bulk_len;
+    let max_bulk = ctx.server.proto_max_bulk_len.load(Ordering::Relaxed);
     if n < 0 || (n as u64 >> 3) >= max_bulk {
         return Err(offset_error());
     }
