@@ -163,7 +163,7 @@ impl StrValue {
         }
     }
 
-    /// Whether the value is held compressed (for tests and diagnostics).
+    /// Whether the value is held compressed (a sparse bitmap).
     pub fn is_compressed(&self) -> bool {
         matches!(self.repr, Repr::Sparse(_))
     }
