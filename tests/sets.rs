@@ -258,7 +258,7 @@ fn algebra_matches_a_model() {
                 .map(|_| {
                     let v = rng.next(900);
                     // Some rounds mix in strings (hashtable encoding).
-                    if round % 2 == 1 && v % 5 == 0 {
+                    if round % 2 == 1 && v.is_multiple_of(5) {
                         format!("s{v}")
                     } else {
                         v.to_string()
