@@ -78,7 +78,8 @@ pub struct SetValue {
 #[derive(Debug, Clone)]
 enum Encoding {
     Ints(IntSet),
-    Table(MemberTable),
+    // Boxed so a small intset does not carry the table's fields.
+    Table(Box<MemberTable>),
 }
 
 impl Default for SetValue {
@@ -142,7 +143,7 @@ impl SetValue {
         std::mem::size_of::<SetValue>()
             + match &self.enc {
                 Encoding::Ints(i) => i.heap_bytes(),
-                Encoding::Table(t) => t.heap_bytes(),
+                Encoding::Table(t) => std::mem::size_of::<MemberTable>() + t.heap_bytes(),
             }
     }
 
@@ -199,7 +200,7 @@ impl SetValue {
         for n in ints.iter() {
             table.insert(buf.format(n).as_bytes());
         }
-        self.enc = Encoding::Table(table);
+        self.enc = Encoding::Table(Box::new(table));
     }
 
     /// Rebuilds the set in the encoding a fresh set of the same members
