@@ -1112,6 +1112,8 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+
         #[test]
         fn matches_model_with_small_limit(
             ops in proptest::collection::vec(op(), 0..300),
