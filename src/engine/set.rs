@@ -9,7 +9,7 @@
 //!   100 to 5,000 ids are the common case).
 //!
 //! A set moves from `intset` to `hashtable` in one place,
-//! [`SetValue::convert_to_hashtable`], and never back, except when a command
+//! `SetValue::convert_to_hashtable`, and never back, except when a command
 //! builds a new set ([`SetValue::from_members`], [`SetValue::reencode`]),
 //! which picks the encoding a fresh set of those members gets in Redis.
 //!
