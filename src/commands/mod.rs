@@ -142,7 +142,7 @@ pub fn call(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]]) {
         Err(e) => {
             // A handler errs before writing; drop anything partial anyway.
             ctx.out.truncate(reply_start);
-            ctx.out.error(&e.to_string());
+            ctx.out.error_bytes(&e.line_bytes());
             ctx.server.count_error(&e.code());
             true
         }
@@ -164,13 +164,10 @@ pub fn resolve(args: &[&[u8]]) -> Result<&'static Command, CmdError> {
         Lookup::Found(c) => c,
         Lookup::Unknown => return Err(CmdError::unknown_command(args)),
         Lookup::UnknownSub(c) => {
-            return Err(CmdError::UnknownSubcommand {
-                command: c.spec.name.to_ascii_uppercase(),
-                sub: String::from_utf8_lossy(args.get(1).copied().unwrap_or(b""))
-                    .chars()
-                    .take(128)
-                    .collect(),
-            })
+            return Err(CmdError::unknown_subcommand(
+                c.spec.name,
+                args.get(1).copied().unwrap_or(b""),
+            ))
         }
         Lookup::MissingSub(c) => return Err(CmdError::WrongArity(c.full_name.clone())),
     };
@@ -187,7 +184,7 @@ fn reject(
     cmd: Option<&Command>,
     e: &CmdError,
 ) {
-    out.error(&e.to_string());
+    out.error_bytes(&e.line_bytes());
     server.count_error(&e.code());
     if let Some(c) = cmd {
         record(client, c.id, 0, false, true);

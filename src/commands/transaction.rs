@@ -147,7 +147,7 @@ fn exec(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
         let args: Vec<&[u8]> = q.args.iter().map(|a| a.as_slice()).collect();
         match resolve(&args) {
             Ok(cmd) => super::call(ctx, cmd, &args),
-            Err(e) => ctx.out.error(&e.to_string()),
+            Err(e) => ctx.out.error_bytes(&e.line_bytes()),
         }
     }
     ctx.client.deny_blocking = deny;

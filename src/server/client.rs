@@ -2,7 +2,7 @@
 //! database, protocol, auth, name, transaction), and the part of it other
 //! connections may see (CLIENT LIST, CLIENT KILL).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -17,6 +17,8 @@ pub struct ClientInfo {
     pub addr: String,
     /// Local address `ip:port`.
     pub laddr: String,
+    /// The socket's file descriptor, -1 when none (CLIENT LIST `fd`).
+    pub fd: AtomicI64,
     /// Unix ms of connection.
     pub created_ms: u64,
     /// Unix ms of the last command.
@@ -53,6 +55,7 @@ impl ClientInfo {
             id,
             addr,
             laddr,
+            fd: AtomicI64::new(-1),
             created_ms: now_ms,
             last_cmd_ms: AtomicU64::new(now_ms),
             db: AtomicUsize::new(0),

@@ -51,6 +51,11 @@ pub async fn serve(server: Arc<Server>, stream: TcpStream) {
         .unwrap_or_default();
     let id = server.next_client_id();
     let info = Arc::new(ClientInfo::new(id, addr, laddr, unix_ms()));
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        info.fd.store(stream.as_raw_fd() as i64, Ordering::Relaxed);
+    }
     server.clients.insert(id, info.clone());
     server
         .stats

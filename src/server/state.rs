@@ -65,6 +65,17 @@ pub struct Stats {
     pub unexpected_error_replies: AtomicU64,
 }
 
+/// What INFO remembers between calls to derive some of its figures.
+#[derive(Debug, Default)]
+pub struct InfoMarks {
+    /// Highest `used_memory` seen (INFO used_memory_peak).
+    pub peak_memory: AtomicU64,
+    /// `expired_keys` at the last CONFIG RESETSTAT.
+    pub expired_at_reset: AtomicU64,
+    /// When and at what `total_commands_processed` ops/sec was last sampled.
+    pub ops_sample: Mutex<Option<(Instant, u64, f64)>>,
+}
+
 /// Everything connections share.
 pub struct Server {
     /// All the data.
@@ -110,6 +121,8 @@ pub struct Server {
     pub shutting_down: AtomicBool,
     /// Unique id of this run (INFO run_id).
     pub run_id: String,
+    /// See [`InfoMarks`].
+    pub info_marks: InfoMarks,
 }
 
 impl Server {
@@ -145,6 +158,7 @@ impl Server {
             shutdown: tx,
             shutting_down: AtomicBool::new(false),
             run_id,
+            info_marks: InfoMarks::default(),
         })
     }
 
