@@ -48,6 +48,20 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
         Err(e) => {
             if client.multi.is_some() {
                 client.multi_error = true;
+                // A malformed EXEC ends the transaction, as in Redis.
+                if args
+                    .first()
+                    .is_some_and(|n| n.eq_ignore_ascii_case(b"exec"))
+                {
+                    transaction::abort(server, client);
+                    let line = e.to_string();
+                    let msg = line.strip_prefix("ERR ").unwrap_or(&line);
+                    let e = CmdError::line(format!(
+                        "EXECABORT Transaction discarded because of: {msg}"
+                    ));
+                    reject(server, client, out, None, &e);
+                    return finish_reply_mode(client, out, start_len);
+                }
             }
             reject(server, client, out, None, &e);
             return finish_reply_mode(client, out, start_len);
