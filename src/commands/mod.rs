@@ -129,18 +129,8 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
     if !ready.is_empty() {
         server.signal_ready(&ready);
     }
-    if hits > 0 {
-        server
-            .stats
-            .keyspace_hits
-            .fetch_add(hits, Ordering::Relaxed);
-    }
-    if misses > 0 {
-        server
-            .stats
-            .keyspace_misses
-            .fetch_add(misses, Ordering::Relaxed);
-    }
+    client.pending_hits += hits;
+    client.pending_misses += misses;
     client.info.last_cmd_ms.store(now_ms, Ordering::Relaxed);
     finish_reply_mode(client, out, start_len);
 }
