@@ -48,6 +48,20 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
         Err(e) => {
             if client.multi.is_some() {
                 client.multi_error = true;
+                // A malformed EXEC ends the transaction, as in Redis.
+                if args
+                    .first()
+                    .is_some_and(|n| n.eq_ignore_ascii_case(b"exec"))
+                {
+                    transaction::abort(server, client);
+                    let line = e.to_string();
+                    let msg = line.strip_prefix("ERR ").unwrap_or(&line);
+                    let e = CmdError::line(format!(
+                        "EXECABORT Transaction discarded because of: {msg}"
+                    ));
+                    reject(server, client, out, None, &e);
+                    return finish_reply_mode(client, out, start_len);
+                }
             }
             reject(server, client, out, None, &e);
             return finish_reply_mode(client, out, start_len);
@@ -115,18 +129,8 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
     if !ready.is_empty() {
         server.signal_ready(&ready);
     }
-    if hits > 0 {
-        server
-            .stats
-            .keyspace_hits
-            .fetch_add(hits, Ordering::Relaxed);
-    }
-    if misses > 0 {
-        server
-            .stats
-            .keyspace_misses
-            .fetch_add(misses, Ordering::Relaxed);
-    }
+    client.pending_hits += hits;
+    client.pending_misses += misses;
     client.info.last_cmd_ms.store(now_ms, Ordering::Relaxed);
     finish_reply_mode(client, out, start_len);
 }

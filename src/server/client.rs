@@ -137,6 +137,10 @@ pub struct ClientState {
     pub pending_stats: Vec<(u64, u64, u64, u64)>,
     /// Slots with pending statistics.
     pub pending_slots: Vec<usize>,
+    /// Keyspace hits and misses not yet added to the server's counters.
+    pub pending_hits: u64,
+    /// See [`ClientState::pending_hits`].
+    pub pending_misses: u64,
     /// Set by a blocking command that found no data.
     pub blocked: Option<BlockState>,
     /// Blocking commands must answer at once (inside EXEC or a script).
@@ -158,6 +162,8 @@ impl ClientState {
             watched: Vec::new(),
             pending_stats: Vec::new(),
             pending_slots: Vec::new(),
+            pending_hits: 0,
+            pending_misses: 0,
             blocked: None,
             deny_blocking: false,
         }
