@@ -168,7 +168,10 @@ impl ZAddOutcome {
 
     /// The member is new or its score changed (counts for ZADD CH).
     pub fn is_changed(&self) -> bool {
-        matches!(self, ZAddOutcome::Added { .. } | ZAddOutcome::Updated { .. })
+        matches!(
+            self,
+            ZAddOutcome::Added { .. } | ZAddOutcome::Updated { .. }
+        )
     }
 }
 
@@ -299,6 +302,15 @@ impl ZSet {
             }
     }
 
+    /// Checks the encoding's invariants (tests only).
+    #[cfg(test)]
+    pub(crate) fn check(&self) {
+        match &self.repr {
+            Repr::Listpack(lp) => lp.check(),
+            Repr::Skiplist(sl) => sl.check(),
+        }
+    }
+
     /// Length of the longest member.
     pub fn max_member_len(&self) -> usize {
         self.iter().map(|(m, _)| m.len()).max().unwrap_or(0)
@@ -336,9 +348,7 @@ impl ZSet {
             Repr::Listpack(lp) => lp
                 .find(member)
                 .map(|(off, _, score)| (Slot::Listpack(off), score)),
-            Repr::Skiplist(sl) => sl
-                .find(member)
-                .map(|x| (Slot::Skiplist(x), sl.entry(x).1)),
+            Repr::Skiplist(sl) => sl.find(member).map(|x| (Slot::Skiplist(x), sl.entry(x).1)),
         }
     }
 
@@ -501,7 +511,13 @@ impl ZSet {
         }
     }
 
-    fn range_at<'a>(&'a self, index: usize, reverse: bool, remaining: usize, stop: Stop<'a>) -> Range<'a> {
+    fn range_at<'a>(
+        &'a self,
+        index: usize,
+        reverse: bool,
+        remaining: usize,
+        stop: Stop<'a>,
+    ) -> Range<'a> {
         let pos = match &self.repr {
             Repr::Listpack(lp) => Pos::Listpack(lp, lp.offset_of(index)),
             Repr::Skiplist(sl) => Pos::Skiplist(sl, sl.node_at(index + 1)),
@@ -555,11 +571,7 @@ impl ZSet {
                     return Pos::End;
                 };
                 for _ in 0..offset {
-                    off = if reverse {
-                        lp.prev(off)
-                    } else {
-                        lp.next(off)
-                    };
+                    off = if reverse { lp.prev(off) } else { lp.next(off) };
                     if off == NONE {
                         return Pos::End;
                     }
@@ -853,8 +865,14 @@ mod tests {
         let mut z = ZSet::new();
         z.insert(b"a", 1.0, zero);
         assert_eq!(z.encoding(), "skiplist");
-        assert_eq!(ZSet::with_encoding_for(5, 1, small()).encoding(), "skiplist");
-        assert_eq!(ZSet::with_encoding_for(4, 8, small()).encoding(), "listpack");
+        assert_eq!(
+            ZSet::with_encoding_for(5, 1, small()).encoding(),
+            "skiplist"
+        );
+        assert_eq!(
+            ZSet::with_encoding_for(4, 8, small()).encoding(),
+            "listpack"
+        );
     }
 
     #[test]
@@ -917,7 +935,10 @@ mod tests {
         z.insert(b"i", f64::INFINITY, l);
         assert_eq!(z.incr(b"i", f64::NEG_INFINITY, l), Err(NanScore));
         assert_eq!(z.score(b"i"), Some(f64::INFINITY));
-        assert_eq!(z.zadd(b"n", f64::NAN, ZAddFlags::default(), l), Err(NanScore));
+        assert_eq!(
+            z.zadd(b"n", f64::NAN, ZAddFlags::default(), l),
+            Err(NanScore)
+        );
         assert_eq!(z.incr(b"new", 2.5, l), Ok(2.5));
         assert_eq!(
             NanScore.to_string(),
@@ -929,7 +950,10 @@ mod tests {
     fn negative_zero_as_redis() {
         let l = ZSetLimits::default();
         let mut lp = ZSet::new();
-        assert_eq!(lp.incr(b"m", -0.0, l).map(|s| s.is_sign_negative()), Ok(true));
+        assert_eq!(
+            lp.incr(b"m", -0.0, l).map(|s| s.is_sign_negative()),
+            Ok(true)
+        );
         assert!(lp.score(b"m").unwrap().is_sign_positive());
         let mut sl = ZSet::with_encoding_for(1000, 1, l);
         assert_eq!(sl.encoding(), "skiplist");
