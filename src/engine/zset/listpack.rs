@@ -32,10 +32,19 @@ const FLOAT_TAG: u8 = 0xFF;
 const EXACT_INT: f64 = 9_007_199_254_740_992.0;
 
 /// A sorted set as one byte buffer.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub(super) struct Listpack {
     buf: Vec<u8>,
     len: usize,
+}
+
+impl std::fmt::Debug for Listpack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listpack")
+            .field("len", &self.len)
+            .field("bytes", &self.buf.len())
+            .finish()
+    }
 }
 
 /// One decoded entry and the offset just past it.
@@ -201,6 +210,11 @@ impl Listpack {
     /// Number of entries.
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// Bytes in use.
+    pub fn bytes(&self) -> usize {
+        self.buf.len()
     }
 
     /// Bytes allocated for the buffer.

@@ -42,10 +42,14 @@
 //!   `range.clone().count()` gives the reply length before writing it.
 //! - range arguments: [`RangeByScore`], [`RangeByLex`] ([`range`]).
 //!
-//! # Memory (measured by `tests::bytes_per_member`, release build)
-//! 1,000,000 `m:<id>` members with integer scores: ~48 B/member in the
-//! skiplist encoding (32-byte node, ~2.7 B of upper links, ~10.5 B of hash
-//! index); a 100-member listpack of the same: ~13 B/member.
+//! # Memory
+//! Measured with jemalloc's `stats.allocated` (and matched by
+//! [`ZSet::memory_usage`]; `model_tests::bytes_per_member_1m` prints it):
+//! - 1,000,000 `m:<id>` members with integer scores: 49.3 B/member in the
+//!   skiplist encoding (32 MiB of 32-byte nodes, 4 MiB of upper links, 12 MiB
+//!   of hash index); 100,000: 47.8 B/member. redis-server: ~110.
+//! - 10,000 boards of 100 `m:<6 digits>` members: 15.2 B/member in the
+//!   listpack encoding (12-13 bytes per entry plus size-class rounding).
 
 pub mod listpack;
 pub mod range;
@@ -194,6 +198,9 @@ impl fmt::Display for NanScore {
 
 impl std::error::Error for NanScore {}
 
+/// Redis keeps a listpack below 1 GiB (`LISTPACK_MAX_SAFETY_SIZE`).
+const LISTPACK_MAX_BYTES: usize = 1 << 30;
+
 /// Bytes jemalloc hands out for a request of `n` bytes (its size classes:
 /// 8, 16, then four classes per doubling).
 pub(crate) fn alloc_size(n: usize) -> usize {
@@ -330,7 +337,9 @@ impl ZSet {
     /// only for sets a command has just built (ZUNIONSTORE & co).
     pub fn convert_to_listpack_if_needed(&mut self, max_member_len: usize, limits: ZSetLimits) {
         if let Repr::Skiplist(sl) = &self.repr {
-            if limits.fits_listpack(sl.len(), max_member_len) {
+            if limits.fits_listpack(sl.len(), max_member_len)
+                && self.iter().map(|(m, _)| m.len()).sum::<usize>() <= LISTPACK_MAX_BYTES
+            {
                 let mut lp = Listpack::new();
                 let mut x = sl.first();
                 while x != NIL {
@@ -375,7 +384,10 @@ impl ZSet {
 
     fn add_new(&mut self, member: &[u8], score: f64, limits: ZSetLimits) {
         if let Repr::Listpack(lp) = &self.repr {
-            if lp.len() >= limits.max_entries || member.len() > limits.max_value {
+            if lp.len() >= limits.max_entries
+                || member.len() > limits.max_value
+                || lp.bytes() + member.len() > LISTPACK_MAX_BYTES
+            {
                 self.convert_to_skiplist();
             }
         }
