@@ -1007,4 +1007,31 @@ mod tests {
             assert_eq!(collect(z.iter()), vec![(b"a".to_vec(), 1.0)]);
         }
     }
+
+    #[test]
+    fn lex_walks_over_mixed_scores_match_redis_listpack() {
+        // Replies of redis-server 7.0.15 for ZADD k 1 b 2 a 3 c 4 aa.
+        let l = ZSetLimits::default();
+        let mut z = ZSet::new();
+        for (m, s) in [("b", 1.0), ("a", 2.0), ("c", 3.0), ("aa", 4.0)] {
+            z.insert(m.as_bytes(), s, l);
+        }
+        let names = |r: Range<'_>| -> Vec<String> {
+            r.map(|(m, _)| String::from_utf8_lossy(m).into_owned())
+                .collect()
+        };
+        let r = RangeByLex::parse(b"[a", b"[b").unwrap();
+        assert_eq!(names(z.range_by_lex(&r, false, 0, None)), ["b", "a"]);
+        assert_eq!(
+            names(z.range_by_lex(&r, true, 0, None)),
+            ["aa", "c", "a", "b"]
+        );
+        assert_eq!(z.count_by_lex(&r), 2);
+        let r2 = RangeByLex::parse(b"(a", b"+").unwrap();
+        assert_eq!(names(z.range_by_lex(&r2, false, 1, Some(2))), ["a", "c"]);
+        let r3 = RangeByLex::parse(b"-", b"[aa").unwrap();
+        assert_eq!(z.range_by_lex(&r3, false, 0, None).count(), 0);
+        assert_eq!(z.remove_range_by_lex(&r), 2);
+        assert_eq!(names(z.iter()), ["c", "aa"]);
+    }
 }

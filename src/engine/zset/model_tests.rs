@@ -64,6 +64,7 @@ struct LRange(Lb, Lb);
 #[derive(Debug, Clone)]
 enum Op {
     Add(usize, usize, usize),
+    Fill(usize, usize),
     Incr(usize, usize),
     Remove(usize),
     RemRank(usize, usize),
@@ -126,12 +127,13 @@ fn lrange() -> impl Strategy<Value = LRange> {
     (lb(), lb()).prop_map(|(a, b)| LRange(a, b))
 }
 
-fn op(members: usize) -> impl Strategy<Value = Op> {
+fn op(members: usize, add_weight: u32) -> impl Strategy<Value = Op> {
     let m = 0..members;
     let small = 0..members + 3;
     let limit = prop_oneof![Just(None), (0..12usize).prop_map(Some)];
     prop_oneof![
-        24 => (m.clone(), 0..SCORES.len(), 0..FLAGS.len() * 2).prop_map(|(a, b, c)| Op::Add(a, b, c)),
+        add_weight => (m.clone(), 0..SCORES.len(), 0..FLAGS.len() * 2).prop_map(|(a, b, c)| Op::Add(a, b, c)),
+        2 => (m.clone(), 1..40usize).prop_map(|(a, b)| Op::Fill(a, b)),
         4 => (m.clone(), 0..SCORES.len()).prop_map(|(a, b)| Op::Incr(a, b)),
         5 => m.clone().prop_map(Op::Remove),
         1 => (small.clone(), small.clone()).prop_map(|(a, b)| Op::RemRank(a, b)),
@@ -154,6 +156,8 @@ fn op(members: usize) -> impl Strategy<Value = Op> {
 
 /// The member pool: unique byte strings of lengths around the limits, some
 /// binary, some inline in a skiplist node and some not.
+/// Only the last member is longer than `max_value`, so that sets also grow
+/// past the entry limit while still listpacks.
 fn pool(n: usize, max_value: usize) -> Vec<Vec<u8>> {
     (0..n)
         .map(|i| {
@@ -167,7 +171,8 @@ fn pool(n: usize, max_value: usize) -> Vec<Vec<u8>> {
                 }
             } else {
                 let len = match i % 13 {
-                    0 => max_value + 1,
+                    _ if i + 1 == n => max_value + 1,
+                    0 => max_value.min(20),
                     1 | 7 => max_value,
                     2 => max_value.saturating_sub(1).max(4),
                     3 => 11,
@@ -365,6 +370,13 @@ fn run(
                 let want = model.zadd(m, s, f);
                 prop_assert_eq!(got, want, "step {} {:?}", step, op);
             }
+            Op::Fill(from, k) => {
+                for j in *from..*from + *k {
+                    let (m, s) = (&members[j % members.len()], score_at(j % SCORES.len()));
+                    let got = z.zadd(m, s, ZAddFlags::default(), limits);
+                    prop_assert_eq!(got, model.zadd(m, s, ZAddFlags::default()));
+                }
+            }
             Op::Incr(m, d) => {
                 let (m, d) = (&members[*m], score_at(*d));
                 let got = z.incr(m, d, limits);
@@ -551,12 +563,12 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
     #[test]
-    fn small_limits_scores(ops in prop::collection::vec(op(24), 1..200)) {
+    fn small_limits_scores(ops in prop::collection::vec(op(24, 24), 1..200)) {
         run(&ops, small_limits(), 24, false)?;
     }
 
     #[test]
-    fn small_limits_lex(ops in prop::collection::vec(op(24), 1..200)) {
+    fn small_limits_lex(ops in prop::collection::vec(op(24, 24), 1..200)) {
         run(&ops, small_limits(), 24, true)?;
     }
 }
@@ -565,7 +577,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     #[test]
-    fn default_limits(ops in prop::collection::vec(op(170), 300..700), lex in any::<bool>()) {
+    fn default_limits(ops in prop::collection::vec(op(170, 24), 300..700), lex in any::<bool>()) {
         run(&ops, ZSetLimits::default(), 170, lex)?;
     }
 }
