@@ -11,7 +11,7 @@
 //! - `skiplist` ([`skiplist`]): a skiplist with spans (O(log n) rank,
 //!   element-at-rank, range counts) plus a hash index for O(1) scores.
 //!
-//! A listpack becomes a skiplist in one place ([`ZSet::convert_to_skiplist`]),
+//! A listpack becomes a skiplist in one place (`ZSet::convert_to_skiplist`),
 //! when adding a member would pass either limit. As in Redis 7.0 a set never
 //! goes back on its own when it shrinks; only sets built by a command (the
 //! *STORE commands) pick their encoding by their final size, which the
