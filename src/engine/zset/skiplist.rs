@@ -1,0 +1,952 @@
+//! The large-set encoding (OBJECT ENCODING `skiplist`): a skiplist whose
+//! links carry spans (so rank, element-at-rank and range counts are
+//! O(log n)), plus a hash index from member to node for O(1) score lookups.
+//!
+//! Layout, chosen for memory (see the module docs of `zset` for figures):
+//! - nodes live in one arena (`Vec<Node>`, 32 bytes each) addressed by `u32`
+//!   indexes; node 0 is the header. Freed slots are reused through a free
+//!   list, and the whole structure is rebuilt (compacted) when it becomes
+//!   mostly holes;
+//! - a node holds its score, backward link, level-0 forward link (level-0
+//!   spans are always 1, so they are not stored) and its member: inline when
+//!   at most 10 bytes, else as (offset, length) into a byte heap;
+//! - links of levels 1 and up (forward + span, 8 bytes each) live in a second
+//!   arena, in one block per node sized to its level (a quarter of the nodes
+//!   have any), recycled by block size;
+//! - the index is a `hashbrown::HashTable<u32>` of node indexes whose hashes
+//!   are computed from the member bytes stored in the node, so each member's
+//!   bytes exist once.
+//!
+//! The search, insert, delete and rank walks are those of Redis's `zsl*`
+//! functions (p = 1/4, at most 32 levels), so range lookups on sets whose
+//! order is not monotonic in the range's key (lex ranges over mixed scores)
+//! behave as Redis's do.
+
+use std::fmt;
+
+use hashbrown::HashTable;
+
+use super::alloc_size;
+use super::listpack::Listpack;
+use super::range::Bounds;
+
+/// "No node".
+pub(super) const NIL: u32 = u32::MAX;
+/// The header node.
+const HEAD: u32 = 0;
+/// Most levels a node can have.
+const MAX_LEVEL: usize = 32;
+/// Longest member stored inside its node.
+const INLINE_MAX: usize = 10;
+/// First byte of a member slot whose bytes are in the heap.
+const HEAP_TAG: u8 = 0xFF;
+
+/// A forward link of level 1 or more.
+#[derive(Debug, Clone, Copy)]
+struct Link {
+    next: u32,
+    span: u32,
+}
+
+const EMPTY_LINK: Link = Link { next: NIL, span: 0 };
+
+/// One element (or the header, or a free slot when `level == 0`).
+#[derive(Debug, Clone, Copy)]
+struct Node {
+    score: f64,
+    /// Backward link; NIL for the first element.
+    prev: u32,
+    /// Level-0 forward link; NIL for the last element.
+    next: u32,
+    /// Index in `links` of this node's level-1 link (levels 1..level follow).
+    upper: u32,
+    /// Number of levels; 0 marks a free slot.
+    level: u8,
+    /// `[len, bytes..]` when len <= 10, else `[HEAP_TAG, offset: 6 bytes,
+    /// len: 4 bytes]`.
+    member: [u8; 11],
+}
+
+/// Predecessors of a position at every level, and their 1-based ranks.
+type Update = [u32; MAX_LEVEL];
+
+#[inline]
+fn member_of<'a>(nodes: &'a [Node], heap: &'a [u8], x: u32) -> &'a [u8] {
+    let m = &nodes[x as usize].member;
+    let tag = m[0] as usize;
+    if tag <= INLINE_MAX {
+        &m[1..1 + tag]
+    } else {
+        let off = u64::from_le_bytes([m[1], m[2], m[3], m[4], m[5], m[6], 0, 0]) as usize;
+        let len = u32::from_le_bytes([m[7], m[8], m[9], m[10]]) as usize;
+        heap.get(off..off + len).unwrap_or(&[])
+    }
+}
+
+/// Makes room for `extra` more items, growing to the next jemalloc size
+/// class (an eighth to a quarter more at large sizes) instead of doubling, so
+/// a big set's arenas waste at most ~20%.
+fn reserve<T>(v: &mut Vec<T>, extra: usize) {
+    let need = v.len() + extra;
+    if need <= v.capacity() {
+        return;
+    }
+    let size = std::mem::size_of::<T>().max(1);
+    let want = need.max(v.capacity() + v.capacity() / 8).max(8);
+    let cap = alloc_size(want * size) / size;
+    v.reserve_exact(cap - v.len());
+}
+
+/// The skiplist + hash index.
+#[derive(Clone)]
+pub(super) struct SkipList {
+    nodes: Vec<Node>,
+    links: Vec<Link>,
+    heap: Vec<u8>,
+    /// Heap bytes of removed members.
+    heap_garbage: usize,
+    /// Head of the free node slots (linked through `next`).
+    free_node: u32,
+    /// Heads of free link blocks by block size (linked through `next`).
+    free_links: [u32; MAX_LEVEL],
+    index: HashTable<u32>,
+    hasher: ahash::RandomState,
+    tail: u32,
+    len: usize,
+    level: usize,
+    rng: u64,
+}
+
+impl fmt::Debug for SkipList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SkipList")
+            .field("len", &self.len)
+            .field("level", &self.level)
+            .finish_non_exhaustive()
+    }
+}
+
+/// State of an in-order bulk build: the last node at every level.
+struct Appender {
+    last: Update,
+    last_rank: [usize; MAX_LEVEL],
+}
+
+impl Appender {
+    fn new() -> Appender {
+        Appender {
+            last: [HEAD; MAX_LEVEL],
+            last_rank: [0; MAX_LEVEL],
+        }
+    }
+}
+
+impl SkipList {
+    /// An empty skiplist with room for `capacity` members.
+    pub fn with_capacity(capacity: usize) -> SkipList {
+        SkipList::build(
+            capacity,
+            ahash::RandomState::new(),
+            rand::random::<u64>() | 1,
+        )
+    }
+
+    fn build(capacity: usize, hasher: ahash::RandomState, rng: u64) -> SkipList {
+        let mut nodes = Vec::with_capacity(capacity + 1);
+        nodes.push(Node {
+            score: 0.0,
+            prev: NIL,
+            next: NIL,
+            upper: 0,
+            level: MAX_LEVEL as u8,
+            member: [0; 11],
+        });
+        let mut links = Vec::with_capacity(MAX_LEVEL - 1 + capacity / 3);
+        links.resize(MAX_LEVEL - 1, EMPTY_LINK);
+        SkipList {
+            nodes,
+            links,
+            heap: Vec::new(),
+            heap_garbage: 0,
+            free_node: NIL,
+            free_links: [NIL; MAX_LEVEL],
+            index: HashTable::with_capacity(capacity),
+            hasher,
+            tail: NIL,
+            len: 0,
+            level: 1,
+            rng,
+        }
+    }
+
+    /// The listpack's entries (already sorted and unique) as a skiplist.
+    pub fn from_listpack(lp: &Listpack) -> SkipList {
+        let mut sl = SkipList::with_capacity(lp.len());
+        let mut app = Appender::new();
+        for (_, e) in lp.entries() {
+            sl.push_sorted(&mut app, e.member, e.score);
+        }
+        sl.finish(&app);
+        sl
+    }
+
+    /// Number of members.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Estimated bytes allocated, rounded to the allocator's size classes.
+    pub fn memory_usage(&self) -> usize {
+        alloc_size(std::mem::size_of::<SkipList>())
+            + alloc_size(self.nodes.capacity() * std::mem::size_of::<Node>())
+            + alloc_size(self.links.capacity() * std::mem::size_of::<Link>())
+            + alloc_size(self.heap.capacity())
+            + alloc_size(self.index.allocation_size())
+    }
+
+    // ----- node accessors -------------------------------------------------
+
+    #[inline]
+    fn member(&self, x: u32) -> &[u8] {
+        member_of(&self.nodes, &self.heap, x)
+    }
+
+    #[inline]
+    fn score_of(&self, x: u32) -> f64 {
+        self.nodes[x as usize].score
+    }
+
+    /// The member and score of node `x`.
+    #[inline]
+    pub fn entry(&self, x: u32) -> (&[u8], f64) {
+        (self.member(x), self.score_of(x))
+    }
+
+    /// The first element, or NIL.
+    #[inline]
+    pub fn first(&self) -> u32 {
+        self.nodes[HEAD as usize].next
+    }
+
+    /// The element after `x`, or NIL.
+    #[inline]
+    pub fn next(&self, x: u32) -> u32 {
+        self.nodes[x as usize].next
+    }
+
+    /// The element before `x`, or NIL.
+    #[inline]
+    pub fn prev(&self, x: u32) -> u32 {
+        self.nodes[x as usize].prev
+    }
+
+    #[inline]
+    fn link_at(&self, x: u32, i: usize) -> usize {
+        self.nodes[x as usize].upper as usize + i - 1
+    }
+
+    #[inline]
+    fn fwd(&self, x: u32, i: usize) -> u32 {
+        if i == 0 {
+            self.nodes[x as usize].next
+        } else {
+            self.links[self.link_at(x, i)].next
+        }
+    }
+
+    #[inline]
+    fn span(&self, x: u32, i: usize) -> usize {
+        if i == 0 {
+            1
+        } else {
+            self.links[self.link_at(x, i)].span as usize
+        }
+    }
+
+    #[inline]
+    fn set_link(&mut self, x: u32, i: usize, next: u32, span: usize) {
+        if i == 0 {
+            self.nodes[x as usize].next = next;
+        } else {
+            let at = self.link_at(x, i);
+            self.links[at] = Link {
+                next,
+                span: span as u32,
+            };
+        }
+    }
+
+    #[inline]
+    fn set_span(&mut self, x: u32, i: usize, span: usize) {
+        if i > 0 {
+            let at = self.link_at(x, i);
+            self.links[at].span = span as u32;
+        }
+    }
+
+    /// Node `x` sorts before (score, member).
+    #[inline]
+    fn less(&self, x: u32, score: f64, member: &[u8]) -> bool {
+        let s = self.score_of(x);
+        s < score || (s == score && self.member(x) < member)
+    }
+
+    fn hash(&self, member: &[u8]) -> u64 {
+        self.hasher.hash_one(member)
+    }
+
+    fn random_level(&mut self) -> usize {
+        // xorshift64*; two zero bits per extra level gives p = 1/4.
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        let r = x.wrapping_mul(0x2545_F491_4F6C_DD1D);
+        (1 + (r.trailing_zeros() / 2) as usize).min(MAX_LEVEL)
+    }
+
+    // ----- allocation -----------------------------------------------------
+
+    fn store_member(&mut self, member: &[u8]) -> [u8; 11] {
+        let mut slot = [0u8; 11];
+        if member.len() <= INLINE_MAX {
+            slot[0] = member.len() as u8;
+            slot[1..1 + member.len()].copy_from_slice(member);
+        } else {
+            let off = self.heap.len() as u64;
+            reserve(&mut self.heap, member.len());
+            self.heap.extend_from_slice(member);
+            slot[0] = HEAP_TAG;
+            slot[1..7].copy_from_slice(&off.to_le_bytes()[..6]);
+            slot[7..11].copy_from_slice(&(member.len() as u32).to_le_bytes());
+        }
+        slot
+    }
+
+    fn alloc_node(&mut self, member: &[u8], score: f64, level: usize) -> u32 {
+        let slot = self.store_member(member);
+        let upper = if level > 1 {
+            self.alloc_links(level - 1)
+        } else {
+            NIL
+        };
+        let node = Node {
+            score,
+            prev: NIL,
+            next: NIL,
+            upper,
+            level: level as u8,
+            member: slot,
+        };
+        if self.free_node != NIL {
+            let x = self.free_node;
+            self.free_node = self.nodes[x as usize].next;
+            self.nodes[x as usize] = node;
+            x
+        } else {
+            // Node indexes are u32: 4 billion members would need ~150 GB.
+            let x = self.nodes.len() as u32;
+            reserve(&mut self.nodes, 1);
+            self.nodes.push(node);
+            x
+        }
+    }
+
+    fn alloc_links(&mut self, n: usize) -> u32 {
+        let head = self.free_links[n];
+        if head != NIL {
+            self.free_links[n] = self.links[head as usize].next;
+            for l in &mut self.links[head as usize..head as usize + n] {
+                *l = EMPTY_LINK;
+            }
+            head
+        } else {
+            let at = self.links.len() as u32;
+            reserve(&mut self.links, n);
+            self.links.resize(self.links.len() + n, EMPTY_LINK);
+            at
+        }
+    }
+
+    fn free_node(&mut self, x: u32) {
+        let n = self.nodes[x as usize];
+        if n.member[0] == HEAP_TAG {
+            self.heap_garbage +=
+                u32::from_le_bytes([n.member[7], n.member[8], n.member[9], n.member[10]]) as usize;
+        }
+        if n.level > 1 {
+            let k = n.level as usize - 1;
+            self.links[n.upper as usize].next = self.free_links[k];
+            self.free_links[k] = n.upper;
+        }
+        let slot = &mut self.nodes[x as usize];
+        slot.level = 0;
+        slot.next = self.free_node;
+        self.free_node = x;
+    }
+
+    fn unindex(&mut self, x: u32) {
+        let h = self.hash(self.member(x));
+        if let Ok(e) = self.index.find_entry(h, |&y| y == x) {
+            e.remove();
+        }
+    }
+
+    fn index_insert(&mut self, x: u32) {
+        let h = self.hash(self.member(x));
+        let (nodes, heap, hasher) = (&self.nodes, &self.heap, &self.hasher);
+        self.index
+            .insert_unique(h, x, |&y| hasher.hash_one(member_of(nodes, heap, y)));
+    }
+
+    // ----- structure ------------------------------------------------------
+
+    /// Predecessors of (score, member) at every level, with their ranks.
+    fn search(&self, score: f64, member: &[u8]) -> (Update, [usize; MAX_LEVEL]) {
+        let mut update = [HEAD; MAX_LEVEL];
+        let mut rank = [0usize; MAX_LEVEL];
+        let mut x = HEAD;
+        let mut r = 0;
+        for i in (0..self.level).rev() {
+            loop {
+                let n = self.fwd(x, i);
+                if n == NIL || !self.less(n, score, member) {
+                    break;
+                }
+                r += self.span(x, i);
+                x = n;
+            }
+            update[i] = x;
+            rank[i] = r;
+        }
+        (update, rank)
+    }
+
+    /// Links the unlinked node `x` (score, member and level set) in place.
+    fn link(&mut self, x: u32) {
+        let score = self.score_of(x);
+        let level = self.nodes[x as usize].level as usize;
+        let (update, mut rank) = self.search(score, self.member(x));
+        let mut update = update;
+        if level > self.level {
+            for i in self.level..level {
+                rank[i] = 0;
+                update[i] = HEAD;
+                self.set_span(HEAD, i, self.len);
+            }
+            self.level = level;
+        }
+        for i in 0..level {
+            let u = update[i];
+            let next = self.fwd(u, i);
+            if i == 0 {
+                self.nodes[x as usize].next = next;
+                self.nodes[u as usize].next = x;
+            } else {
+                let d = rank[0] - rank[i];
+                let us = self.span(u, i);
+                self.set_link(x, i, next, us.saturating_sub(d));
+                self.set_link(u, i, x, d + 1);
+            }
+        }
+        for (i, &u) in update.iter().enumerate().take(self.level).skip(level) {
+            let s = self.span(u, i);
+            self.set_span(u, i, s + 1);
+        }
+        let p = update[0];
+        self.nodes[x as usize].prev = if p == HEAD { NIL } else { p };
+        let n = self.nodes[x as usize].next;
+        if n != NIL {
+            self.nodes[n as usize].prev = x;
+        } else {
+            self.tail = x;
+        }
+        self.len += 1;
+    }
+
+    /// Unlinks node `x` given its predecessors; does not free it.
+    fn unlink(&mut self, x: u32, update: &Update) {
+        for (i, &u) in update.iter().enumerate().take(self.level) {
+            if self.fwd(u, i) == x {
+                let s = (self.span(u, i) + self.span(x, i)).saturating_sub(1);
+                let n = self.fwd(x, i);
+                self.set_link(u, i, n, s);
+            } else {
+                let s = self.span(u, i).saturating_sub(1);
+                self.set_span(u, i, s);
+            }
+        }
+        let (p, n) = (self.prev(x), self.next(x));
+        if n != NIL {
+            self.nodes[n as usize].prev = p;
+        } else {
+            self.tail = p;
+        }
+        while self.level > 1 && self.fwd(HEAD, self.level - 1) == NIL {
+            self.level -= 1;
+        }
+        self.len -= 1;
+    }
+
+    /// Unlinks, unindexes and frees node `x`.
+    fn delete_node(&mut self, x: u32) {
+        let (update, _) = self.search(self.score_of(x), self.member(x));
+        self.unlink(x, &update);
+        self.unindex(x);
+        self.free_node(x);
+    }
+
+    fn push_sorted(&mut self, app: &mut Appender, member: &[u8], score: f64) {
+        let level = self.random_level();
+        let x = self.alloc_node(member, score, level);
+        let r = self.len + 1;
+        self.level = self.level.max(level);
+        for i in 0..level {
+            let p = app.last[i];
+            self.set_link(p, i, x, r - app.last_rank[i]);
+            app.last[i] = x;
+            app.last_rank[i] = r;
+        }
+        self.nodes[x as usize].prev = if self.len == 0 { NIL } else { self.tail };
+        self.tail = x;
+        self.len += 1;
+        self.index_insert(x);
+    }
+
+    fn finish(&mut self, app: &Appender) {
+        for i in 1..self.level {
+            self.set_span(app.last[i], i, self.len - app.last_rank[i]);
+        }
+    }
+
+    /// Rebuilds into fresh, dense arenas (after many removals).
+    fn rebuild(&mut self) {
+        let mut fresh = SkipList::build(self.len, self.hasher.clone(), self.rng);
+        let mut app = Appender::new();
+        let mut x = self.first();
+        while x != NIL {
+            let (m, s) = self.entry(x);
+            fresh.push_sorted(&mut app, m, s);
+            x = self.next(x);
+        }
+        fresh.finish(&app);
+        *self = fresh;
+    }
+
+    /// Compacts when most slots are free or most heap bytes are garbage.
+    fn maybe_compact(&mut self) {
+        let slots = self.nodes.len();
+        if self.len == 0 && slots > 1 {
+            *self = SkipList::build(0, self.hasher.clone(), self.rng);
+        } else if (slots > 1024 && self.len < slots / 4)
+            || (self.heap_garbage > 4096 && self.heap_garbage > self.heap.len() / 2)
+        {
+            self.rebuild();
+        }
+    }
+
+    // ----- public operations ----------------------------------------------
+
+    /// The node holding `member`.
+    #[inline]
+    pub fn find(&self, member: &[u8]) -> Option<u32> {
+        let h = self.hash(member);
+        self.index
+            .find(h, |&x| member_of(&self.nodes, &self.heap, x) == member)
+            .copied()
+    }
+
+    /// Adds a member that is not in the set.
+    pub fn insert_new(&mut self, member: &[u8], score: f64) {
+        let level = self.random_level();
+        let x = self.alloc_node(member, score, level);
+        self.link(x);
+        self.index_insert(x);
+    }
+
+    /// Changes the score of node `x`, moving it if its order changes.
+    pub fn update_score(&mut self, x: u32, score: f64) {
+        let (p, n) = (self.prev(x), self.next(x));
+        if (p == NIL || self.score_of(p) < score) && (n == NIL || self.score_of(n) > score) {
+            self.nodes[x as usize].score = score;
+            return;
+        }
+        let (update, _) = self.search(self.score_of(x), self.member(x));
+        self.unlink(x, &update);
+        self.nodes[x as usize].score = score;
+        self.link(x);
+    }
+
+    /// Removes `member`; true when it was there.
+    pub fn remove(&mut self, member: &[u8]) -> bool {
+        match self.find(member) {
+            Some(x) => {
+                self.delete_node(x);
+                self.maybe_compact();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// 1-based rank of node `x`.
+    pub fn rank_of(&self, x: u32) -> usize {
+        let score = self.score_of(x);
+        let member = self.member(x);
+        let mut y = HEAD;
+        let mut r = 0;
+        for i in (0..self.level).rev() {
+            loop {
+                let n = self.fwd(y, i);
+                if n == NIL {
+                    break;
+                }
+                let s = self.score_of(n);
+                if s < score || (s == score && (n == x || self.member(n) <= member)) {
+                    r += self.span(y, i);
+                    y = n;
+                } else {
+                    break;
+                }
+            }
+            if y == x {
+                return r;
+            }
+        }
+        r
+    }
+
+    /// The node at 1-based `rank`, or NIL.
+    pub fn node_at(&self, rank: usize) -> u32 {
+        if rank == 0 || rank > self.len {
+            return NIL;
+        }
+        if rank == 1 {
+            return self.first();
+        }
+        if rank == self.len {
+            return self.tail;
+        }
+        let mut x = HEAD;
+        let mut t = 0;
+        for i in (0..self.level).rev() {
+            loop {
+                let n = self.fwd(x, i);
+                if n == NIL || t + self.span(x, i) > rank {
+                    break;
+                }
+                t += self.span(x, i);
+                x = n;
+            }
+            if t == rank {
+                return x;
+            }
+        }
+        NIL
+    }
+
+    /// Redis's `zslIsInRange` / `zslIsInLexRange`.
+    fn may_hold<B: Bounds>(&self, range: &B) -> bool {
+        if range.is_empty() || self.len == 0 {
+            return false;
+        }
+        let (lm, ls) = self.entry(self.tail);
+        let (fm, fs) = self.entry(self.first());
+        range.gte_min(ls, lm) && range.lte_max(fs, fm)
+    }
+
+    /// The first node in `range` and its 1-based rank.
+    pub fn first_in_range<B: Bounds>(&self, range: &B) -> Option<(u32, usize)> {
+        if !self.may_hold(range) {
+            return None;
+        }
+        let mut x = HEAD;
+        let mut r = 0;
+        for i in (0..self.level).rev() {
+            loop {
+                let n = self.fwd(x, i);
+                if n == NIL || range.gte_min(self.score_of(n), self.member(n)) {
+                    break;
+                }
+                r += self.span(x, i);
+                x = n;
+            }
+        }
+        let x = self.next(x);
+        if x == NIL || !range.lte_max(self.score_of(x), self.member(x)) {
+            return None;
+        }
+        Some((x, r + 1))
+    }
+
+    /// The last node in `range` and its 1-based rank.
+    pub fn last_in_range<B: Bounds>(&self, range: &B) -> Option<(u32, usize)> {
+        if !self.may_hold(range) {
+            return None;
+        }
+        let mut x = HEAD;
+        let mut r = 0;
+        for i in (0..self.level).rev() {
+            loop {
+                let n = self.fwd(x, i);
+                if n == NIL || !range.lte_max(self.score_of(n), self.member(n)) {
+                    break;
+                }
+                r += self.span(x, i);
+                x = n;
+            }
+        }
+        if x == HEAD || !range.gte_min(self.score_of(x), self.member(x)) {
+            return None;
+        }
+        Some((x, r))
+    }
+
+    /// Number of members in `range` (ranks of the first and last in it).
+    pub fn count_in_range<B: Bounds>(&self, range: &B) -> usize {
+        let Some((_, first)) = self.first_in_range(range) else {
+            return 0;
+        };
+        let mut count = self.len - (first - 1);
+        if let Some((_, last)) = self.last_in_range(range) {
+            count = count.saturating_sub(self.len - last);
+        }
+        count
+    }
+
+    /// Removes the members in `range`; returns how many.
+    pub fn remove_range<B: Bounds>(&mut self, range: &B) -> usize {
+        let mut update = [HEAD; MAX_LEVEL];
+        let mut x = HEAD;
+        for i in (0..self.level).rev() {
+            loop {
+                let n = self.fwd(x, i);
+                if n == NIL || range.gte_min(self.score_of(n), self.member(n)) {
+                    break;
+                }
+                x = n;
+            }
+            update[i] = x;
+        }
+        let mut x = self.next(x);
+        let mut removed = 0;
+        while x != NIL && range.lte_max(self.score_of(x), self.member(x)) {
+            let n = self.next(x);
+            self.unlink(x, &update);
+            self.unindex(x);
+            self.free_node(x);
+            removed += 1;
+            x = n;
+        }
+        self.maybe_compact();
+        removed
+    }
+
+    /// Removes 0-based ranks `start..=end`; returns how many.
+    pub fn remove_range_by_rank(&mut self, start: usize, end: usize) -> usize {
+        let mut update = [HEAD; MAX_LEVEL];
+        let mut x = HEAD;
+        let mut t = 0;
+        for i in (0..self.level).rev() {
+            loop {
+                let n = self.fwd(x, i);
+                if n == NIL || t + self.span(x, i) > start {
+                    break;
+                }
+                t += self.span(x, i);
+                x = n;
+            }
+            update[i] = x;
+        }
+        let mut x = self.next(x);
+        let mut removed = 0;
+        let mut at = start;
+        while x != NIL && at <= end {
+            let n = self.next(x);
+            self.unlink(x, &update);
+            self.unindex(x);
+            self.free_node(x);
+            removed += 1;
+            at += 1;
+            x = n;
+        }
+        self.maybe_compact();
+        removed
+    }
+
+    /// Calls `f` on up to `count` lowest members, lowest first, and removes them.
+    pub fn pop_min(&mut self, count: usize, mut f: impl FnMut(&[u8], f64)) -> usize {
+        let heads = [HEAD; MAX_LEVEL];
+        let mut n = 0;
+        while n < count {
+            let x = self.first();
+            if x == NIL {
+                break;
+            }
+            let (m, s) = self.entry(x);
+            f(m, s);
+            self.unlink(x, &heads);
+            self.unindex(x);
+            self.free_node(x);
+            n += 1;
+        }
+        self.maybe_compact();
+        n
+    }
+
+    /// Calls `f` on up to `count` highest members, highest first, and removes them.
+    pub fn pop_max(&mut self, count: usize, mut f: impl FnMut(&[u8], f64)) -> usize {
+        let mut n = 0;
+        while n < count {
+            let x = self.tail;
+            if x == NIL {
+                break;
+            }
+            let (m, s) = self.entry(x);
+            f(m, s);
+            self.delete_node(x);
+            n += 1;
+        }
+        self.maybe_compact();
+        n
+    }
+
+    /// Visits up to `count` members from slot `cursor` on; returns the next
+    /// cursor, 0 when the walk is complete.
+    pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8], f64)) -> u64 {
+        let mut i = usize::try_from(cursor.max(1)).unwrap_or(usize::MAX);
+        let mut seen = 0;
+        let count = count.max(1);
+        while i < self.nodes.len() && seen < count {
+            if self.nodes[i].level != 0 {
+                let (m, s) = self.entry(i as u32);
+                f(m, s);
+                seen += 1;
+            }
+            i += 1;
+        }
+        if i >= self.nodes.len() {
+            0
+        } else {
+            i as u64
+        }
+    }
+
+    /// Checks every invariant (tests only).
+    #[cfg(test)]
+    pub fn check(&self) {
+        // Level 0 chain: order, backward links, count.
+        let mut x = self.first();
+        let mut prev = NIL;
+        let mut n = 0;
+        let mut ranks = std::collections::HashMap::new();
+        while x != NIL {
+            n += 1;
+            ranks.insert(x, n);
+            assert_eq!(self.prev(x), prev);
+            if prev != NIL {
+                let (pm, ps) = self.entry(prev);
+                let (m, s) = self.entry(x);
+                assert!(ps < s || (ps == s && pm < m), "order");
+            }
+            assert_eq!(self.find(self.member(x)), Some(x), "index");
+            prev = x;
+            x = self.next(x);
+        }
+        assert_eq!(self.tail, prev);
+        assert_eq!(n, self.len);
+        assert_eq!(self.index.len(), self.len);
+        // Higher levels: spans equal rank differences.
+        for i in 1..self.level {
+            let mut x = HEAD;
+            let mut r = 0usize;
+            loop {
+                let nx = self.fwd(x, i);
+                if nx == NIL {
+                    break;
+                }
+                let nr = ranks[&nx];
+                assert_eq!(self.span(x, i), nr - r, "span at level {i}");
+                assert!(self.nodes[nx as usize].level as usize > i);
+                r = nr;
+                x = nx;
+            }
+        }
+        assert!(self.level == 1 || self.fwd(HEAD, self.level - 1) != NIL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_is_32_bytes() {
+        assert_eq!(std::mem::size_of::<Node>(), 32);
+    }
+
+    #[test]
+    fn levels_follow_p_one_quarter() {
+        let mut sl = SkipList::with_capacity(0);
+        let mut counts = [0usize; MAX_LEVEL + 1];
+        for _ in 0..40_000 {
+            counts[sl.random_level()] += 1;
+        }
+        assert_eq!(counts[0], 0);
+        // Expected 30_000 / 7_500 / 1_875; allow wide margins.
+        assert!((28_000..32_000).contains(&counts[1]), "{counts:?}");
+        assert!((6_500..8_500).contains(&counts[2]), "{counts:?}");
+    }
+
+    #[test]
+    fn insert_rank_remove_keep_invariants() {
+        let mut sl = SkipList::with_capacity(0);
+        let long = |i: u32| format!("a-rather-long-member-{i:05}").into_bytes();
+        for i in 0..2000u32 {
+            let m = if i % 3 == 0 {
+                long(i)
+            } else {
+                format!("m{i}").into_bytes()
+            };
+            sl.insert_new(&m, (i % 97) as f64);
+        }
+        sl.check();
+        for r in 1..=sl.len() {
+            assert_eq!(sl.rank_of(sl.node_at(r)), r);
+        }
+        for i in (0..2000u32).step_by(2) {
+            let m = if i % 3 == 0 {
+                long(i)
+            } else {
+                format!("m{i}").into_bytes()
+            };
+            assert!(sl.remove(&m));
+        }
+        sl.check();
+        assert_eq!(sl.len(), 1000);
+        // Updates that move and that stay.
+        let x = sl.find(b"m1").unwrap();
+        sl.update_score(x, 1e9);
+        assert_eq!(sl.tail, x);
+        sl.update_score(x, 1e9 + 1.0);
+        sl.check();
+        assert_eq!(sl.remove_range_by_rank(10, 19), 10);
+        sl.check();
+        assert_eq!(sl.len(), 990);
+    }
+
+    #[test]
+    fn heavy_removal_compacts() {
+        let mut sl = SkipList::with_capacity(0);
+        for i in 0..5000u32 {
+            sl.insert_new(format!("member-number-{i}").as_bytes(), i as f64);
+        }
+        let before = sl.memory_usage();
+        assert_eq!(sl.pop_min(4900, |_, _| {}), 4900);
+        sl.check();
+        assert!(sl.nodes.len() < 1000, "{}", sl.nodes.len());
+        assert!(sl.memory_usage() < before / 4);
+        assert_eq!(sl.entry(sl.first()).0, b"member-number-4900");
+    }
+}
