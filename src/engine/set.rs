@@ -22,6 +22,11 @@ impl SetValue {
         }
     }
 
+    /// Every member, in no particular order (AOF rewrite).
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        self.members.iter().map(|m| m.as_slice())
+    }
+
     /// Approximate bytes used.
     pub fn memory_usage(&self) -> usize {
         self.members.iter().map(|m| m.len() + 16).sum()

@@ -23,6 +23,11 @@ impl ZSet {
         }
     }
 
+    /// Every (member, score) pair, in no particular order (AOF rewrite).
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], f64)> {
+        self.entries.iter().map(|(m, s)| (m.as_slice(), *s))
+    }
+
     /// Approximate bytes used.
     pub fn memory_usage(&self) -> usize {
         self.entries.iter().map(|(m, _)| m.len() + 16).sum()
