@@ -138,6 +138,9 @@ pub struct ClientState {
     pub blocked: Option<BlockState>,
     /// Blocking commands must answer at once (inside EXEC or a script).
     pub deny_blocking: bool,
+    /// AOF offset that must be on disk before the pending replies are sent
+    /// (`appendfsync always`); 0 when nothing waits.
+    pub aof_wait: u64,
 }
 
 impl ClientState {
@@ -157,6 +160,7 @@ impl ClientState {
             pending_slots: Vec::new(),
             blocked: None,
             deny_blocking: false,
+            aof_wait: 0,
         }
     }
 
