@@ -102,7 +102,7 @@ impl Reader<'_> {
 
     fn string(&mut self) -> Option<&[u8]> {
         let len = self.long(b'$')?;
-        if len < 0 || len > i64::MAX - 2 {
+        if !(0..=i64::MAX - 2).contains(&len) {
             self.fail(format!(
                 "Expected to read string of {len} bytes, which is not in the suitable range"
             ));
