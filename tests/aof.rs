@@ -419,6 +419,38 @@ fn rewrite_under_load_keeps_the_data_and_shrinks_the_file() {
     }
 }
 
+#[test]
+fn automatic_rewrite_when_the_file_doubles() {
+    let dir = Dir::new("aof-auto");
+    let node = Node::start(&dir.0, &["--config", "auto-aof-rewrite-min-size=4kb"]);
+    let mut c = node.conn();
+    for i in 0..400 {
+        set(&mut c, "counter", &format!("{i:08}"));
+    }
+    // The writer thread checks once a second; the history of 400 SETs
+    // (about 15 KB) becomes one SET.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let size = std::fs::metadata(dir.aof()).map(|m| m.len()).unwrap_or(0);
+        if size > 0 && size < 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no automatic rewrite ({size} bytes)"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(get(&mut c, "counter").as_deref(), Some("00000399"));
+    let mut node = node;
+    node.stop();
+    let node = Node::start(&dir.0, &[]);
+    assert_eq!(
+        get(&mut node.conn(), "counter").as_deref(),
+        Some("00000399")
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Damaged files.
 

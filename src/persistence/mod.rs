@@ -309,6 +309,9 @@ pub fn start(server: &Arc<Server>) -> Result<(), String> {
             let r = load::load_file(server, &path, truncated_ok);
             server.aof.loading.store(false, Ordering::Release);
             r?;
+            // The replay's lookups are not the clients'.
+            server.stats.keyspace_hits.store(0, Ordering::Relaxed);
+            server.stats.keyspace_misses.store(0, Ordering::Relaxed);
         }
         let (file, size) = writer::open_append(&path)
             .map_err(|e| format!("Can't open the append-only file {}: {e}", path.display()))?;
