@@ -8,6 +8,7 @@ pub mod connection;
 pub mod ctx;
 pub mod keys;
 pub mod long_double;
+pub mod persistence;
 pub mod server;
 pub mod set;
 pub mod string;
@@ -24,7 +25,7 @@ use crate::engine::Locked;
 use crate::error::CmdError;
 use crate::protocol::Reply;
 use crate::server::client::{ClientState, Queued, ReplyMode};
-use crate::server::state::{unix_ms, Server};
+use crate::server::state::Server;
 
 /// Every family's commands; the table is built from this list.
 pub const FAMILIES: &[&[CommandSpec]] = &[
@@ -35,6 +36,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     bitmap::COMMANDS,
     set::COMMANDS,
     transaction::COMMANDS,
+    persistence::COMMANDS,
 ];
 
 /// Commands that run at once even inside MULTI.
@@ -72,6 +74,11 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
         reject(server, client, out, Some(cmd), &CmdError::NoAuth);
         return finish_reply_mode(client, out, start_len);
     }
+    // AOF: writes are refused while the file can't be written (MISCONF).
+    if let Some(e) = crate::persistence::refuse_write(server, client, spec) {
+        reject(server, client, out, Some(cmd), &e);
+        return finish_reply_mode(client, out, start_len);
+    }
     if client.multi.is_some() && !MULTI_IMMEDIATE.contains(&spec.name) {
         if spec.has(flags::NO_MULTI) {
             client.multi_error = true;
@@ -103,7 +110,9 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
             ks.lock_shards(idx.iter().map(|&i| args[i]), write)
         }
     };
-    let now_ms = unix_ms();
+    // AOF rewrite running: save the shards this command may change first.
+    crate::persistence::before_write(server, client, spec, args, &locked);
+    let now_ms = crate::persistence::clock_ms(server);
     let mut ctx = Ctx {
         server,
         client,
@@ -122,7 +131,14 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
         },
     };
     ctx.keys.db = ctx.client.db;
-    call(&mut ctx, cmd, args);
+    let start_db = ctx.keys.db;
+    invoke(&mut ctx, cmd, args);
+    // AOF: log what changed before the locks go, so the log order is the
+    // order in which changes were applied.
+    let wait = crate::persistence::feed(server, &mut ctx.keys, start_db, args);
+    if wait > 0 {
+        ctx.client.aof_wait = wait;
+    }
     let (hits, misses) = (ctx.keys.hits, ctx.keys.misses);
     let ready = std::mem::take(&mut ctx.keys.ready);
     drop(ctx);
@@ -135,9 +151,17 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
     finish_reply_mode(client, out, start_len);
 }
 
-/// Runs a resolved command inside an existing context (locks held): the
-/// dispatcher's last step, and how EXEC and scripts run their commands.
+/// Runs a resolved command inside an existing context (locks held): how
+/// EXEC and scripts run their commands. What it changes is collected for
+/// the AOF in the enclosing command's `keys.propagate`.
 pub fn call(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]]) {
+    let saved = crate::persistence::nested_begin(ctx);
+    invoke(ctx, cmd, args);
+    crate::persistence::nested_end(ctx, saved, args);
+}
+
+/// Runs a resolved command's handler (the dispatcher's last step).
+fn invoke(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]]) {
     let start = Instant::now();
     let reply_start = ctx.out.len();
     let result = (cmd.spec.handler)(ctx, args);

@@ -145,6 +145,9 @@ pub struct ClientState {
     pub blocked: Option<BlockState>,
     /// Blocking commands must answer at once (inside EXEC or a script).
     pub deny_blocking: bool,
+    /// AOF offset that must be on disk before the pending replies are sent
+    /// (`appendfsync always`); 0 when nothing waits.
+    pub aof_wait: u64,
 }
 
 impl ClientState {
@@ -166,6 +169,7 @@ impl ClientState {
             pending_misses: 0,
             blocked: None,
             deny_blocking: false,
+            aof_wait: 0,
         }
     }
 

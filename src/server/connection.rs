@@ -227,6 +227,7 @@ impl Conn {
         if self.out.is_empty() {
             return Ok(());
         }
+        self.wait_aof().await?;
         self.stream
             .write_all(&self.out.buf)
             .await
@@ -240,5 +241,19 @@ impl Conn {
             self.out.buf.shrink_to(64 * 1024);
         }
         Ok(())
+    }
+
+    /// `appendfsync always`: replies to writes go out only once the writes
+    /// are fsynced (one fsync serves every client waiting).
+    async fn wait_aof(&mut self) -> Result<(), Stop> {
+        let target = std::mem::take(&mut self.client.aof_wait);
+        if target == 0 {
+            return Ok(());
+        }
+        let mut synced = self.server.aof.synced_watch();
+        tokio::select! {
+            r = synced.wait_for(|&s| s >= target) => r.map(|_| ()).map_err(|_| Stop::Close),
+            _ = self.shutdown.changed() => Err(Stop::Close),
+        }
     }
 }

@@ -83,9 +83,19 @@ fn spawn_cron(server: Arc<Server>) {
                 _ = tokio::time::sleep(period) => {}
                 _ = shutdown.changed() => break,
             }
-            // Keep going while much is due, but yield between rounds.
+            // Keep going while much is due, but yield between rounds. An AOF
+            // rewrite pauses it (see persistence::rewrite); expired keys
+            // are logged to the AOF as DELs.
             for _ in 0..16 {
-                let (_, more) = server.keyspace.active_expire(state::unix_ms(), 200);
+                if crate::persistence::expiry_paused(&server) {
+                    break;
+                }
+                let (_, more) =
+                    server
+                        .keyspace
+                        .active_expire(state::unix_ms(), 200, &mut |db, keys| {
+                            crate::persistence::feed_expired(&server, db, keys)
+                        });
                 if !more {
                     break;
                 }
