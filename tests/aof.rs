@@ -853,3 +853,45 @@ mod in_process {
         assert!(text.ends_with("*2\r\n$3\r\nDEL\r\n$1\r\nk\r\n"), "{text:?}");
     }
 }
+
+/// CONFIG SET appendonly yes at run time writes the data out first, INFO
+/// reports it, and a restart brings the data back.
+#[test]
+fn config_set_appendonly_at_run_time() {
+    let dir = Dir::new("cfgset");
+    let mut node = Node::start(&dir.0, &["--config", "appendonly=no"]);
+    let mut c = node.conn();
+    set(&mut c, "before", "1");
+    assert!(!dir.aof().exists());
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendonly")
+        .arg("yes")
+        .query(&mut c)
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let info: String = redis::cmd("INFO").arg("persistence").query(&mut c).unwrap();
+        if info.contains("aof_enabled:1")
+            && info.contains("aof_rewrite_in_progress:0")
+            && dir.aof().exists()
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "AOF not enabled: {info}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    set(&mut c, "after", "2");
+    let on: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("appendonly")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(on, vec!["appendonly".to_string(), "yes".to_string()]);
+    drop(c);
+    node.stop();
+    let node = Node::start(&dir.0, &[]);
+    let mut c = node.conn();
+    assert_eq!(get(&mut c, "before").as_deref(), Some("1"));
+    assert_eq!(get(&mut c, "after").as_deref(), Some("2"));
+}
