@@ -12,6 +12,7 @@ that votes still count once. Prints one line per check group and a closing
 """
 import argparse
 import json
+import os
 import sys
 import time
 import traceback
@@ -62,14 +63,22 @@ def main():
         started = time.monotonic()
         try:
             step(r)
-        except Exception:
+        except Exception as e:
             failed += 1
-            print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
+            print(f"FAIL {name}\n{where(e)}", flush=True)
         else:
             passed += 1
             print(f"ok   {name} ({time.monotonic() - started:.2f} s)", flush=True)
     print(f"python {opts.phase}: {passed} passed, {failed} failed", flush=True)
     sys.exit(1 if failed else 0)
+
+
+def where(e):
+    """The failure with only the scenario code's frames (not redis-py's)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename.startswith(here)]
+    lines = traceback.format_list(frames) + traceback.format_exception_only(e)
+    return "".join(lines)
 
 
 def save(raw, path):
