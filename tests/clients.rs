@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use common::{temp_dir, TestServer};
 
 /// How long one phase of one client may take.
-const PHASE_LIMIT: Duration = Duration::from_secs(45);
+const PHASE_LIMIT: Duration = Duration::from_secs(25);
 
 /// A client's scenario runner and how to tell it is installed.
 struct Client {
