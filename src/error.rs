@@ -27,9 +27,10 @@ pub enum CmdError {
     /// `ERR wrong number of arguments for '<name>' command`
     WrongArity(String),
     /// `ERR unknown command '<name>', with args beginning with: ...`
-    UnknownCommand { name: String, args: String },
+    /// (raw bytes: Redis echoes the name as sent, up to a NUL byte).
+    UnknownCommand { name: Vec<u8>, args: Vec<u8> },
     /// `ERR unknown subcommand '<sub>'. Try <CMD> HELP.`
-    UnknownSubcommand { command: String, sub: String },
+    UnknownSubcommand { command: String, sub: Vec<u8> },
     /// `NOAUTH Authentication required.`
     NoAuth,
     /// Any other error: the full line, code included (e.g. `ERR ...`).
@@ -47,24 +48,49 @@ impl CmdError {
         CmdError::Other(line.into())
     }
 
-    /// The unknown-command error for `args` (argument 0 is the name).
+    /// The unknown-command error for `args` (argument 0 is the name), built
+    /// as Redis's `%.128s` formats would: each string cut at a NUL byte.
     pub fn unknown_command(args: &[&[u8]]) -> Self {
-        let name = String::from_utf8_lossy(args.first().copied().unwrap_or(b"")).into_owned();
-        let mut rest = String::new();
+        let name = c_str(args.first().copied().unwrap_or(b""), 128).to_vec();
+        let mut rest = Vec::new();
         for a in args.iter().skip(1) {
             if rest.len() >= 128 {
                 break;
             }
             let room = 128 - rest.len();
-            let s = String::from_utf8_lossy(a);
-            let cut: String = truncate_bytes(&s, room);
-            rest.push('\'');
-            rest.push_str(&cut);
-            rest.push_str("' ");
+            rest.push(b'\'');
+            rest.extend_from_slice(c_str(a, room));
+            rest.extend_from_slice(b"' ");
         }
-        CmdError::UnknownCommand {
-            name: truncate_bytes(&name, 128),
-            args: rest,
+        CmdError::UnknownCommand { name, args: rest }
+    }
+
+    /// The unknown-subcommand error for container `command`.
+    pub fn unknown_subcommand(command: &str, sub: &[u8]) -> Self {
+        CmdError::UnknownSubcommand {
+            command: command.to_ascii_uppercase(),
+            sub: c_str(sub, 128).to_vec(),
+        }
+    }
+
+    /// The error line as bytes (the reply writer sends these; names echoed
+    /// from the client are kept byte for byte).
+    pub fn line_bytes(&self) -> Vec<u8> {
+        match self {
+            CmdError::UnknownCommand { name, args } => {
+                let mut v = b"ERR unknown command '".to_vec();
+                v.extend_from_slice(name);
+                v.extend_from_slice(b"', with args beginning with: ");
+                v.extend_from_slice(args);
+                v
+            }
+            CmdError::UnknownSubcommand { command, sub } => {
+                let mut v = b"ERR unknown subcommand '".to_vec();
+                v.extend_from_slice(sub);
+                v.extend_from_slice(format!("'. Try {command} HELP.").as_bytes());
+                v
+            }
+            other => other.to_string().into_bytes(),
         }
     }
 
@@ -75,15 +101,10 @@ impl CmdError {
     }
 }
 
-fn truncate_bytes(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_string()
+/// `s` as C's `%.*s` would print it: up to the first NUL, at most `max`.
+fn c_str(s: &[u8], max: usize) -> &[u8] {
+    let end = s.iter().position(|&b| b == 0).unwrap_or(s.len()).min(max);
+    &s[..end]
 }
 
 impl fmt::Display for CmdError {
@@ -101,14 +122,8 @@ impl fmt::Display for CmdError {
             CmdError::WrongArity(name) => {
                 write!(f, "ERR wrong number of arguments for '{name}' command")
             }
-            CmdError::UnknownCommand { name, args } => {
-                write!(
-                    f,
-                    "ERR unknown command '{name}', with args beginning with: {args}"
-                )
-            }
-            CmdError::UnknownSubcommand { command, sub } => {
-                write!(f, "ERR unknown subcommand '{sub}'. Try {command} HELP.")
+            CmdError::UnknownCommand { .. } | CmdError::UnknownSubcommand { .. } => {
+                f.write_str(&String::from_utf8_lossy(&self.line_bytes()))
             }
             CmdError::NoAuth => f.write_str("NOAUTH Authentication required."),
             CmdError::Other(line) => f.write_str(line),

@@ -194,7 +194,7 @@ fn reset(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     ctx.client.multi = None;
     ctx.client.multi_error = false;
     ctx.client.info.multi.store(u64::MAX, Ordering::Relaxed);
-    super::unwatch_all(ctx.server, ctx.client);
+    super::unwatch_all(ctx.server, ctx.client, None);
     ctx.client.db = 0;
     ctx.keys.db = 0;
     ctx.client.info.db.store(0, Ordering::Relaxed);

@@ -23,6 +23,35 @@ pub struct Ctx<'c, 'a> {
     pub keys: Keys<'a>,
 }
 
+impl Ctx<'_, '_> {
+    /// Blocks the client on `keys` (of the selected database) until one of
+    /// them changes or `timeout` passes (`None`: forever); the command is then
+    /// run again. Returns false when blocking is not allowed here (inside
+    /// EXEC or a script): the handler must then reply as on timeout.
+    pub fn block_on(
+        &mut self,
+        keys: &[&[u8]],
+        timeout: Option<std::time::Duration>,
+        args: &[&[u8]],
+    ) -> bool {
+        if self.client.deny_blocking {
+            return false;
+        }
+        let db = self.keys.db;
+        let keys: Vec<(usize, Bytes)> = keys
+            .iter()
+            .map(|k| (db, Bytes::copy_from_slice(k)))
+            .collect();
+        self.server.block_client(self.client.id(), &keys);
+        self.client.blocked = Some(crate::server::client::BlockState {
+            args: args.iter().map(|a| a.to_vec()).collect(),
+            keys,
+            deadline: timeout.map(|t| std::time::Instant::now() + t),
+        });
+        true
+    }
+}
+
 /// A command's access to the keyspace: the shards it locked, the selected
 /// database and the command's clock (fixed for its whole run, as in Redis, so
 /// a key cannot expire half-way through a command, transaction or script).
@@ -42,6 +71,10 @@ pub struct Keys<'a> {
     pub ready: Vec<(usize, Bytes)>,
     /// Whether to collect [`Keys::ready`] (some client is blocked).
     pub track_ready: bool,
+    /// What to write to the AOF instead of the command itself, when the
+    /// command's effect is not deterministic from its arguments (SPOP writes
+    /// the SREM of what it popped). `None`: the command as received.
+    pub propagate: Option<Vec<Vec<Vec<u8>>>>,
     /// Lookups that found / did not find their key (INFO keyspace_hits).
     pub hits: u64,
     /// See [`Keys::hits`].
@@ -53,6 +86,12 @@ fn not_locked() -> CmdError {
 }
 
 impl<'a> Keys<'a> {
+    /// Replaces what the AOF records for this command by `commands` (each
+    /// one argument list, name first). Several calls accumulate.
+    pub fn propagate_as(&mut self, command: Vec<Vec<u8>>) {
+        self.propagate.get_or_insert_with(Vec::new).push(command);
+    }
+
     /// The part of database `db` that holds `key`, for reading.
     pub fn part_in(&self, key: &[u8], db: usize) -> Result<&Db, CmdError> {
         let idx = self.ks.shard_of(key);

@@ -11,6 +11,7 @@ pub mod server;
 pub mod set;
 pub mod string;
 pub mod table;
+pub mod transaction;
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -32,6 +33,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     server::COMMANDS,
     bitmap::COMMANDS,
     set::COMMANDS,
+    transaction::COMMANDS,
 ];
 
 /// Commands that run at once even inside MULTI.
@@ -75,11 +77,12 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
         return finish_reply_mode(client, out, start_len);
     }
 
-    let write = spec.has(flags::WRITE);
+    let write = spec.has(flags::WRITE) || spec.lock_write;
     let ks = &server.keyspace;
     let locked = match spec.keys {
         KeySpec::None => Locked::none(),
-        KeySpec::All => ks.lock_all(write),
+        // Keyspace-wide commands (EXEC, FLUSHALL, SWAPDB, KEYS) run alone.
+        KeySpec::All => ks.lock_all(true),
         _ => {
             let idx = spec.key_indexes(args);
             ks.lock_shards(idx.iter().map(|&i| args[i]), write)
@@ -98,6 +101,7 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
             dirty: 0,
             ready: Vec::new(),
             track_ready: server.blocked_clients.load(Ordering::Relaxed) > 0,
+            propagate: None,
             hits: 0,
             misses: 0,
         },
@@ -105,7 +109,11 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
     ctx.keys.db = ctx.client.db;
     call(&mut ctx, cmd, args);
     let (hits, misses) = (ctx.keys.hits, ctx.keys.misses);
+    let ready = std::mem::take(&mut ctx.keys.ready);
     drop(ctx);
+    if !ready.is_empty() {
+        server.signal_ready(&ready);
+    }
     if hits > 0 {
         server
             .stats
@@ -134,7 +142,7 @@ pub fn call(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]]) {
         Err(e) => {
             // A handler errs before writing; drop anything partial anyway.
             ctx.out.truncate(reply_start);
-            ctx.out.error(&e.to_string());
+            ctx.out.error_bytes(&e.line_bytes());
             ctx.server.count_error(&e.code());
             true
         }
@@ -156,13 +164,10 @@ pub fn resolve(args: &[&[u8]]) -> Result<&'static Command, CmdError> {
         Lookup::Found(c) => c,
         Lookup::Unknown => return Err(CmdError::unknown_command(args)),
         Lookup::UnknownSub(c) => {
-            return Err(CmdError::UnknownSubcommand {
-                command: c.spec.name.to_ascii_uppercase(),
-                sub: String::from_utf8_lossy(args.get(1).copied().unwrap_or(b""))
-                    .chars()
-                    .take(128)
-                    .collect(),
-            })
+            return Err(CmdError::unknown_subcommand(
+                c.spec.name,
+                args.get(1).copied().unwrap_or(b""),
+            ))
         }
         Lookup::MissingSub(c) => return Err(CmdError::WrongArity(c.full_name.clone())),
     };
@@ -179,7 +184,7 @@ fn reject(
     cmd: Option<&Command>,
     e: &CmdError,
 ) {
-    out.error(&e.to_string());
+    out.error_bytes(&e.line_bytes());
     server.count_error(&e.code());
     if let Some(c) = cmd {
         record(client, c.id, 0, false, true);
@@ -238,15 +243,28 @@ pub fn flush_stats(server: &Server, client: &mut ClientState) {
 
 /// Cleans up what a client leaves behind when it disconnects (WATCHes).
 pub fn disconnect(server: &Server, client: &mut ClientState) {
-    unwatch_all(server, client);
+    unwatch_all(server, client, None);
 }
 
-/// Removes every WATCH of the client.
-pub fn unwatch_all(server: &Server, client: &mut ClientState) {
+/// Removes every WATCH of the client. `held` is the caller's locks when it
+/// holds every shard (EXEC); otherwise each shard is locked in turn.
+pub fn unwatch_all<'s>(
+    server: &'s Server,
+    client: &mut ClientState,
+    mut held: Option<&mut Locked<'s>>,
+) {
     let ks = &server.keyspace;
-    for (db, key) in client.watched.drain(..) {
-        let mut g = ks.lock_one(ks.shard_of(&key), true);
-        if let Some(part) = g.shard_mut().and_then(|s| s.dbs.get_mut(db)) {
+    for (db, key, _) in client.watched.drain(..) {
+        let idx = ks.shard_of(&key);
+        let mut own;
+        let guard = match held.as_deref_mut().and_then(|l| l.guard_mut(idx)) {
+            Some(g) => g,
+            None => {
+                own = ks.lock_one(idx, true);
+                &mut own
+            }
+        };
+        if let Some(part) = guard.shard_mut().and_then(|s| s.dbs.get_mut(db)) {
             part.unwatch(&key, &client.watch_dirty);
         }
     }

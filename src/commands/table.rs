@@ -114,6 +114,9 @@ pub struct CommandSpec {
     pub complexity: &'static str,
     /// Subcommands (CONFIG GET, CLIENT LIST, ...): empty for plain commands.
     pub subcommands: &'static [CommandSpec],
+    /// Lock the keys' shards for writing even without the WRITE flag (WATCH
+    /// registers itself in the shard).
+    pub lock_write: bool,
 }
 
 impl CommandSpec {
@@ -137,6 +140,7 @@ impl CommandSpec {
             since: "1.0.0",
             complexity: "",
             subcommands: &[],
+            lock_write: false,
         }
     }
 
@@ -184,12 +188,12 @@ pub struct Command {
     /// Index into the per-command statistics.
     pub id: usize,
     /// Registered subcommands, by lower-case name.
-    pub subs: HashMap<&'static str, Command>,
+    pub subs: HashMap<&'static str, Command, ahash::RandomState>,
 }
 
 /// The whole command table.
 pub struct CommandTable {
-    by_name: HashMap<&'static str, Command>,
+    by_name: HashMap<&'static str, Command, ahash::RandomState>,
     count: usize,
 }
 
@@ -207,11 +211,11 @@ pub enum Lookup<'t> {
 
 impl CommandTable {
     fn build(families: &[&'static [CommandSpec]]) -> Self {
-        let mut by_name = HashMap::new();
+        let mut by_name = HashMap::default();
         let mut count = 0;
         for family in families {
             for spec in family.iter() {
-                let mut subs = HashMap::new();
+                let mut subs = HashMap::default();
                 let id = count;
                 count += 1;
                 for sub in spec.subcommands {
@@ -221,7 +225,7 @@ impl CommandTable {
                             spec: sub,
                             full_name: format!("{}|{}", spec.name, sub.name),
                             id: count,
-                            subs: HashMap::new(),
+                            subs: HashMap::default(),
                         },
                     );
                     count += 1;
@@ -294,7 +298,12 @@ impl CommandTable {
             return Lookup::Found(cmd);
         }
         let Some(sub) = args.get(1) else {
-            return Lookup::MissingSub(cmd);
+            // A container that also runs bare (COMMAND) is its own handler.
+            return if cmd.spec.arity_ok(1) {
+                Lookup::Found(cmd)
+            } else {
+                Lookup::MissingSub(cmd)
+            };
         };
         let lower = String::from_utf8_lossy(sub).to_ascii_lowercase();
         match cmd.subs.get(lower.as_str()) {

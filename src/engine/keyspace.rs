@@ -104,6 +104,16 @@ impl Db {
         self.expires.len()
     }
 
+    /// Keys stored here that are still live at `now_ms` (expired keys not
+    /// yet removed are not counted); costs O(expired-but-present keys).
+    pub fn live_len(&self, now_ms: u64) -> usize {
+        let due = self
+            .expires
+            .range(..(now_ms.saturating_add(1), Bytes::new()))
+            .count();
+        self.map.len().saturating_sub(due)
+    }
+
     /// The live entry under `key` (an expired one reads as absent).
     pub fn get(&self, key: &[u8], now_ms: u64) -> Option<&Entry> {
         let e = self.map.get(key)?;
@@ -112,6 +122,14 @@ impl Db {
         }
         e.touch_lru(now_ms);
         Some(e)
+    }
+
+    /// The live entry under `key` without touching its access time (TYPE,
+    /// TTL, OBJECT: Redis's `LOOKUP_NOTOUCH`).
+    pub fn peek(&self, key: &[u8], now_ms: u64) -> Option<&Entry> {
+        self.map
+            .get(key)
+            .filter(|e| e.expire_at == 0 || e.expire_at > now_ms)
     }
 
     /// The live entry under `key` for change; an expired one is removed.
@@ -322,6 +340,35 @@ impl Db {
 pub struct Shard {
     /// One part per database, indexed by database number.
     pub dbs: Vec<Db>,
+}
+
+impl Shard {
+    /// Swaps the keys of databases `a` and `b` (SWAPDB); false if either is
+    /// out of range. WATCHes stay with their database number, as in Redis,
+    /// and a watch fires when its key is live in either database.
+    pub fn swap_dbs(&mut self, a: usize, b: usize, now_ms: u64) -> bool {
+        let (lo, hi) = (a.min(b), a.max(b));
+        if hi >= self.dbs.len() {
+            return false;
+        }
+        if lo == hi {
+            return true;
+        }
+        let (left, right) = self.dbs.split_at_mut(hi);
+        let (x, y) = (&mut left[lo], &mut right[0]);
+        for (db, other) in [(&*x, &*y), (&*y, &*x)] {
+            for (key, flags) in &db.watched {
+                if db.contains(key, now_ms) || other.contains(key, now_ms) {
+                    for f in flags {
+                        f.store(true, Ordering::Release);
+                    }
+                }
+            }
+        }
+        std::mem::swap(&mut x.map, &mut y.map);
+        std::mem::swap(&mut x.expires, &mut y.expires);
+        true
+    }
 }
 
 #[repr(align(128))]
@@ -569,7 +616,7 @@ mod tests {
         db.insert(b"k", s(b"3"), false, 0);
         assert_eq!(db.get(b"k", 0).unwrap().expire_at(), None);
         assert_eq!(db.expires_len(), 0);
-        assert!(db.persist(b"k") == false);
+        assert!(!db.persist(b"k"));
     }
 
     #[test]

@@ -183,11 +183,7 @@ pub fn strtod(s: &[u8]) -> Strtod {
         Err(_) => return none,
     };
     // Rust's parser rejects a trailing '.', libc accepts it.
-    let value = if text.ends_with('.') {
-        text[..text.len() - 1].parse::<f64>()
-    } else {
-        text.parse::<f64>()
-    };
+    let value = text.strip_suffix('.').unwrap_or(text).parse::<f64>();
     let Ok(value) = value else { return none };
     let range_error = value.is_infinite()
         || (value == 0.0 && nonzero)
@@ -405,6 +401,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::excessive_precision)] // the literals are the point
     fn formats_like_printf_17g() {
         assert_eq!(g(0.1), "0.10000000000000001");
         assert_eq!(g(1e21), "1e+21");

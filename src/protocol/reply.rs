@@ -59,8 +59,13 @@ impl Reply {
     /// An error reply (`-CODE message`): `line` is the whole line, code
     /// included. Newlines are replaced by spaces as Redis does.
     pub fn error(&mut self, line: &str) {
+        self.error_bytes(line.as_bytes());
+    }
+
+    /// [`Reply::error`] for a line that may hold non-UTF-8 bytes.
+    pub fn error_bytes(&mut self, line: &[u8]) {
         self.buf.push(b'-');
-        self.push_line(line.as_bytes());
+        self.push_line(line);
     }
 
     fn push_line(&mut self, s: &[u8]) {

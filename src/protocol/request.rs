@@ -147,7 +147,7 @@ impl RequestParser {
                 return self.parse_inline(buf);
             }
             // Multibulk header.
-            let Some(eol) = find_crlf(buf, 1) else {
+            let Some(eol) = find_line_end(buf, 1) else {
                 if buf.len() > MAX_INLINE_LEN {
                     return Err(perr("too big mbulk count string"));
                 }
@@ -189,21 +189,21 @@ impl RequestParser {
             let len = match self.bulk_len {
                 Some(len) => len,
                 None => {
-                    let Some(&b) = buf.get(self.pos) else {
-                        return Ok(None);
-                    };
-                    if b != b'$' {
-                        let got = b as char;
-                        self.reset();
-                        return Err(perr(format!("expected '$', got '{got}'")));
-                    }
-                    let Some(eol) = find_crlf(buf, self.pos + 1) else {
+                    // Like Redis, look at the first byte only once the
+                    // whole line is there.
+                    let Some(eol) = find_line_end(buf, self.pos) else {
                         if buf.len() - self.pos > MAX_INLINE_LEN {
                             self.reset();
                             return Err(perr("too big bulk count string"));
                         }
                         return Ok(None);
                     };
+                    let b = buf.get(self.pos).copied().unwrap_or_default();
+                    if b != b'$' {
+                        let got = b as char;
+                        self.reset();
+                        return Err(perr(format!("expected '$', got '{got}'")));
+                    }
                     let len = match parse_len(&buf[self.pos + 1..eol]) {
                         Some(l) if l >= 0 && (l as u64) <= limits.max_bulk_len as u64 => l as usize,
                         _ => {
@@ -238,16 +238,19 @@ impl RequestParser {
 
     fn parse_inline(&mut self, buf: &[u8]) -> Result<Option<Parsed>, ProtocolError> {
         let from = self.inline_scanned;
-        let Some(nl) = buf[from..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map(|i| i + from)
-        else {
+        // Redis finds the newline with strchr: a NUL byte ends the search,
+        // so a request holding one never completes (until it is too big).
+        let stop = buf
+            .get(from..)
+            .and_then(|rest| rest.iter().position(|&b| b == b'\n' || b == 0))
+            .map(|i| i + from);
+        let Some(nl) = stop.filter(|&i| buf.get(i) == Some(&b'\n')) else {
             if buf.len() > MAX_INLINE_LEN {
                 self.reset();
                 return Err(perr("too big inline request"));
             }
-            self.inline_scanned = buf.len();
+            // Resume at the NUL (found again at once) or after the bytes seen.
+            self.inline_scanned = stop.unwrap_or(buf.len());
             return Ok(None);
         };
         self.inline_scanned = 0;
@@ -272,18 +275,13 @@ impl RequestParser {
     }
 }
 
-fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
-    let mut i = from;
-    while i < buf.len() {
-        let off = buf[i..].iter().position(|&b| b == b'\r')?;
-        let at = i + off;
-        match buf.get(at + 1) {
-            Some(b'\n') => return Some(at),
-            Some(_) => i = at + 1,
-            None => return None,
-        }
-    }
-    None
+/// Where the line starting at `from` ends, as Redis finds it: the first
+/// `\r` (a NUL byte before it means never), with at least one more byte after
+/// it. Redis skips that byte without checking that it is `\n`.
+fn find_line_end(buf: &[u8], from: usize) -> Option<usize> {
+    let rest = buf.get(from..)?;
+    let at = rest.iter().position(|&b| b == b'\r' || b == 0)? + from;
+    (buf.get(at) == Some(&b'\r') && at + 1 < buf.len()).then_some(at)
 }
 
 /// Parses a length line as Redis's `string2ll` does (no leading `+`, no
@@ -300,7 +298,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
     let mut i = 0;
     let n = line.len();
     loop {
-        while i < n && line[i].is_ascii_whitespace() {
+        while i < n && is_space(line[i]) {
             i += 1;
         }
         if i >= n {
@@ -334,7 +332,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                         other => other,
                     });
                 } else if c == b'"' {
-                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                    if i + 1 < n && !is_space(line[i + 1]) {
                         return None;
                     }
                     i += 1;
@@ -351,7 +349,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                     i += 1;
                     cur.push(b'\'');
                 } else if c == b'\'' {
-                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                    if i + 1 < n && !is_space(line[i + 1]) {
                         return None;
                     }
                     i += 1;
@@ -377,6 +375,11 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
         }
         args.push(cur);
     }
+}
+
+/// C's `isspace` (which, unlike `u8::is_ascii_whitespace`, includes `\v`).
+fn is_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
 }
 
 fn is_hex(c: u8) -> bool {
@@ -467,6 +470,51 @@ mod tests {
         assert_eq!(
             e(b"set \"a\"b\r\n"),
             "ERR Protocol error: unbalanced quotes in request"
+        );
+    }
+
+    #[test]
+    fn line_ends_found_as_redis_finds_them() {
+        // The byte after '\r' in a length line is skipped unchecked.
+        assert_eq!(
+            parse_all(b"*1\rx$4\r\nPING\r\n").unwrap(),
+            vec![vec![b"PING".to_vec()]]
+        );
+        // The first byte of a bulk length line is judged once the line is
+        // complete; an empty line is "got '\r'".
+        let mut p = RequestParser::new();
+        assert_eq!(p.parse(b"*1\r\n:1", &Limits::default()), Ok(None));
+        assert_eq!(
+            parse_all(b"*1\r\n\r\n").unwrap_err().to_string(),
+            "ERR Protocol error: expected '$', got '\r'"
+        );
+        let mut long = b"*1\r\n".to_vec();
+        long.extend(std::iter::repeat_n(b'x', MAX_INLINE_LEN + 1));
+        assert_eq!(
+            parse_all(&long).unwrap_err().to_string(),
+            "ERR Protocol error: too big bulk count string"
+        );
+    }
+
+    #[test]
+    fn nul_byte_keeps_inline_request_waiting() {
+        let mut p = RequestParser::new();
+        let buf = b"PI\0NG\r\nPING\r\n";
+        assert_eq!(p.parse(buf, &Limits::default()), Ok(None));
+        assert_eq!(p.parse(buf, &Limits::default()), Ok(None));
+        let mut big = buf.to_vec();
+        big.extend(std::iter::repeat_n(b'x', MAX_INLINE_LEN));
+        assert_eq!(
+            p.parse(&big, &Limits::default()).unwrap_err().to_string(),
+            "ERR Protocol error: too big inline request"
+        );
+    }
+
+    #[test]
+    fn vertical_tab_is_space_between_arguments_only() {
+        assert_eq!(
+            split_args(b"\x0bECHO \"x\"\x0b a\x0bb").unwrap(),
+            vec![b"ECHO".to_vec(), b"x".to_vec(), b"a\x0bb".to_vec()]
         );
     }
 

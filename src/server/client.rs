@@ -2,7 +2,7 @@
 //! database, protocol, auth, name, transaction), and the part of it other
 //! connections may see (CLIENT LIST, CLIENT KILL).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -17,6 +17,8 @@ pub struct ClientInfo {
     pub addr: String,
     /// Local address `ip:port`.
     pub laddr: String,
+    /// The socket's file descriptor, -1 when none (CLIENT LIST `fd`).
+    pub fd: AtomicI64,
     /// Unix ms of connection.
     pub created_ms: u64,
     /// Unix ms of the last command.
@@ -53,6 +55,7 @@ impl ClientInfo {
             id,
             addr,
             laddr,
+            fd: AtomicI64::new(-1),
             created_ms: now_ms,
             last_cmd_ms: AtomicU64::new(now_ms),
             db: AtomicUsize::new(0),
@@ -96,6 +99,17 @@ pub struct Queued {
     pub args: Vec<Vec<u8>>,
 }
 
+/// A client waiting for data on keys (BZPOPMIN and friends).
+#[derive(Debug, Clone)]
+pub struct BlockState {
+    /// The command to run again when a key is ready.
+    pub args: Vec<Vec<u8>>,
+    /// (db, key) pairs waited on.
+    pub keys: Vec<(usize, bytes::Bytes)>,
+    /// When to give up and reply with a null; `None` waits forever.
+    pub deadline: Option<std::time::Instant>,
+}
+
 /// Per-connection state, owned by the connection task.
 #[derive(Debug)]
 pub struct ClientState {
@@ -115,13 +129,18 @@ pub struct ClientState {
     pub multi_error: bool,
     /// Flag raised when a WATCHed key changes.
     pub watch_dirty: Arc<AtomicBool>,
-    /// WATCHed keys: (db, key).
-    pub watched: Vec<(usize, Vec<u8>)>,
+    /// WATCHed keys: (db, key, whether it was live at WATCH time, so that
+    /// its expiry before EXEC also aborts the transaction).
+    pub watched: Vec<(usize, Vec<u8>, bool)>,
     /// Per-command statistics not yet added to the server's (calls, usec,
     /// failed, rejected), indexed by command slot.
     pub pending_stats: Vec<(u64, u64, u64, u64)>,
     /// Slots with pending statistics.
     pub pending_slots: Vec<usize>,
+    /// Set by a blocking command that found no data.
+    pub blocked: Option<BlockState>,
+    /// Blocking commands must answer at once (inside EXEC or a script).
+    pub deny_blocking: bool,
 }
 
 impl ClientState {
@@ -139,6 +158,8 @@ impl ClientState {
             watched: Vec::new(),
             pending_stats: Vec::new(),
             pending_slots: Vec::new(),
+            blocked: None,
+            deny_blocking: false,
         }
     }
 

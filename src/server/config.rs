@@ -2,7 +2,7 @@
 //! (and old aliases), read from a config file, the command line, and CONFIG
 //! GET / SET at run time. One table, [`PARAMS`], drives all of them.
 
-use std::fmt::Write as _;
+use std::collections::BTreeMap;
 
 /// Every configuration value.
 #[derive(Debug, Clone)]
@@ -42,6 +42,9 @@ pub struct Config {
     pub daemonize: bool,
     pub supervised: String,
     pub pidfile: String,
+    /// Values of the parameters Rostrum accepts but does not act on, by
+    /// name (absent: the default).
+    pub other: BTreeMap<&'static str, String>,
 }
 
 impl Default for Config {
@@ -82,6 +85,7 @@ impl Default for Config {
             daemonize: false,
             supervised: "no".into(),
             pidfile: String::new(),
+            other: BTreeMap::new(),
         }
     }
 }
@@ -91,7 +95,7 @@ impl Default for Config {
 pub enum Kind {
     /// `yes` / `no`.
     Bool,
-    /// An integer in a range.
+    /// An integer in a range (Redis's `string2ll` syntax).
     Int { min: i64, max: i64 },
     /// A byte count accepting `k`, `kb`, `m`, `mb`, `g`, `gb` suffixes.
     Memory { max: u64 },
@@ -99,6 +103,25 @@ pub enum Kind {
     Enum(&'static [&'static str]),
     /// Free text.
     Text,
+    /// `save`: pairs of `seconds changes`, or empty.
+    Save,
+    /// `notify-keyspace-events`: event class characters.
+    KeyspaceEvents,
+    /// `client-output-buffer-limit`: `class hard soft seconds` groups.
+    BufferLimit,
+}
+
+/// Where a parameter's value lives.
+#[derive(Clone, Copy)]
+enum Access {
+    /// A typed field of [`Config`] the server reads.
+    Field {
+        get: fn(&Config) -> String,
+        set: fn(&mut Config, &str),
+    },
+    /// Accepted for compatibility with redis.conf and CONFIG GET, kept as
+    /// text in [`Config::other`]; Rostrum does not act on it.
+    Stored { default: &'static str },
 }
 
 /// One configuration parameter.
@@ -111,239 +134,408 @@ pub struct Param {
     pub kind: Kind,
     /// Only settable at start-up.
     pub immutable: bool,
-    /// Reads the value as CONFIG GET prints it.
-    pub get: fn(&Config) -> String,
-    /// Stores an already validated value.
-    pub set: fn(&mut Config, &str),
+    /// Not settable at run time unless protected configs are enabled (as
+    /// Redis's `enable-protected-configs no`).
+    pub protected: bool,
+    access: Access,
 }
 
-macro_rules! p_int {
-    ($name:literal, $aliases:expr, $field:ident, $min:expr, $max:expr, $imm:expr) => {
-        Param {
-            name: $name,
-            aliases: $aliases,
-            kind: Kind::Int {
-                min: $min,
-                max: $max,
-            },
-            immutable: $imm,
-            get: |c| c.$field.to_string(),
-            set: |c, v| {
+impl Param {
+    /// The value as CONFIG GET prints it.
+    pub fn value(&self, c: &Config) -> String {
+        match self.access {
+            Access::Field { get, .. } => get(c),
+            Access::Stored { default } => c
+                .other
+                .get(self.name)
+                .cloned()
+                .unwrap_or_else(|| default.to_string()),
+        }
+    }
+
+    /// Stores a value already put in canonical form by [`canonical`].
+    fn store(&self, c: &mut Config, v: &str) {
+        match self.access {
+            Access::Field { set, .. } => set(c, v),
+            Access::Stored { .. } => {
+                c.other.insert(self.name, v.to_string());
+            }
+        }
+    }
+}
+
+const fn field(
+    name: &'static str,
+    aliases: &'static [&'static str],
+    kind: Kind,
+    get: fn(&Config) -> String,
+    set: fn(&mut Config, &str),
+) -> Param {
+    Param {
+        name,
+        aliases,
+        kind,
+        immutable: false,
+        protected: false,
+        access: Access::Field { get, set },
+    }
+}
+
+const fn stored(
+    name: &'static str,
+    aliases: &'static [&'static str],
+    kind: Kind,
+    default: &'static str,
+) -> Param {
+    Param {
+        name,
+        aliases,
+        kind,
+        immutable: false,
+        protected: false,
+        access: Access::Stored { default },
+    }
+}
+
+const fn immutable(p: Param) -> Param {
+    Param {
+        immutable: true,
+        ..p
+    }
+}
+
+const fn protected(p: Param) -> Param {
+    Param {
+        protected: true,
+        ..p
+    }
+}
+
+const BOOL: Kind = Kind::Bool;
+const fn int(min: i64, max: i64) -> Kind {
+    Kind::Int { min, max }
+}
+const INT_MAX: i64 = i32::MAX as i64;
+const NON_NEG: Kind = int(0, INT_MAX);
+const MEMORY: Kind = Kind::Memory {
+    max: i64::MAX as u64,
+};
+
+macro_rules! num_field {
+    ($name:literal, $aliases:expr, $kind:expr, $field:ident) => {
+        field(
+            $name,
+            $aliases,
+            $kind,
+            |c| c.$field.to_string(),
+            |c, v| {
                 if let Ok(n) = v.parse() {
                     c.$field = n;
                 }
             },
-        }
+        )
     };
 }
-macro_rules! p_mem {
-    ($name:literal, $field:ident, $max:expr) => {
-        Param {
-            name: $name,
-            aliases: &[],
-            kind: Kind::Memory { max: $max },
-            immutable: false,
-            get: |c| c.$field.to_string(),
-            set: |c, v| {
-                if let Some(n) = parse_memory(v) {
-                    c.$field = n;
-                }
-            },
-        }
+macro_rules! bool_field {
+    ($name:literal, $field:ident) => {
+        field(
+            $name,
+            &[],
+            Kind::Bool,
+            |c| yes_no(c.$field).into(),
+            |c, v| c.$field = v == "yes",
+        )
     };
 }
-macro_rules! p_bool {
-    ($name:literal, $field:ident, $imm:expr) => {
-        Param {
-            name: $name,
-            aliases: &[],
-            kind: Kind::Bool,
-            immutable: $imm,
-            get: |c| if c.$field { "yes".into() } else { "no".into() },
-            set: |c, v| c.$field = v.eq_ignore_ascii_case("yes"),
-        }
-    };
-}
-macro_rules! p_enum {
-    ($name:literal, $field:ident, $words:expr, $imm:expr) => {
-        Param {
-            name: $name,
-            aliases: &[],
-            kind: Kind::Enum($words),
-            immutable: $imm,
-            get: |c| c.$field.clone(),
-            set: |c, v| c.$field = v.to_ascii_lowercase(),
-        }
-    };
-}
-macro_rules! p_text {
-    ($name:literal, $field:ident, $imm:expr) => {
-        Param {
-            name: $name,
-            aliases: &[],
-            kind: Kind::Text,
-            immutable: $imm,
-            get: |c| c.$field.clone(),
-            set: |c, v| c.$field = v.to_string(),
-        }
+macro_rules! text_field {
+    ($name:literal, $kind:expr, $field:ident) => {
+        field(
+            $name,
+            &[],
+            $kind,
+            |c| c.$field.clone(),
+            |c, v| c.$field = v.to_string(),
+        )
     };
 }
 
-/// Every parameter Rostrum implements.
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+const LOGLEVELS: &[&str] = &["debug", "verbose", "notice", "warning", "nothing"];
+const FSYNC: &[&str] = &["everysec", "always", "no"];
+const POLICIES: &[&str] = &[
+    "volatile-lru",
+    "volatile-lfu",
+    "volatile-random",
+    "volatile-ttl",
+    "allkeys-lru",
+    "allkeys-lfu",
+    "allkeys-random",
+    "noeviction",
+];
+const SUPERVISED: &[&str] = &["upstart", "systemd", "auto", "no"];
+
+/// Every parameter Rostrum knows, in redis.conf's names. Parameters of
+/// Redis features Rostrum lacks (replication, RDB, lists, hashes, ...) are
+/// accepted and answered so that stock config files and tools work, but
+/// have no effect.
 pub static PARAMS: &[Param] = &[
-    Param {
-        name: "bind",
-        aliases: &[],
-        kind: Kind::Text,
-        immutable: false,
-        get: |c| c.bind.join(" "),
-        set: |c, v| c.bind = v.split_whitespace().map(str::to_string).collect(),
-    },
-    p_int!("port", &[], port, 0, 65535, true),
-    p_bool!("protected-mode", protected_mode, false),
-    Param {
-        name: "requirepass",
-        aliases: &[],
-        kind: Kind::Text,
-        immutable: false,
-        get: |c| {
+    // Network and clients.
+    immutable(field(
+        "bind",
+        &[],
+        Kind::Text,
+        |c| c.bind.join(" "),
+        |c, v| c.bind = v.split_whitespace().map(str::to_string).collect(),
+    )),
+    immutable(num_field!("port", &[], int(0, 65535), port)),
+    bool_field!("protected-mode", protected_mode),
+    field(
+        "requirepass",
+        &[],
+        Kind::Text,
+        |c| {
             c.requirepass
                 .as_ref()
                 .map(|p| String::from_utf8_lossy(p).into_owned())
                 .unwrap_or_default()
         },
-        set: |c, v| {
-            c.requirepass = if v.is_empty() {
-                None
-            } else {
-                Some(v.as_bytes().to_vec())
+        |c, v| c.requirepass = (!v.is_empty()).then(|| v.as_bytes().to_vec()),
+    ),
+    num_field!("maxclients", &[], int(1, u32::MAX as i64), maxclients),
+    num_field!("timeout", &[], NON_NEG, timeout),
+    num_field!("tcp-keepalive", &[], NON_NEG, tcp_keepalive),
+    immutable(stored("tcp-backlog", &[], NON_NEG, "511")),
+    immutable(stored("unixsocket", &[], Kind::Text, "")),
+    immutable(stored("unixsocketperm", &[], NON_NEG, "0")),
+    num_field!("proto-max-bulk-len", &[], MEMORY, proto_max_bulk_len),
+    num_field!(
+        "client-query-buffer-limit",
+        &[],
+        MEMORY,
+        client_query_buffer_limit
+    ),
+    stored(
+        "client-output-buffer-limit",
+        &[],
+        Kind::BufferLimit,
+        "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
+    ),
+    immutable(stored("io-threads", &[], int(1, 128), "1")),
+    immutable(stored("io-threads-do-reads", &[], BOOL, "no")),
+    // General.
+    text_field!("loglevel", Kind::Enum(LOGLEVELS), loglevel),
+    immutable(text_field!("logfile", Kind::Text, logfile)),
+    immutable(stored("syslog-enabled", &[], BOOL, "no")),
+    immutable(num_field!("databases", &[], int(1, INT_MAX), databases)),
+    field(
+        "hz",
+        &[],
+        NON_NEG,
+        |c| c.hz.to_string(),
+        // Redis keeps hz within [1, 500] whatever is asked.
+        |c, v| {
+            if let Ok(n) = v.parse::<u64>() {
+                c.hz = n.clamp(1, 500);
             }
         },
-    },
-    p_enum!(
-        "loglevel",
-        loglevel,
-        &["debug", "verbose", "notice", "warning", "nothing"],
-        false
     ),
-    p_text!("logfile", logfile, true),
-    p_int!("databases", &[], databases, 1, i32::MAX as i64, true),
-    p_mem!("proto-max-bulk-len", proto_max_bulk_len, i64::MAX as u64),
-    p_mem!(
-        "client-query-buffer-limit",
-        client_query_buffer_limit,
-        i64::MAX as u64
-    ),
-    p_int!("maxclients", &[], maxclients, 1, u32::MAX as i64, false),
-    p_int!("timeout", &[], timeout, 0, i32::MAX as i64, false),
-    p_int!(
-        "tcp-keepalive",
+    stored("dynamic-hz", &[], BOOL, "yes"),
+    immutable(bool_field!("daemonize", daemonize)),
+    immutable(text_field!(
+        "supervised",
+        Kind::Enum(SUPERVISED),
+        supervised
+    )),
+    immutable(text_field!("pidfile", Kind::Text, pidfile)),
+    stored("always-show-logo", &[], BOOL, "no"),
+    immutable(stored("set-proc-title", &[], BOOL, "yes")),
+    stored(
+        "proc-title-template",
         &[],
-        tcp_keepalive,
-        0,
-        i32::MAX as i64,
-        false
+        Kind::Text,
+        "{title} {listen-addr} {server-mode}",
     ),
-    p_int!("hz", &[], hz, 0, i32::MAX as i64, false),
-    p_int!(
+    immutable(stored("disable-thp", &[], BOOL, "yes")),
+    stored("jemalloc-bg-thread", &[], BOOL, "yes"),
+    stored("crash-log-enabled", &[], BOOL, "yes"),
+    stored("crash-memcheck-enabled", &[], BOOL, "yes"),
+    stored(
+        "oom-score-adj",
+        &[],
+        Kind::Enum(&["no", "yes", "relative", "absolute"]),
+        "no",
+    ),
+    stored("oom-score-adj-values", &[], Kind::Text, "0 200 800"),
+    stored("acllog-max-len", &[], NON_NEG, "128"),
+    immutable(stored("cluster-enabled", &[], BOOL, "no")),
+    // Slow log and latency.
+    num_field!(
         "slowlog-log-slower-than",
         &[],
-        slowlog_log_slower_than,
-        -1,
-        i64::MAX,
-        false
+        int(-1, i64::MAX),
+        slowlog_log_slower_than
     ),
-    p_int!("slowlog-max-len", &[], slowlog_max_len, 0, i64::MAX, false),
-    p_int!(
+    num_field!("slowlog-max-len", &[], int(0, i64::MAX), slowlog_max_len),
+    num_field!(
         "latency-monitor-threshold",
         &[],
-        latency_monitor_threshold,
-        0,
-        i64::MAX,
-        false
+        int(0, i64::MAX),
+        latency_monitor_threshold
     ),
-    p_int!(
+    stored("latency-tracking", &[], BOOL, "yes"),
+    // Memory and eviction.
+    num_field!("maxmemory", &[], MEMORY, maxmemory),
+    text_field!("maxmemory-policy", Kind::Enum(POLICIES), maxmemory_policy),
+    stored("maxmemory-samples", &[], int(1, INT_MAX), "5"),
+    stored("maxmemory-eviction-tenacity", &[], int(0, 100), "10"),
+    stored("lfu-log-factor", &[], NON_NEG, "10"),
+    stored("lfu-decay-time", &[], NON_NEG, "1"),
+    stored("active-expire-effort", &[], int(1, 10), "1"),
+    stored("activerehashing", &[], BOOL, "yes"),
+    stored("activedefrag", &[], BOOL, "no"),
+    stored("lazyfree-lazy-eviction", &[], BOOL, "no"),
+    stored("lazyfree-lazy-expire", &[], BOOL, "no"),
+    stored("lazyfree-lazy-server-del", &[], BOOL, "no"),
+    stored("lazyfree-lazy-user-del", &[], BOOL, "no"),
+    stored("lazyfree-lazy-user-flush", &[], BOOL, "no"),
+    stored("tracking-table-max-keys", &[], NON_NEG, "1000000"),
+    // Encodings.
+    num_field!(
         "zset-max-listpack-entries",
         &["zset-max-ziplist-entries"],
-        zset_max_listpack_entries,
-        0,
-        i64::MAX,
-        false
+        int(0, i64::MAX),
+        zset_max_listpack_entries
     ),
-    p_int!(
+    num_field!(
         "zset-max-listpack-value",
         &["zset-max-ziplist-value"],
-        zset_max_listpack_value,
-        0,
-        i64::MAX,
-        false
+        int(0, i64::MAX),
+        zset_max_listpack_value
     ),
-    p_int!(
+    num_field!(
         "set-max-intset-entries",
         &[],
-        set_max_intset_entries,
-        0,
-        i64::MAX,
-        false
+        int(0, i64::MAX),
+        set_max_intset_entries
     ),
-    p_bool!("appendonly", appendonly, false),
-    p_text!("appendfilename", appendfilename, true),
-    p_enum!(
-        "appendfsync",
-        appendfsync,
-        &["always", "everysec", "no"],
-        false
+    stored(
+        "hash-max-listpack-entries",
+        &["hash-max-ziplist-entries"],
+        int(0, i64::MAX),
+        "512",
     ),
-    p_text!("dir", dir, false),
-    p_text!("dbfilename", dbfilename, false),
-    p_text!("save", save, false),
-    p_mem!("maxmemory", maxmemory, i64::MAX as u64),
-    p_enum!(
-        "maxmemory-policy",
-        maxmemory_policy,
-        &[
-            "volatile-lru",
-            "volatile-lfu",
-            "volatile-random",
-            "volatile-ttl",
-            "allkeys-lru",
-            "allkeys-lfu",
-            "allkeys-random",
-            "noeviction"
-        ],
-        false
+    stored(
+        "hash-max-listpack-value",
+        &["hash-max-ziplist-value"],
+        int(0, i64::MAX),
+        "64",
     ),
-    p_int!(
-        "busy-reply-threshold",
-        &["lua-time-limit"],
-        busy_reply_threshold,
-        0,
-        i64::MAX,
-        false
+    stored(
+        "list-max-listpack-size",
+        &["list-max-ziplist-size"],
+        int(i32::MIN as i64, INT_MAX),
+        "-2",
     ),
-    p_bool!("aof-load-truncated", aof_load_truncated, false),
-    p_int!(
+    stored("list-compress-depth", &[], NON_NEG, "0"),
+    stored("hll-sparse-max-bytes", &[], MEMORY, "3000"),
+    stored("stream-node-max-bytes", &[], MEMORY, "4096"),
+    stored("stream-node-max-entries", &[], int(0, i64::MAX), "100"),
+    // Persistence.
+    bool_field!("appendonly", appendonly),
+    immutable(text_field!("appendfilename", Kind::Text, appendfilename)),
+    immutable(stored("appenddirname", &[], Kind::Text, "appendonlydir")),
+    text_field!("appendfsync", Kind::Enum(FSYNC), appendfsync),
+    bool_field!("aof-load-truncated", aof_load_truncated),
+    num_field!(
         "auto-aof-rewrite-percentage",
         &[],
-        auto_aof_rewrite_percentage,
-        0,
-        i32::MAX as i64,
-        false
+        NON_NEG,
+        auto_aof_rewrite_percentage
     ),
-    p_mem!(
+    num_field!(
         "auto-aof-rewrite-min-size",
-        auto_aof_rewrite_min_size,
-        i64::MAX as u64
+        &[],
+        MEMORY,
+        auto_aof_rewrite_min_size
     ),
-    p_text!("notify-keyspace-events", notify_keyspace_events, false),
-    p_bool!("daemonize", daemonize, true),
-    p_enum!(
-        "supervised",
-        supervised,
-        &["upstart", "systemd", "auto", "no"],
-        true
+    stored("aof-use-rdb-preamble", &[], BOOL, "yes"),
+    stored("aof-timestamp-enabled", &[], BOOL, "no"),
+    stored("aof-rewrite-incremental-fsync", &[], BOOL, "yes"),
+    stored("no-appendfsync-on-rewrite", &[], BOOL, "no"),
+    protected(text_field!("dir", Kind::Text, dir)),
+    protected(text_field!("dbfilename", Kind::Text, dbfilename)),
+    text_field!("save", Kind::Save, save),
+    stored("stop-writes-on-bgsave-error", &[], BOOL, "yes"),
+    stored("rdbcompression", &[], BOOL, "yes"),
+    immutable(stored("rdbchecksum", &[], BOOL, "yes")),
+    stored("rdb-save-incremental-fsync", &[], BOOL, "yes"),
+    stored("rdb-del-sync-files", &[], BOOL, "no"),
+    text_field!(
+        "notify-keyspace-events",
+        Kind::KeyspaceEvents,
+        notify_keyspace_events
     ),
-    p_text!("pidfile", pidfile, true),
+    num_field!(
+        "busy-reply-threshold",
+        &["lua-time-limit"],
+        int(0, i64::MAX),
+        busy_reply_threshold
+    ),
+    stored("shutdown-timeout", &[], NON_NEG, "10"),
+    // Replication (Rostrum is always a master without replicas).
+    stored(
+        "replica-serve-stale-data",
+        &["slave-serve-stale-data"],
+        BOOL,
+        "yes",
+    ),
+    stored("replica-read-only", &["slave-read-only"], BOOL, "yes"),
+    stored("replica-lazy-flush", &["slave-lazy-flush"], BOOL, "no"),
+    stored(
+        "replica-ignore-maxmemory",
+        &["slave-ignore-maxmemory"],
+        BOOL,
+        "yes",
+    ),
+    stored("replica-priority", &["slave-priority"], NON_NEG, "100"),
+    stored("repl-diskless-sync", &[], BOOL, "yes"),
+    stored("repl-diskless-sync-delay", &[], NON_NEG, "5"),
+    stored("repl-diskless-sync-max-replicas", &[], NON_NEG, "0"),
+    stored(
+        "repl-diskless-load",
+        &[],
+        Kind::Enum(&["disabled", "on-empty-db", "swapdb"]),
+        "disabled",
+    ),
+    stored("repl-disable-tcp-nodelay", &[], BOOL, "no"),
+    stored("repl-backlog-size", &[], MEMORY, "1048576"),
+    stored("repl-backlog-ttl", &[], NON_NEG, "3600"),
+    stored("repl-timeout", &[], int(1, INT_MAX), "60"),
+    stored(
+        "repl-ping-replica-period",
+        &["repl-ping-slave-period"],
+        int(1, INT_MAX),
+        "10",
+    ),
+    stored(
+        "min-replicas-to-write",
+        &["min-slaves-to-write"],
+        NON_NEG,
+        "0",
+    ),
+    stored(
+        "min-replicas-max-lag",
+        &["min-slaves-max-lag"],
+        NON_NEG,
+        "10",
+    ),
 ];
 
 /// Finds a parameter by name or alias, in any case.
@@ -374,38 +566,187 @@ pub fn parse_memory(s: &str) -> Option<u64> {
     digits.parse::<u64>().ok()?.checked_mul(mul)
 }
 
-/// Checks `value` for `param`; the error is the text after `ERR ` that
-/// CONFIG SET would give (without the parameter prefix).
-pub fn validate(param: &Param, value: &str) -> Result<(), String> {
+/// Checks `value` for `param` and returns it in the form CONFIG GET prints
+/// (`1gb` becomes `1073741824`, `YES` becomes `yes`). `current` is the
+/// present value, for parameters whose settings merge into it. The error
+/// is the text CONFIG SET puts after `... - `.
+pub fn canonical(param: &Param, value: &str, current: &str) -> Result<String, String> {
     match param.kind {
         Kind::Bool => {
             if value.eq_ignore_ascii_case("yes") || value.eq_ignore_ascii_case("no") {
-                Ok(())
+                Ok(value.to_ascii_lowercase())
             } else {
                 Err("argument must be 'yes' or 'no'".into())
             }
         }
-        Kind::Int { min, max } => match value.parse::<i64>() {
-            Ok(n) if n >= min && n <= max => Ok(()),
-            Ok(_) => Err(format!(
+        Kind::Int { min, max } => match crate::protocol::number::parse_i64(value.as_bytes()) {
+            Some(n) if n >= min && n <= max => Ok(n.to_string()),
+            Some(_) => Err(format!(
                 "argument must be between {min} and {max} inclusive"
             )),
-            Err(_) => Err("argument couldn't be parsed into an integer".into()),
+            None => Err("argument couldn't be parsed into an integer".into()),
         },
         Kind::Memory { max } => match parse_memory(value) {
-            Some(n) if n <= max => Ok(()),
+            Some(n) if n <= max => Ok(n.to_string()),
             Some(_) => Err(format!("argument must be between 0 and {max} inclusive")),
             None => Err("argument must be a memory value".into()),
         },
         Kind::Enum(words) => {
             if words.iter().any(|w| w.eq_ignore_ascii_case(value)) {
-                Ok(())
+                Ok(value.to_ascii_lowercase())
             } else {
                 Err("argument(s) must be one of the following: ".to_string() + &words.join(", "))
             }
         }
-        Kind::Text => Ok(()),
+        Kind::Text => Ok(value.to_string()),
+        Kind::Save => canonical_save(value),
+        Kind::KeyspaceEvents => keyspace_events(value)
+            .map(keyspace_events_string)
+            .ok_or_else(|| "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
+        Kind::BufferLimit => merge_buffer_limits(value, current),
     }
+}
+
+fn canonical_save(value: &str) -> Result<String, String> {
+    if value.is_empty() {
+        return Ok(String::new());
+    }
+    let invalid = || "Invalid save parameters".to_string();
+    let words: Vec<&str> = value.split(' ').collect();
+    if !words.len().is_multiple_of(2) {
+        return Err(invalid());
+    }
+    let mut out = Vec::with_capacity(words.len());
+    for w in words {
+        match crate::protocol::number::parse_i64(w.as_bytes()) {
+            Some(n) if n >= 0 => out.push(n.to_string()),
+            _ => return Err(invalid()),
+        }
+    }
+    Ok(out.join(" "))
+}
+
+/// Keyspace notification classes, in the order Redis prints them.
+const EVENT_CLASSES: &[(u32, char)] = &[
+    (1 << 2, 'g'),
+    (1 << 3, '$'),
+    (1 << 4, 'l'),
+    (1 << 5, 's'),
+    (1 << 6, 'h'),
+    (1 << 7, 'z'),
+    (1 << 8, 'x'),
+    (1 << 9, 'e'),
+    (1 << 10, 't'),
+    (1 << 13, 'd'),
+];
+const EVENT_KEYSPACE: u32 = 1 << 0;
+const EVENT_KEYEVENT: u32 = 1 << 1;
+const EVENT_KEY_MISS: u32 = 1 << 11;
+const EVENT_NEW: u32 = 1 << 14;
+const EVENT_ALL: u32 = (1 << 2)
+    | (1 << 3)
+    | (1 << 4)
+    | (1 << 5)
+    | (1 << 6)
+    | (1 << 7)
+    | (1 << 8)
+    | (1 << 9)
+    | (1 << 10)
+    | (1 << 13);
+
+/// Parses `notify-keyspace-events` characters into flag bits.
+fn keyspace_events(s: &str) -> Option<u32> {
+    let mut flags = 0;
+    for ch in s.chars() {
+        flags |= match ch {
+            'A' => EVENT_ALL,
+            'K' => EVENT_KEYSPACE,
+            'E' => EVENT_KEYEVENT,
+            'm' => EVENT_KEY_MISS,
+            'n' => EVENT_NEW,
+            _ => EVENT_CLASSES.iter().find(|(_, c)| *c == ch)?.0,
+        };
+    }
+    Some(flags)
+}
+
+fn keyspace_events_string(flags: u32) -> String {
+    let mut out = String::new();
+    if flags & EVENT_ALL == EVENT_ALL {
+        out.push('A');
+    } else {
+        for (bit, ch) in EVENT_CLASSES {
+            if flags & bit != 0 {
+                out.push(*ch);
+            }
+        }
+    }
+    for (bit, ch) in [
+        (EVENT_KEYSPACE, 'K'),
+        (EVENT_KEYEVENT, 'E'),
+        (EVENT_KEY_MISS, 'm'),
+    ] {
+        if flags & bit != 0 {
+            out.push(ch);
+        }
+    }
+    out
+}
+
+/// Applies `class hard soft seconds` groups to the current limits.
+fn merge_buffer_limits(value: &str, current: &str) -> Result<String, String> {
+    const CLASSES: [&str; 3] = ["normal", "slave", "pubsub"];
+    let mut limits: Vec<[String; 3]> = CLASSES
+        .iter()
+        .map(|_| ["0".to_string(), "0".to_string(), "0".to_string()])
+        .collect();
+    let cur: Vec<&str> = current.split_whitespace().collect();
+    for group in cur.chunks(4) {
+        if let [class, h, s, t] = group {
+            if let Some(i) = CLASSES.iter().position(|c| c == class) {
+                limits[i] = [h.to_string(), s.to_string(), t.to_string()];
+            }
+        }
+    }
+    let words: Vec<&str> = value.split_whitespace().collect();
+    if !words.len().is_multiple_of(4) {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    for group in words.chunks(4) {
+        let [class, hard, soft, secs] = group else {
+            continue;
+        };
+        let class = match class.to_ascii_lowercase().as_str() {
+            "normal" => 0,
+            "slave" | "replica" => 1,
+            "pubsub" => 2,
+            _ => {
+                return Err("Invalid client class specified in buffer limit configuration.".into())
+            }
+        };
+        let bad = || "Error in hard, soft or soft_seconds setting in buffer limit configuration.";
+        let hard = parse_memory(hard).ok_or_else(bad)?;
+        let soft = parse_memory(soft).ok_or_else(bad)?;
+        let secs = crate::protocol::number::parse_i64(secs.as_bytes())
+            .filter(|n| *n >= 0)
+            .ok_or_else(bad)?;
+        limits[class] = [hard.to_string(), soft.to_string(), secs.to_string()];
+    }
+    Ok(CLASSES
+        .iter()
+        .zip(&limits)
+        .map(|(c, [h, s, t])| format!("{c} {h} {s} {t}"))
+        .collect::<Vec<_>>()
+        .join(" "))
+}
+
+/// Why CONFIG SET refused one parameter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetError {
+    /// No such parameter (the name as given).
+    Unknown(String),
+    /// The parameter (name as given) and the reason.
+    Failed(String, String),
 }
 
 impl Config {
@@ -414,9 +755,70 @@ impl Config {
     pub fn apply(&mut self, name: &str, value: &str) -> Result<(), String> {
         let param = find(name)
             .ok_or_else(|| format!("Bad directive or wrong number of arguments: '{name}'"))?;
-        validate(param, value).map_err(|e| format!("'{name}' {e}"))?;
-        (param.set)(self, value);
+        let v = canonical(param, value, &param.value(self)).map_err(|e| format!("'{name}' {e}"))?;
+        param.store(self, &v);
         Ok(())
+    }
+
+    /// CONFIG SET: applies every `(name, value)` pair or none of them.
+    /// Immutable and protected parameters, unknown names, repeated names
+    /// and invalid values are refused.
+    pub fn set_many(&mut self, pairs: &[(&str, &str)]) -> Result<(), SetError> {
+        // Names first (the first bad one wins), then values, as Redis.
+        let mut params = Vec::with_capacity(pairs.len());
+        for (i, (name, _)) in pairs.iter().enumerate() {
+            let param = find(name).ok_or_else(|| SetError::Unknown(name.to_string()))?;
+            let fail = |why: &str| SetError::Failed(name.to_string(), why.to_string());
+            if param.immutable {
+                return Err(fail("can't set immutable config"));
+            }
+            if param.protected {
+                return Err(fail("can't set protected config"));
+            }
+            if pairs[..i].iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+                return Err(fail("duplicate parameter"));
+            }
+            params.push(param);
+        }
+        let mut next = self.clone();
+        for (param, (name, value)) in params.iter().zip(pairs) {
+            let v = canonical(param, value, &param.value(&next))
+                .map_err(|e| SetError::Failed(name.to_string(), e))?;
+            param.store(&mut next, &v);
+        }
+        *self = next;
+        Ok(())
+    }
+
+    /// CONFIG GET: `(name as matched, value)` for every parameter whose
+    /// name or alias matches one of the glob `patterns`, each once.
+    pub fn get_matching(&self, patterns: &[&[u8]]) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        let mut push = |name: &str, p: &Param| {
+            if !out.iter().any(|(n, _)| n == name) {
+                out.push((name.to_string(), p.value(self)));
+            }
+        };
+        for pat in patterns {
+            let has_glob = pat.iter().any(|b| matches!(b, b'*' | b'?' | b'['));
+            if !has_glob {
+                // An exact name answers under the spelling asked, as Redis.
+                if let Ok(name) = std::str::from_utf8(pat) {
+                    if let Some(p) = find(name) {
+                        push(name, p);
+                    }
+                }
+                continue;
+            }
+            for p in PARAMS {
+                for name in std::iter::once(&p.name).chain(p.aliases) {
+                    if crate::engine::glob::matches(pat, name.as_bytes(), true) {
+                        push(name, p);
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// Reads a redis.conf-style file: `name value ...` lines, `#` comments.
@@ -424,41 +826,112 @@ impl Config {
     pub fn load_file(&mut self, path: &str) -> Result<(), String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("Fatal error, can't open config file '{path}': {e}"))?;
+        self.load_text(&text, path)
+    }
+
+    /// Applies the text of a config file (`path` only names it in errors).
+    pub fn load_text(&mut self, text: &str, path: &str) -> Result<(), String> {
+        let mut saw_save = false;
         for (no, raw) in text.lines().enumerate() {
-            let line = raw.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let words = crate::protocol::request::split_args(line.as_bytes()).ok_or_else(|| {
-                config_error(path, no + 1, raw, "Unbalanced quotes in configuration line")
-            })?;
-            let Some((name, rest)) = words.split_first() else {
+            let Some((name, value)) =
+                directive(raw).map_err(|e| config_error(path, no + 1, raw, e))?
+            else {
                 continue;
             };
-            let name = String::from_utf8_lossy(name).into_owned();
-            let value = rest
-                .iter()
-                .map(|w| String::from_utf8_lossy(w).into_owned())
-                .collect::<Vec<_>>()
-                .join(" ");
+            // Several `save` lines add up, as in redis.conf.
+            let value = if name.eq_ignore_ascii_case("save") && saw_save && !value.is_empty() {
+                let prev = self.save.clone();
+                if prev.is_empty() {
+                    value
+                } else {
+                    format!("{prev} {value}")
+                }
+            } else {
+                value
+            };
+            if name.eq_ignore_ascii_case("save") {
+                saw_save = true;
+            }
             self.apply(&name, &value)
                 .map_err(|e| config_error(path, no + 1, raw, &e))?;
         }
         Ok(())
     }
 
-    /// The file CONFIG REWRITE writes: every parameter that differs from
-    /// its default.
-    pub fn render_changed(&self) -> String {
+    /// The config file CONFIG REWRITE writes from `original` (the file's
+    /// text): comments and blank lines stay, each parameter's first line is
+    /// replaced by its current value and its later lines dropped, and
+    /// parameters changed from their defaults that the file lacked are
+    /// appended.
+    pub fn rewrite(&self, original: &str) -> String {
         let def = Config::default();
         let mut out = String::new();
-        for p in PARAMS {
-            let v = (p.get)(self);
-            if v != (p.get)(&def) {
-                let _ = writeln!(out, "{} {}", p.name, quote(&v));
+        let mut done: Vec<&'static str> = Vec::new();
+        for raw in original.lines() {
+            let param = match directive(raw) {
+                Ok(Some((name, _))) => find(&name),
+                _ => None,
+            };
+            match param {
+                None => {
+                    out.push_str(raw);
+                    out.push('\n');
+                }
+                Some(p) if done.contains(&p.name) => {}
+                Some(p) => {
+                    done.push(p.name);
+                    out.push_str(&render(p, &p.value(self)));
+                }
             }
         }
+        let mut header = false;
+        for p in PARAMS {
+            let v = p.value(self);
+            if done.contains(&p.name) || v == p.value(&def) {
+                continue;
+            }
+            if !header {
+                out.push_str("# Generated by CONFIG REWRITE\n");
+                header = true;
+            }
+            out.push_str(&render(p, &v));
+        }
         out
+    }
+}
+
+/// Splits a config file line into its directive name and value; `None` for
+/// blank lines and comments.
+fn directive(raw: &str) -> Result<Option<(String, String)>, &'static str> {
+    let line = raw.trim();
+    if line.is_empty() || line.starts_with('#') {
+        return Ok(None);
+    }
+    let words = crate::protocol::request::split_args(line.as_bytes())
+        .ok_or("Unbalanced quotes in configuration line")?;
+    let Some((name, rest)) = words.split_first() else {
+        return Ok(None);
+    };
+    let name = String::from_utf8_lossy(name).into_owned();
+    let value = rest
+        .iter()
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    Ok(Some((name, value)))
+}
+
+/// A parameter's config file line(s).
+fn render(p: &Param, v: &str) -> String {
+    match p.kind {
+        Kind::Save if !v.is_empty() => {
+            let w: Vec<&str> = v.split(' ').collect();
+            w.chunks(2)
+                .map(|pair| format!("save {}\n", pair.join(" ")))
+                .collect()
+        }
+        Kind::Save | Kind::Text | Kind::KeyspaceEvents => format!("{} {}\n", p.name, quote(v)),
+        _ => format!("{} {}\n", p.name, v),
     }
 }
 
@@ -499,6 +972,146 @@ mod tests {
         assert!(e.contains("nosuch"), "{e}");
         assert_eq!(c.port, 7000);
         std::fs::remove_file(&dir).ok();
+    }
+
+    #[test]
+    fn canonical_forms_and_errors() {
+        let c = Config::default();
+        let get = |name: &str, v: &str| {
+            let p = find(name).unwrap();
+            canonical(p, v, &p.value(&c))
+        };
+        assert_eq!(get("maxmemory", "1GB").unwrap(), "1073741824");
+        assert_eq!(
+            get("maxmemory", "1.5gb").unwrap_err(),
+            "argument must be a memory value"
+        );
+        assert_eq!(get("appendonly", "YES").unwrap(), "yes");
+        assert_eq!(
+            get("hz", "05").unwrap_err(),
+            "argument couldn't be parsed into an integer"
+        );
+        assert_eq!(
+            get("timeout", "-1").unwrap_err(),
+            "argument must be between 0 and 2147483647 inclusive"
+        );
+        assert_eq!(get("save", "3600 1 300 100").unwrap(), "3600 1 300 100");
+        assert_eq!(get("save", "").unwrap(), "");
+        for bad in ["1 2 3", "-1 2", " 10 20", "x 1"] {
+            assert_eq!(get("save", bad).unwrap_err(), "Invalid save parameters");
+        }
+        assert_eq!(get("notify-keyspace-events", "KEA").unwrap(), "AKE");
+        assert_eq!(
+            get("notify-keyspace-events", "Kgn$lshzxetdm").unwrap(),
+            "AKm"
+        );
+        assert_eq!(get("notify-keyspace-events", "gE").unwrap(), "gE");
+        assert!(get("notify-keyspace-events", "q").is_err());
+        assert_eq!(
+            get("client-output-buffer-limit", "normal 1mb 2mb 3").unwrap(),
+            "normal 1048576 2097152 3 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+        );
+        assert_eq!(
+            get("client-output-buffer-limit", "replica 0 0 0").unwrap(),
+            "normal 0 0 0 slave 0 0 0 pubsub 33554432 8388608 60"
+        );
+        assert!(get("client-output-buffer-limit", "normal 0 0").is_err());
+    }
+
+    #[test]
+    fn set_many_is_all_or_nothing() {
+        let mut c = Config::default();
+        assert_eq!(
+            c.set_many(&[("hz", "20"), ("maxmemory", "x")]),
+            Err(SetError::Failed(
+                "maxmemory".into(),
+                "argument must be a memory value".into()
+            ))
+        );
+        assert_eq!(c.hz, 10);
+        // A bad name is reported before any bad value.
+        assert_eq!(
+            c.set_many(&[("hz", "x"), ("nosuch", "1")]),
+            Err(SetError::Unknown("nosuch".into()))
+        );
+        assert!(matches!(
+            c.set_many(&[("port", "1")]),
+            Err(SetError::Failed(_, e)) if e == "can't set immutable config"
+        ));
+        assert!(matches!(
+            c.set_many(&[("dir", "/")]),
+            Err(SetError::Failed(_, e)) if e == "can't set protected config"
+        ));
+        c.set_many(&[("hz", "1000"), ("zset-max-ziplist-value", "32")])
+            .unwrap();
+        assert_eq!((c.hz, c.zset_max_listpack_value), (500, 32));
+    }
+
+    #[test]
+    fn get_matching_names_and_aliases() {
+        let c = Config::default();
+        let got = c.get_matching(&[b"slave-read-*", b"REPLICA-READ-ONLY"]);
+        assert_eq!(
+            got,
+            vec![
+                ("slave-read-only".to_string(), "yes".to_string()),
+                ("REPLICA-READ-ONLY".to_string(), "yes".to_string())
+            ]
+        );
+        assert!(c.get_matching(&[b"*"]).len() > PARAMS.len());
+    }
+
+    #[test]
+    fn rewrite_keeps_comments_and_order() {
+        let original = "# top\nhz 15\nsave 1 1\nsave 2 2\n\n# end\n";
+        let mut c = Config::default();
+        c.load_text(original, "x").unwrap();
+        assert_eq!(c.save, "1 1 2 2");
+        c.set_many(&[("hz", "12"), ("maxmemory", "1kb")]).unwrap();
+        assert_eq!(
+            c.rewrite(original),
+            "# top\nhz 12\nsave 1 1\nsave 2 2\n\n# end\n# Generated by CONFIG REWRITE\nmaxmemory 1024\n"
+        );
+        let mut back = Config::default();
+        back.load_text(&c.rewrite(original), "x").unwrap();
+        assert_eq!((back.hz, back.maxmemory, back.save), (12, 1024, c.save));
+    }
+
+    #[test]
+    fn stock_redis_conf_directives_load() {
+        let text = "bind 127.0.0.1 -::1\nprotected-mode yes\ntcp-backlog 511\ntimeout 0\n\
+            tcp-keepalive 300\nloglevel notice\nlogfile \"\"\ndatabases 16\n\
+            always-show-logo no\nset-proc-title yes\n\
+            proc-title-template \"{title} {listen-addr} {server-mode}\"\n\
+            stop-writes-on-bgsave-error yes\nrdbcompression yes\nrdbchecksum yes\n\
+            dbfilename dump.rdb\nrdb-del-sync-files no\ndir ./\nreplica-serve-stale-data yes\n\
+            replica-read-only yes\nrepl-diskless-sync yes\nrepl-diskless-sync-delay 5\n\
+            repl-diskless-sync-max-replicas 0\nrepl-diskless-load disabled\n\
+            repl-disable-tcp-nodelay no\nreplica-priority 100\nacllog-max-len 128\n\
+            lazyfree-lazy-eviction no\nlazyfree-lazy-expire no\nlazyfree-lazy-server-del no\n\
+            replica-lazy-flush no\nlazyfree-lazy-user-del no\nlazyfree-lazy-user-flush no\n\
+            oom-score-adj no\noom-score-adj-values 0 200 800\ndisable-thp yes\n\
+            appendonly no\nappendfilename \"appendonly.aof\"\nappenddirname \"appendonlydir\"\n\
+            appendfsync everysec\nno-appendfsync-on-rewrite no\nauto-aof-rewrite-percentage 100\n\
+            auto-aof-rewrite-min-size 64mb\naof-load-truncated yes\naof-use-rdb-preamble yes\n\
+            aof-timestamp-enabled no\nslowlog-log-slower-than 10000\nslowlog-max-len 128\n\
+            latency-monitor-threshold 0\nnotify-keyspace-events \"\"\n\
+            hash-max-listpack-entries 512\nhash-max-listpack-value 64\n\
+            list-max-listpack-size -2\nlist-compress-depth 0\nset-max-intset-entries 512\n\
+            zset-max-listpack-entries 128\nzset-max-listpack-value 64\nhll-sparse-max-bytes 3000\n\
+            stream-node-max-bytes 4096\nstream-node-max-entries 100\nactiverehashing yes\n\
+            client-output-buffer-limit normal 0 0 0\n\
+            client-output-buffer-limit replica 256mb 64mb 60\n\
+            client-output-buffer-limit pubsub 32mb 8mb 60\nhz 10\ndynamic-hz yes\n\
+            aof-rewrite-incremental-fsync yes\nrdb-save-incremental-fsync yes\n\
+            jemalloc-bg-thread yes\n";
+        let mut c = Config::default();
+        c.load_text(text, "redis.conf").unwrap();
+        assert_eq!(c.bind, ["127.0.0.1", "-::1"]);
+        assert_eq!(
+            c.get_matching(&[b"client-output-buffer-limit"])[0].1,
+            "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+        );
     }
 
     #[test]

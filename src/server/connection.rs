@@ -1,5 +1,7 @@
 //! One connection: reads requests, runs every complete command already
-//! buffered, then sends all their replies in one write.
+//! buffered, then sends all their replies in one write. A client blocked by
+//! a blocking command (BZPOPMIN, ...) waits here, its later commands kept in
+//! the buffer, until a write wakes it, its timeout passes, or it goes away.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -7,6 +9,7 @@ use std::sync::Arc;
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::watch;
 
 use super::client::{ClientInfo, ClientState};
 use super::state::{unix_ms, Server};
@@ -18,9 +21,25 @@ const FLUSH_AT: usize = 64 * 1024;
 /// Read buffer size for ordinary traffic.
 const READ_CHUNK: usize = 16 * 1024;
 
+/// Why the connection ends.
+enum Stop {
+    Close,
+}
+
+struct Conn {
+    server: Arc<Server>,
+    stream: TcpStream,
+    info: Arc<ClientInfo>,
+    client: ClientState,
+    rbuf: BytesMut,
+    parser: RequestParser,
+    out: Reply,
+    shutdown: watch::Receiver<bool>,
+}
+
 /// Serves one client until it quits, is killed, breaks the protocol or the
 /// server shuts down.
-pub async fn serve(server: Arc<Server>, mut stream: TcpStream) {
+pub async fn serve(server: Arc<Server>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
     let addr = stream
         .peer_addr()
@@ -32,107 +51,194 @@ pub async fn serve(server: Arc<Server>, mut stream: TcpStream) {
         .unwrap_or_default();
     let id = server.next_client_id();
     let info = Arc::new(ClientInfo::new(id, addr, laddr, unix_ms()));
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        info.fd.store(stream.as_raw_fd() as i64, Ordering::Relaxed);
+    }
     server.clients.insert(id, info.clone());
     server
         .stats
         .connections_received
         .fetch_add(1, Ordering::Relaxed);
     let needs_auth = server.config.read().requirepass.is_some();
-    let mut client = ClientState::new(info.clone(), !needs_auth);
-    let mut shutdown = server.shutdown.subscribe();
-
-    let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
-    let mut parser = RequestParser::new();
-    let mut out = Reply::new(false);
-
-    'conn: loop {
-        if rbuf.capacity() - rbuf.len() < 1024 {
-            rbuf.reserve(READ_CHUNK);
-        }
-        let want = parser.wanted(rbuf.len());
-        if want > rbuf.capacity() - rbuf.len() {
-            rbuf.reserve(want);
-        }
-        let n = tokio::select! {
-            r = stream.read_buf(&mut rbuf) => match r {
-                Ok(0) | Err(_) => break 'conn,
-                Ok(n) => n,
-            },
-            _ = info.wake.notified() => {
-                if info.killed.load(Ordering::Acquire) { break 'conn; }
-                continue 'conn;
-            }
-            _ = shutdown.changed() => break 'conn,
-        };
-        server
-            .stats
-            .net_input_bytes
-            .fetch_add(n as u64, Ordering::Relaxed);
-        if rbuf.len() as u64 > server.query_buffer_limit.load(Ordering::Relaxed) {
-            tracing::warn!(
-                client = id,
-                "closing client that reached max query buffer length"
-            );
-            break 'conn;
-        }
-
-        let limits = Limits {
-            max_bulk_len: server.proto_max_bulk_len.load(Ordering::Relaxed) as usize,
-            max_multibulk_len: i32::MAX as usize,
-            authenticated: client.authenticated,
-        };
-        loop {
-            match parser.parse(&rbuf, &limits) {
-                Ok(None) => break,
-                Ok(Some(Parsed::Skip { consumed })) => rbuf.advance(consumed),
-                Ok(Some(Parsed::Command { consumed })) => {
-                    {
-                        let args = parser.args(&rbuf);
-                        commands::execute(&server, &mut client, &mut out, &args);
-                    }
-                    rbuf.advance(consumed);
-                    if client.close_after_reply || info.killed.load(Ordering::Acquire) {
-                        break;
-                    }
-                    if out.len() >= FLUSH_AT {
-                        if send(&server, &mut stream, &mut out).await.is_err() {
-                            break 'conn;
-                        }
-                    }
-                }
-                Err(e) => {
-                    out.error(&e.to_string());
-                    tracing::debug!(client = id, error = %e, "protocol error");
-                    let _ = send(&server, &mut stream, &mut out).await;
-                    break 'conn;
-                }
-            }
-        }
-        commands::flush_stats(&server, &mut client);
-        if send(&server, &mut stream, &mut out).await.is_err() {
-            break;
-        }
-        if client.close_after_reply || info.killed.load(Ordering::Acquire) {
-            break;
-        }
+    let client = ClientState::new(info.clone(), !needs_auth);
+    let shutdown = server.shutdown.subscribe();
+    let mut conn = Conn {
+        server: server.clone(),
+        stream,
+        info,
+        client,
+        rbuf: BytesMut::with_capacity(READ_CHUNK),
+        parser: RequestParser::new(),
+        out: Reply::new(false),
+        shutdown,
+    };
+    let _ = conn.run().await;
+    if let Some(b) = conn.client.blocked.take() {
+        server.unblock_client(id, &b.keys);
     }
-    commands::flush_stats(&server, &mut client);
-    commands::disconnect(&server, &mut client);
+    commands::flush_stats(&server, &mut conn.client);
+    commands::disconnect(&server, &mut conn.client);
     server.clients.remove(&id);
 }
 
-async fn send(server: &Server, stream: &mut TcpStream, out: &mut Reply) -> std::io::Result<()> {
-    if out.is_empty() {
-        return Ok(());
+impl Conn {
+    async fn run(&mut self) -> Result<(), Stop> {
+        loop {
+            self.process_buffer().await?;
+            commands::flush_stats(&self.server, &mut self.client);
+            self.send().await?;
+            if self.client.close_after_reply || self.info.killed.load(Ordering::Acquire) {
+                return Err(Stop::Close);
+            }
+            if self.client.blocked.is_some() {
+                self.wait_unblocked().await?;
+                continue;
+            }
+            self.read_more().await?;
+        }
     }
-    stream.write_all(&out.buf).await?;
-    server
-        .stats
-        .net_output_bytes
-        .fetch_add(out.buf.len() as u64, Ordering::Relaxed);
-    out.buf.clear();
-    if out.buf.capacity() > 1024 * 1024 {
-        out.buf.shrink_to(64 * 1024);
+
+    /// Reads at least one more chunk into the buffer.
+    async fn read_more(&mut self) -> Result<(), Stop> {
+        if self.rbuf.capacity() - self.rbuf.len() < 1024 {
+            self.rbuf.reserve(READ_CHUNK);
+        }
+        let want = self.parser.wanted(self.rbuf.len());
+        if want > self.rbuf.capacity() - self.rbuf.len() {
+            self.rbuf.reserve(want);
+        }
+        loop {
+            tokio::select! {
+                r = self.stream.read_buf(&mut self.rbuf) => match r {
+                    Ok(0) | Err(_) => return Err(Stop::Close),
+                    Ok(n) => {
+                        self.server.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                        break;
+                    }
+                },
+                _ = self.info.wake.notified() => {
+                    if self.info.killed.load(Ordering::Acquire) {
+                        return Err(Stop::Close);
+                    }
+                }
+                _ = self.shutdown.changed() => return Err(Stop::Close),
+            }
+        }
+        if self.rbuf.len() as u64 > self.server.query_buffer_limit.load(Ordering::Relaxed) {
+            tracing::warn!(
+                client = self.info.id,
+                "closing client that reached max query buffer length"
+            );
+            return Err(Stop::Close);
+        }
+        Ok(())
     }
-    Ok(())
+
+    /// Runs every complete command in the buffer (stopping early if one
+    /// blocks the client or closes the connection).
+    async fn process_buffer(&mut self) -> Result<(), Stop> {
+        let limits = Limits {
+            max_bulk_len: self.server.proto_max_bulk_len.load(Ordering::Relaxed) as usize,
+            max_multibulk_len: i32::MAX as usize,
+            authenticated: self.client.authenticated,
+        };
+        while self.client.blocked.is_none() && !self.client.close_after_reply {
+            match self.parser.parse(&self.rbuf, &limits) {
+                Ok(None) => break,
+                Ok(Some(Parsed::Skip { consumed })) => self.rbuf.advance(consumed),
+                Ok(Some(Parsed::Command { consumed })) => {
+                    {
+                        let args = self.parser.args(&self.rbuf);
+                        commands::execute(&self.server, &mut self.client, &mut self.out, &args);
+                    }
+                    self.rbuf.advance(consumed);
+                    if self.info.killed.load(Ordering::Acquire) {
+                        return Err(Stop::Close);
+                    }
+                    if self.out.len() >= FLUSH_AT {
+                        self.send().await?;
+                    }
+                }
+                Err(e) => {
+                    self.out.error(&e.to_string());
+                    tracing::debug!(client = self.info.id, error = %e, "protocol error");
+                    let _ = self.send().await;
+                    return Err(Stop::Close);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits while blocked: reruns the command when woken, replies null on
+    /// timeout. Bytes arriving meanwhile are buffered, not run.
+    async fn wait_unblocked(&mut self) -> Result<(), Stop> {
+        let Some(block) = self.client.blocked.clone() else {
+            return Ok(());
+        };
+        let sleep = async {
+            match block.deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(sleep);
+        let timed_out = loop {
+            if self.rbuf.capacity() - self.rbuf.len() < 1024 {
+                self.rbuf.reserve(READ_CHUNK);
+            }
+            tokio::select! {
+                _ = self.info.wake.notified() => {
+                    if self.info.killed.load(Ordering::Acquire) {
+                        return Err(Stop::Close);
+                    }
+                    break false;
+                }
+                _ = &mut sleep => break true,
+                r = self.stream.read_buf(&mut self.rbuf) => match r {
+                    Ok(0) | Err(_) => return Err(Stop::Close),
+                    Ok(_) => {
+                        if self.rbuf.len() as u64 > self.server.query_buffer_limit.load(Ordering::Relaxed) {
+                            return Err(Stop::Close);
+                        }
+                    }
+                },
+                _ = self.shutdown.changed() => return Err(Stop::Close),
+            }
+        };
+        self.client.blocked = None;
+        self.server.unblock_client(self.info.id, &block.keys);
+        if timed_out {
+            self.out.null_array();
+        } else {
+            let args: Vec<&[u8]> = block.args.iter().map(|a| a.as_slice()).collect();
+            commands::execute(&self.server, &mut self.client, &mut self.out, &args);
+            // Still nothing to take: keep waiting until the original deadline.
+            if let Some(b) = self.client.blocked.as_mut() {
+                b.deadline = block.deadline;
+            }
+        }
+        Ok(())
+    }
+
+    async fn send(&mut self) -> Result<(), Stop> {
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        self.stream
+            .write_all(&self.out.buf)
+            .await
+            .map_err(|_| Stop::Close)?;
+        self.server
+            .stats
+            .net_output_bytes
+            .fetch_add(self.out.buf.len() as u64, Ordering::Relaxed);
+        self.out.buf.clear();
+        if self.out.buf.capacity() > 1024 * 1024 {
+            self.out.buf.shrink_to(64 * 1024);
+        }
+        Ok(())
+    }
 }

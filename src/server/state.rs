@@ -65,6 +65,17 @@ pub struct Stats {
     pub unexpected_error_replies: AtomicU64,
 }
 
+/// What INFO remembers between calls to derive some of its figures.
+#[derive(Debug, Default)]
+pub struct InfoMarks {
+    /// Highest `used_memory` seen (INFO used_memory_peak).
+    pub peak_memory: AtomicU64,
+    /// `expired_keys` at the last CONFIG RESETSTAT.
+    pub expired_at_reset: AtomicU64,
+    /// When and at what `total_commands_processed` ops/sec was last sampled.
+    pub ops_sample: Mutex<Option<(Instant, u64, f64)>>,
+}
+
 /// Everything connections share.
 pub struct Server {
     /// All the data.
@@ -82,6 +93,8 @@ pub struct Server {
     next_client_id: AtomicU64,
     /// Clients blocked on keys (BZPOPMIN, ...).
     pub blocked_clients: AtomicUsize,
+    /// Who waits on which (db, key), in the order they blocked.
+    pub blocked_on: Mutex<HashMap<(usize, bytes::Bytes), Vec<u64>>>,
     /// Counters.
     pub stats: Stats,
     /// Per-command statistics, indexed by command slot.
@@ -108,6 +121,8 @@ pub struct Server {
     pub shutting_down: AtomicBool,
     /// Unique id of this run (INFO run_id).
     pub run_id: String,
+    /// See [`InfoMarks`].
+    pub info_marks: InfoMarks,
 }
 
 impl Server {
@@ -127,6 +142,7 @@ impl Server {
             clients: DashMap::new(),
             next_client_id: AtomicU64::new(1),
             blocked_clients: AtomicUsize::new(0),
+            blocked_on: Mutex::new(HashMap::new()),
             stats: Stats::default(),
             command_stats: (0..table().slots())
                 .map(|_| CommandStat::default())
@@ -142,6 +158,7 @@ impl Server {
             shutdown: tx,
             shutting_down: AtomicBool::new(false),
             run_id,
+            info_marks: InfoMarks::default(),
         })
     }
 
@@ -165,6 +182,45 @@ impl Server {
     pub fn request_shutdown(&self) {
         self.shutting_down.store(true, Ordering::Release);
         let _ = self.shutdown.send(true);
+    }
+
+    /// Registers client `id` as waiting on `keys`. Called by the blocking
+    /// handler while it still holds the keys' shard locks, so no write to
+    /// them can slip between its check and this registration.
+    pub fn block_client(&self, id: u64, keys: &[(usize, bytes::Bytes)]) {
+        let mut m = self.blocked_on.lock();
+        for k in keys {
+            m.entry(k.clone()).or_default().push(id);
+        }
+        self.blocked_clients.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Removes client `id` from the waiters of `keys`.
+    pub fn unblock_client(&self, id: u64, keys: &[(usize, bytes::Bytes)]) {
+        let mut m = self.blocked_on.lock();
+        for k in keys {
+            if let Some(v) = m.get_mut(k) {
+                v.retain(|&c| c != id);
+                if v.is_empty() {
+                    m.remove(k);
+                }
+            }
+        }
+        self.blocked_clients.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Wakes the clients waiting on keys that just changed.
+    pub fn signal_ready(&self, ready: &[(usize, bytes::Bytes)]) {
+        let m = self.blocked_on.lock();
+        for k in ready {
+            if let Some(ids) = m.get(k) {
+                for id in ids {
+                    if let Some(c) = self.clients.get(id) {
+                        c.wake.notify_one();
+                    }
+                }
+            }
+        }
     }
 
     /// Counts an error reply under its code.

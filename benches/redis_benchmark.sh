@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Throughput side by side: redis-server and a release Rostrum, each measured
+# with redis-benchmark (-P 1 and -P 16), printed as one table.
+#
+# Usage: benches/redis_benchmark.sh [-n REQUESTS] [-c CLIENTS] [-t TESTS] [-P "1 16"]
+#   defaults: -n 200000 -c 50 -t ping,set,get,incr -P "1 16"
+# Environment:
+#   ROSTRUM_BIN       use this rostrum binary instead of `cargo build --release`
+#   CARGO_TARGET_DIR  where cargo puts the release build (default: ./target)
+#
+# Both servers listen on free ports on 127.0.0.1 and are stopped on exit,
+# including on Ctrl-C or an error. Run it on an otherwise idle machine: the
+# servers and the benchmark share the CPU.
+set -euo pipefail
+
+requests=200000
+clients=50
+tests=ping,set,get,incr
+pipelines="1 16"
+while getopts "n:c:t:P:h" opt; do
+    case "$opt" in
+        n) requests=$OPTARG ;;
+        c) clients=$OPTARG ;;
+        t) tests=$OPTARG ;;
+        P) pipelines=$OPTARG ;;
+        *) sed -n '2,12p' "$0"; exit 2 ;;
+    esac
+done
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+for tool in redis-server redis-benchmark redis-cli; do
+    command -v "$tool" >/dev/null || { echo "error: $tool is not in PATH" >&2; exit 1; }
+done
+
+if [[ -n "${ROSTRUM_BIN:-}" ]]; then
+    rostrum_bin=$ROSTRUM_BIN
+else
+    echo "building rostrum (release)..." >&2
+    cargo build --release --quiet --manifest-path "$root/Cargo.toml" --bin rostrum
+    rostrum_bin="${CARGO_TARGET_DIR:-$root/target}/release/rostrum"
+fi
+[[ -x "$rostrum_bin" ]] || { echo "error: no rostrum binary at $rostrum_bin" >&2; exit 1; }
+
+work=$(mktemp -d -t rostrum-bench.XXXXXX)
+pids=()
+cleanup() {
+    local pid
+    for pid in "${pids[@]}"; do
+        kill "$pid" 2>/dev/null || true
+    done
+    for pid in "${pids[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# A port nothing listens on (and that the kernel hands out freely).
+free_port() {
+    local port
+    for _ in $(seq 1 100); do
+        port=$((20000 + RANDOM % 40000))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            echo "$port"
+            return 0
+        fi
+    done
+    echo "error: no free port found" >&2
+    return 1
+}
+
+# Waits until the server on $1 (process $2) answers PING, at most 10 s.
+wait_ready() {
+    local port=$1 pid=$2
+    for _ in $(seq 1 200); do
+        kill -0 "$pid" 2>/dev/null || return 1
+        [[ "$(redis-cli -p "$port" PING 2>/dev/null)" == PONG ]] && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+redis_port=$(free_port)
+redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
+    --daemonize no --dir "$work" --logfile "$work/redis.log" &
+pids+=($!)
+wait_ready "$redis_port" "$!" || { echo "error: redis-server did not start" >&2; cat "$work/redis.log" >&2; exit 1; }
+
+rostrum_port=$(free_port)
+(cd "$work" && exec "$rostrum_bin" --port "$rostrum_port" --bind 127.0.0.1 --loglevel warning) \
+    >"$work/rostrum.log" 2>&1 &
+pids+=($!)
+wait_ready "$rostrum_port" "$!" || { echo "error: rostrum did not start" >&2; cat "$work/rostrum.log" >&2; exit 1; }
+
+# Runs redis-benchmark against port $1 with pipeline $2; prints "TEST<TAB>RPS"
+# lines (TEST with " -P n" appended).
+measure() {
+    local port=$1 pipeline=$2 out status=0
+    out=$(redis-benchmark -p "$port" -t "$tests" -n "$requests" -c "$clients" \
+        -P "$pipeline" --csv 2>"$work/bench.err") || status=$?
+    # A failing test (e.g. a command the server lacks) stops redis-benchmark;
+    # report it and keep the rows measured before it.
+    if [[ $status -ne 0 ]] || grep -qiE 'error|warning' "$work/bench.err"; then
+        echo "  redis-benchmark on port $port (-P $pipeline) exited $status:" >&2
+        sed 's/^/    /' "$work/bench.err" >&2
+    fi
+    printf '%s\n' "$out" | awk -F'","' -v p="$pipeline" '
+        NR > 1 && NF > 1 { gsub(/"/, "", $1); gsub(/"/, "", $2); printf "%s -P %s\t%s\n", $1, p, $2 }'
+}
+
+echo "redis-benchmark -t $tests -n $requests -c $clients (redis-server port $redis_port, rostrum port $rostrum_port)" >&2
+for p in $pipelines; do
+    echo "  -P $p: redis-server..." >&2
+    measure "$redis_port" "$p" >>"$work/redis.tsv"
+    echo "  -P $p: rostrum..." >&2
+    measure "$rostrum_port" "$p" >>"$work/rostrum.tsv"
+done
+
+printf '%-26s %14s %14s %8s\n' test "redis rps" "rostrum rps" ratio
+awk -F'\t' '
+    NR == FNR { redis[$1] = $2; order[++n] = $1; next }
+    { rostrum[$1] = $2 }
+    END {
+        for (i = 1; i <= n; i++) {
+            t = order[i]
+            r = redis[t]; q = (t in rostrum) ? rostrum[t] : "-"
+            ratio = (q != "-" && r > 0) ? sprintf("%.2f", q / r) : "-"
+            printf "%-26s %14s %14s %8s\n", t, r, q, ratio
+        }
+    }' "$work/redis.tsv" "$work/rostrum.tsv"

@@ -1,0 +1,519 @@
+//! COMMAND and its subcommands: the command table as clients see it.
+//!
+//! The table knows names, arities, flags, key positions and documentation
+//! lines. ACL categories, key-spec flags and command tips are not in it:
+//! COMMAND INFO derives plausible categories from the flags and group, and
+//! describes each key range as one key spec.
+
+use super::super::args::{is, text};
+use super::super::table::{flags, table, Command, CommandSpec, KeySpec};
+use super::super::Ctx;
+use super::{help, srv};
+use crate::error::{CmdError, CmdResult};
+use crate::protocol::Reply;
+
+use flags::{LOADING, STALE};
+
+const fn sub(
+    name: &'static str,
+    arity: i32,
+    handler: super::Handler,
+    summary: &'static str,
+    since: &'static str,
+    complexity: &'static str,
+) -> CommandSpec {
+    srv(
+        name,
+        arity,
+        LOADING | STALE,
+        handler,
+        summary,
+        since,
+        complexity,
+    )
+}
+
+/// COMMAND, which also runs bare (every command's info).
+pub const COMMAND: CommandSpec = CommandSpec {
+    subcommands: SUBCOMMANDS,
+    ..srv(
+        "command",
+        -1,
+        LOADING | STALE,
+        command,
+        "Get array of Redis command details",
+        "2.8.13",
+        "O(N) where N is the total number of Redis commands",
+    )
+};
+
+const SUBCOMMANDS: &[CommandSpec] = &[
+    sub(
+        "count",
+        2,
+        count,
+        "Get total number of Redis commands",
+        "2.8.13",
+        "O(1)",
+    ),
+    sub(
+        "list",
+        -2,
+        list,
+        "Get an array of Redis command names",
+        "7.0.0",
+        "O(N) where N is the total number of Redis commands",
+    ),
+    sub(
+        "info",
+        -2,
+        info,
+        "Get array of specific Redis command details, or all when no argument is given.",
+        "2.8.13",
+        "O(N) where N is the number of commands to look up",
+    ),
+    sub(
+        "docs",
+        -2,
+        docs,
+        "Get array of specific Redis command documentation",
+        "7.0.0",
+        "O(N) where N is the number of commands to look up",
+    ),
+    sub(
+        "getkeys",
+        -4,
+        getkeys,
+        "Extract keys given a full Redis command",
+        "2.8.13",
+        "O(N) where N is the number of arguments to the command",
+    ),
+    sub(
+        "help",
+        2,
+        command_help,
+        "Show helpful text about the different subcommands",
+        "5.0.0",
+        "O(1)",
+    ),
+];
+
+/// Every top-level command, in table order (stable between calls).
+fn top_level() -> Vec<&'static Command> {
+    let mut v: Vec<&Command> = table().iter().collect();
+    v.sort_by_key(|c| c.id);
+    v
+}
+
+fn subs_of(c: &Command) -> Vec<&Command> {
+    let mut v: Vec<&Command> = c.subs.values().collect();
+    v.sort_by_key(|c| c.id);
+    v
+}
+
+fn command(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
+    let all = top_level();
+    ctx.out.array(all.len());
+    for c in all {
+        write_info(ctx.out, c);
+    }
+    Ok(())
+}
+
+fn count(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
+    ctx.out.int(table().len() as i64);
+    Ok(())
+}
+
+fn info(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    if a.len() == 2 {
+        return command(ctx, a);
+    }
+    ctx.out.array(a.len() - 2);
+    for name in &a[2..] {
+        match table().get_full(name) {
+            Some(c) => write_info(ctx.out, c),
+            None => ctx.out.null(),
+        }
+    }
+    Ok(())
+}
+
+fn docs(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let found: Vec<&Command> = if a.len() == 2 {
+        top_level()
+    } else {
+        a[2..].iter().filter_map(|n| table().get_full(n)).collect()
+    };
+    ctx.out.map(found.len());
+    for c in found {
+        ctx.out.bulk(c.full_name.as_bytes());
+        write_docs(ctx.out, c);
+    }
+    Ok(())
+}
+
+fn list(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let keep: Box<dyn Fn(&Command) -> bool> = match a {
+        [_, _] => Box::new(|_| true),
+        [_, _, by, kind, value] if is(by, "filterby") => {
+            let value = value.to_vec();
+            if is(kind, "module") {
+                Box::new(|_| false)
+            } else if is(kind, "aclcat") {
+                let cat = text(&value).to_ascii_lowercase();
+                Box::new(move |c| acl_categories(c.spec).iter().any(|k| k[1..] == cat))
+            } else if is(kind, "pattern") {
+                Box::new(move |c| {
+                    crate::engine::glob::matches(&value, c.full_name.as_bytes(), true)
+                })
+            } else {
+                return Err(CmdError::Syntax);
+            }
+        }
+        _ => return Err(CmdError::Syntax),
+    };
+    let mut names = Vec::new();
+    for c in top_level() {
+        for c in std::iter::once(c).chain(subs_of(c)) {
+            if keep(c) {
+                names.push(c.full_name.as_str());
+            }
+        }
+    }
+    ctx.out.array(names.len());
+    for n in names {
+        ctx.out.bulk(n.as_bytes());
+    }
+    Ok(())
+}
+
+/// Commands whose keys are all optional (a key count of 0 is valid).
+const NO_MANDATORY_KEYS: &[&str] = &[
+    "eval",
+    "evalsha",
+    "eval_ro",
+    "evalsha_ro",
+    "fcall",
+    "fcall_ro",
+];
+
+fn getkeys(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let args = &a[2..];
+    let t = table();
+    let cmd = match t.lookup(args) {
+        super::super::table::Lookup::Found(c) => c,
+        // A container named alone or with an unknown subcommand: Redis
+        // looks up the container itself, which has no keys.
+        super::super::table::Lookup::UnknownSub(c) | super::super::table::Lookup::MissingSub(c) => {
+            c
+        }
+        super::super::table::Lookup::Unknown => {
+            return Err(CmdError::err("Invalid command specified"))
+        }
+    };
+    if matches!(cmd.spec.keys, KeySpec::None | KeySpec::All) {
+        return Err(CmdError::err("The command has no key arguments"));
+    }
+    if !cmd.spec.arity_ok(args.len()) {
+        return Err(CmdError::err(
+            "Invalid number of arguments specified for command",
+        ));
+    }
+    let idx = cmd.spec.key_indexes(args);
+    if idx.is_empty() && !NO_MANDATORY_KEYS.contains(&cmd.spec.name) {
+        return Err(CmdError::err("Invalid arguments specified for command"));
+    }
+    ctx.out.array(idx.len());
+    for i in idx {
+        ctx.out.bulk(args[i]);
+    }
+    Ok(())
+}
+
+fn command_help(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
+    help(
+        ctx.out,
+        "COMMAND",
+        &[
+            "(no subcommand)",
+            "    Return details about all Redis commands.",
+            "COUNT",
+            "    Return the total number of commands in this Redis server.",
+            "LIST",
+            "    Return a list of all commands in this Redis server.",
+            "INFO [<command-name> ...]",
+            "    Return details about multiple Redis commands.",
+            "    If no command names are given, documentation details for all",
+            "    commands are returned.",
+            "DOCS [<command-name> ...]",
+            "    Return documentation details about multiple Redis commands.",
+            "    If no command names are given, documentation details for all",
+            "    commands are returned.",
+            "GETKEYS <full-command>",
+            "    Return the keys from a full Redis command.",
+        ],
+    );
+    Ok(())
+}
+
+/// Flag names as COMMAND INFO lists them (`movablekeys` in Redis's place,
+/// just before `allow_busy`, the last of [`flags::NAMES`]).
+fn flag_names(spec: &CommandSpec) -> Vec<&'static str> {
+    let mut v = Vec::new();
+    for &(bit, name) in flags::NAMES {
+        if bit == flags::ALLOW_BUSY && matches!(spec.keys, KeySpec::Find(_)) {
+            v.push("movablekeys");
+        }
+        if spec.flags & bit != 0 {
+            v.push(name);
+        }
+    }
+    v
+}
+
+/// ACL categories derived from the flags and the group, in Redis's order.
+fn acl_categories(spec: &CommandSpec) -> Vec<&'static str> {
+    if !spec.subcommands.is_empty() {
+        return vec!["@slow"];
+    }
+    let group_cat = match spec.group {
+        "generic" => Some("@keyspace"),
+        "string" => Some("@string"),
+        "sorted-set" => Some("@sortedset"),
+        "set" => Some("@set"),
+        "bitmap" => Some("@bitmap"),
+        "hash" => Some("@hash"),
+        "list" => Some("@list"),
+        "hyperloglog" => Some("@hyperloglog"),
+        "geo" => Some("@geo"),
+        "stream" => Some("@stream"),
+        "pubsub" => Some("@pubsub"),
+        "connection" => Some("@connection"),
+        "transactions" => Some("@transaction"),
+        "scripting" => Some("@scripting"),
+        _ => None,
+    };
+    let has = |f| spec.has(f);
+    let admin = has(flags::ADMIN);
+    let order: [(&str, bool); 21] = [
+        ("@keyspace", false),
+        ("@read", has(flags::READONLY)),
+        ("@write", has(flags::WRITE)),
+        ("@set", false),
+        ("@sortedset", false),
+        ("@list", false),
+        ("@hash", false),
+        ("@string", false),
+        ("@bitmap", false),
+        ("@hyperloglog", false),
+        ("@geo", false),
+        ("@stream", false),
+        ("@pubsub", has(flags::PUBSUB)),
+        ("@admin", admin),
+        ("@fast", has(flags::FAST)),
+        ("@slow", !has(flags::FAST)),
+        ("@blocking", has(flags::BLOCKING)),
+        ("@dangerous", admin),
+        ("@connection", false),
+        ("@transaction", false),
+        ("@scripting", false),
+    ];
+    order
+        .iter()
+        .filter(|(name, on)| *on || group_cat == Some(*name))
+        .map(|(name, _)| *name)
+        .collect()
+}
+
+/// The legacy (first key, last key, step) triple.
+fn key_range(spec: &CommandSpec) -> (i64, i64, i64) {
+    match spec.keys {
+        KeySpec::Range { first, last, step } => (first as i64, last as i64, step as i64),
+        _ => (0, 0, 0),
+    }
+}
+
+/// One COMMAND INFO entry.
+fn write_info(out: &mut Reply, c: &Command) {
+    let spec = c.spec;
+    out.array(10);
+    out.bulk(c.full_name.as_bytes());
+    out.int(spec.arity as i64);
+    let names = flag_names(spec);
+    out.set(names.len());
+    for n in names {
+        out.simple(n.as_bytes());
+    }
+    let (first, last, step) = key_range(spec);
+    out.int(first);
+    out.int(last);
+    out.int(step);
+    let cats = acl_categories(spec);
+    out.set(cats.len());
+    for cat in cats {
+        out.simple(cat.as_bytes());
+    }
+    out.set(0); // tips
+    write_key_specs(out, spec);
+    let subs = subs_of(c);
+    if subs.is_empty() {
+        out.set(0);
+    } else {
+        out.array(subs.len());
+        for s in subs {
+            write_info(out, s);
+        }
+    }
+}
+
+fn write_key_specs(out: &mut Reply, spec: &CommandSpec) {
+    let access: &[&str] = if spec.has(flags::WRITE) {
+        &["RW", "update"]
+    } else {
+        &["RO", "access"]
+    };
+    let write_flags = |out: &mut Reply| {
+        out.bulk(b"flags");
+        out.set(access.len());
+        for f in access {
+            out.simple(f.as_bytes());
+        }
+    };
+    match spec.keys {
+        KeySpec::None | KeySpec::All => out.set(0),
+        KeySpec::Range { first, last, step } => {
+            out.set(1);
+            out.map(3);
+            write_flags(out);
+            out.bulk(b"begin_search");
+            out.map(2);
+            out.bulk(b"type");
+            out.bulk(b"index");
+            out.bulk(b"spec");
+            out.map(1);
+            out.bulk(b"index");
+            out.int(first as i64);
+            out.bulk(b"find_keys");
+            out.map(2);
+            out.bulk(b"type");
+            out.bulk(b"range");
+            out.bulk(b"spec");
+            out.map(3);
+            out.bulk(b"lastkey");
+            out.int(if last < 0 { last } else { last - first } as i64);
+            out.bulk(b"keystep");
+            out.int(step as i64);
+            out.bulk(b"limit");
+            out.int(0);
+        }
+        KeySpec::Find(_) => {
+            out.set(1);
+            out.map(3);
+            write_flags(out);
+            for part in ["begin_search", "find_keys"] {
+                out.bulk(part.as_bytes());
+                out.map(2);
+                out.bulk(b"type");
+                out.bulk(b"unknown");
+                out.bulk(b"spec");
+                out.map(0);
+            }
+        }
+    }
+}
+
+/// One COMMAND DOCS entry (the value under the command's name).
+fn write_docs(out: &mut Reply, c: &Command) {
+    let spec = c.spec;
+    let subs = subs_of(c);
+    out.map(4 + usize::from(!subs.is_empty()));
+    for (k, v) in [
+        ("summary", spec.summary),
+        ("since", spec.since),
+        ("group", spec.group),
+        ("complexity", spec.complexity),
+    ] {
+        out.bulk(k.as_bytes());
+        out.bulk(v.as_bytes());
+    }
+    if !subs.is_empty() {
+        out.bulk(b"subcommands");
+        out.map(subs.len());
+        for s in subs {
+            out.bulk(s.full_name.as_bytes());
+            write_docs(out, s);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn categories_follow_flags_and_group() {
+        let get = table().get(b"dbsize").map(|c| c.spec);
+        let cats = get.map(acl_categories).unwrap_or_default();
+        assert_eq!(cats, vec!["@read", "@fast"]);
+        let flush = table().get(b"flushall").map(|c| c.spec);
+        assert_eq!(
+            flush.map(acl_categories).unwrap_or_default(),
+            vec!["@write", "@slow"]
+        );
+    }
+
+    /// The length of the one RESP2/RESP3 frame at the start of `b`.
+    /// (redis-protocol's decoder refuses sets of maps, which key specs are.)
+    fn frame_len(b: &[u8]) -> Option<usize> {
+        let eol = b.windows(2).position(|w| w == b"\r\n")?;
+        let head = std::str::from_utf8(b.get(1..eol)?).ok()?;
+        let after = eol + 2;
+        let items = |n: usize, b: &[u8]| {
+            let mut at = after;
+            for _ in 0..n {
+                at += frame_len(b.get(at..)?)?;
+            }
+            Some(at)
+        };
+        match b.first()? {
+            b'+' | b'-' | b':' | b',' | b'#' | b'_' => Some(after),
+            b'$' | b'=' => {
+                let n: i64 = head.parse().ok()?;
+                if n < 0 {
+                    return Some(after);
+                }
+                let end = after + n as usize;
+                (b.get(end..end + 2)? == b"\r\n").then_some(end + 2)
+            }
+            b'*' | b'~' => items(head.parse().ok()?, b),
+            b'%' => items(2 * head.parse::<usize>().ok()?, b),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn every_command_writes_valid_info_and_docs() {
+        for resp3 in [false, true] {
+            let mut out = Reply::new(resp3);
+            for c in top_level() {
+                write_info(&mut out, c);
+                write_docs(&mut out, c);
+            }
+            let mut rest = &out.buf[..];
+            let mut n = 0;
+            while !rest.is_empty() {
+                let used = frame_len(rest).unwrap_or(0);
+                assert!(used > 0, "invalid frame after {n} frames");
+                if !resp3 {
+                    // An independent decoder agrees in RESP2.
+                    let decoded = redis_protocol::resp2::decode::decode(rest);
+                    assert_eq!(decoded.ok().flatten().map(|(_, u)| u), Some(used));
+                }
+                rest = &rest[used..];
+                n += 1;
+            }
+            assert_eq!(n, 2 * table().len());
+        }
+    }
+}

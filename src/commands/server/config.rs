@@ -1,0 +1,179 @@
+//! CONFIG GET / SET / RESETSTAT / REWRITE / HELP. The parameters themselves
+//! (names, syntax, defaults) live in `server::config`.
+
+use std::sync::atomic::Ordering;
+
+use super::super::args::text;
+use super::super::Ctx;
+use super::{help, srv};
+use crate::error::{CmdError, CmdResult};
+use crate::server::config::SetError;
+use crate::server::Server;
+
+use super::super::table::{flags::*, CommandSpec};
+
+const ADMIN_FLAGS: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
+
+/// CONFIG's subcommands.
+pub const SUBCOMMANDS: &[CommandSpec] = &[
+    srv(
+        "get",
+        -3,
+        ADMIN_FLAGS,
+        get,
+        "Get the values of configuration parameters",
+        "2.0.0",
+        "O(N) when N is the number of configuration parameters provided",
+    ),
+    srv(
+        "set",
+        -4,
+        ADMIN_FLAGS,
+        set,
+        "Set configuration parameters to the given values",
+        "2.0.0",
+        "O(N) when N is the number of configuration parameters provided",
+    ),
+    srv(
+        "resetstat",
+        2,
+        ADMIN_FLAGS,
+        resetstat,
+        "Reset the stats returned by INFO",
+        "2.0.0",
+        "O(1)",
+    ),
+    srv(
+        "rewrite",
+        2,
+        ADMIN_FLAGS,
+        rewrite,
+        "Rewrite the configuration file with the in memory configuration",
+        "2.8.0",
+        "O(1)",
+    ),
+    srv(
+        "help",
+        2,
+        LOADING | STALE,
+        config_help,
+        "Show helpful text about the different subcommands",
+        "5.0.0",
+        "O(1)",
+    ),
+];
+
+fn get(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let found = ctx.server.config.read().get_matching(&a[2..]);
+    ctx.out.map(found.len());
+    for (name, value) in found {
+        ctx.out.bulk(name.as_bytes());
+        ctx.out.bulk(value.as_bytes());
+    }
+    Ok(())
+}
+
+fn set(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    if !a.len().is_multiple_of(2) {
+        return Err(CmdError::Syntax);
+    }
+    let owned: Vec<(String, String)> = a[2..].chunks(2).map(|p| (text(p[0]), text(p[1]))).collect();
+    let pairs: Vec<(&str, &str)> = owned
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    let result = ctx.server.config.write().set_many(&pairs);
+    match result {
+        Ok(()) => {
+            ctx.server.refresh_hot_config();
+            ctx.out.ok();
+            Ok(())
+        }
+        Err(SetError::Unknown(name)) => Err(CmdError::err(format!(
+            "Unknown option or number of arguments for CONFIG SET - '{name}'"
+        ))),
+        Err(SetError::Failed(name, why)) => Err(CmdError::err(format!(
+            "CONFIG SET failed (possibly related to argument '{name}') - {why}"
+        ))),
+    }
+}
+
+/// Zeroes the counters INFO reports (command and error statistics, the
+/// stats section), as CONFIG RESETSTAT does. `expired_now` is the keyspace's
+/// expired-keys count, from which INFO's `expired_keys` starts again.
+pub fn reset_stats(server: &Server, expired_now: u64) {
+    for s in &server.command_stats {
+        s.calls.store(0, Ordering::Relaxed);
+        s.usec.store(0, Ordering::Relaxed);
+        s.failed.store(0, Ordering::Relaxed);
+        s.rejected.store(0, Ordering::Relaxed);
+    }
+    server.error_stats.lock().clear();
+    let st = &server.stats;
+    for c in [
+        &st.connections_received,
+        &st.commands_processed,
+        &st.rejected_connections,
+        &st.keyspace_hits,
+        &st.keyspace_misses,
+        &st.net_input_bytes,
+        &st.net_output_bytes,
+        &st.total_error_replies,
+        &st.unexpected_error_replies,
+    ] {
+        c.store(0, Ordering::Relaxed);
+    }
+    let marks = &server.info_marks;
+    marks.expired_at_reset.store(expired_now, Ordering::Relaxed);
+    *marks.ops_sample.lock() = None;
+}
+
+fn resetstat(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
+    let expired = super::expired_keys(ctx);
+    reset_stats(ctx.server, expired);
+    ctx.out.ok();
+    Ok(())
+}
+
+fn rewrite(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
+    let Some(path) = ctx.server.config_file.as_deref() else {
+        return Err(CmdError::err("The server is running without a config file"));
+    };
+    let fail = |e: std::io::Error| CmdError::err(format!("Rewriting config file: {e}"));
+    // A vanished file is rewritten from scratch, as Redis does.
+    let original = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(fail(e)),
+    };
+    let text = ctx.server.config.read().rewrite(&original);
+    // Write beside the file, then rename over it: never a half-written file.
+    let tmp = format!("{path}.rewrite-{}", std::process::id());
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            fail(e)
+        })?;
+    tracing::info!("CONFIG REWRITE executed with success.");
+    ctx.out.ok();
+    Ok(())
+}
+
+fn config_help(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
+    help(
+        ctx.out,
+        "CONFIG",
+        &[
+            "GET <pattern>",
+            "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>",
+            "    Set the configuration <directive> to <value>.",
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+            "REWRITE",
+            "    Rewrite the configuration file.",
+        ],
+    );
+    Ok(())
+}

@@ -1,0 +1,614 @@
+//! INFO: the server's state as `field:value` lines grouped in sections, with
+//! Redis 7.0's section and field names. Figures Rostrum has no counterpart
+//! for (RDB, replication, forks, defrag, ...) are reported as an idle Redis
+//! master would report them.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use super::super::table::{flags::*, table, CommandSpec};
+use super::super::Ctx;
+use super::srv;
+use crate::commands::connection::REDIS_VERSION;
+use crate::error::CmdResult;
+use crate::server::state::{unix_ms, unix_us};
+use crate::server::Server;
+
+/// INFO [section ...].
+pub const INFO: CommandSpec = srv(
+    "info",
+    -1,
+    LOADING | STALE,
+    info,
+    "Get information and statistics about the server",
+    "1.0.0",
+    "O(1)",
+);
+
+/// Every section in output order: (name, header, in the default set).
+const SECTIONS: &[(&str, &str, bool)] = &[
+    ("server", "Server", true),
+    ("clients", "Clients", true),
+    ("memory", "Memory", true),
+    ("persistence", "Persistence", true),
+    ("stats", "Stats", true),
+    ("replication", "Replication", true),
+    ("cpu", "CPU", true),
+    ("modules", "Modules", true),
+    ("commandstats", "Commandstats", false),
+    ("errorstats", "Errorstats", true),
+    ("latencystats", "Latencystats", false),
+    ("cluster", "Cluster", true),
+    ("keyspace", "Keyspace", true),
+];
+
+fn info(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let mut wanted = [false; SECTIONS.len()];
+    if a.len() == 1 {
+        for (w, s) in wanted.iter_mut().zip(SECTIONS) {
+            *w = s.2;
+        }
+    }
+    for arg in &a[1..] {
+        let arg = String::from_utf8_lossy(arg).to_ascii_lowercase();
+        for (w, s) in wanted.iter_mut().zip(SECTIONS) {
+            *w |= match arg.as_str() {
+                "all" | "everything" => true,
+                "default" => s.2,
+                name => name == s.0,
+            };
+        }
+    }
+    let mut text = String::new();
+    for (i, (name, header, _)) in SECTIONS.iter().enumerate() {
+        if !wanted[i] {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str("\r\n");
+        }
+        let _ = write!(text, "# {header}\r\n");
+        section(ctx, name, &mut text);
+    }
+    ctx.out.verbatim(text.as_bytes());
+    Ok(())
+}
+
+/// Appends `name:value\r\n` lines.
+struct Lines<'a>(&'a mut String);
+
+impl Lines<'_> {
+    fn put(&mut self, name: &str, value: impl std::fmt::Display) {
+        let _ = write!(self.0, "{name}:{value}\r\n");
+    }
+}
+
+fn section(ctx: &Ctx, name: &str, text: &mut String) {
+    let mut l = Lines(text);
+    let server = ctx.server;
+    match name {
+        "server" => server_section(server, &mut l),
+        "clients" => clients_section(server, &mut l),
+        "memory" => memory_section(server, &mut l),
+        "persistence" => persistence_section(server, &mut l),
+        "stats" => stats_section(ctx, &mut l),
+        "replication" => replication_section(server, &mut l),
+        "cpu" => cpu_section(&mut l),
+        "commandstats" => commandstats_section(server, &mut l),
+        "errorstats" => {
+            let mut errors: Vec<(String, u64)> = server
+                .error_stats
+                .lock()
+                .iter()
+                .map(|(k, v)| (k.clone(), *v))
+                .collect();
+            errors.sort();
+            for (code, n) in errors {
+                l.put(&format!("errorstat_{code}"), format!("count={n}"));
+            }
+        }
+        "cluster" => l.put("cluster_enabled", 0),
+        "keyspace" => keyspace_section(ctx, &mut l),
+        // modules, latencystats: Rostrum has none to report.
+        _ => {}
+    }
+}
+
+fn server_section(server: &Server, l: &mut Lines) {
+    let uptime = server.started.elapsed().as_secs();
+    let config = server.config.read();
+    l.put("redis_version", REDIS_VERSION);
+    l.put("rostrum_version", env!("CARGO_PKG_VERSION"));
+    l.put("redis_git_sha1", "00000000");
+    l.put("redis_git_dirty", 0);
+    l.put("redis_build_id", "0");
+    l.put("redis_mode", "standalone");
+    l.put("os", os_name());
+    l.put("arch_bits", usize::BITS);
+    l.put("monotonic_clock", "POSIX clock_gettime");
+    l.put("multiplexing_api", "epoll");
+    l.put("atomicvar_api", "c11-builtin");
+    l.put("gcc_version", "0.0.0");
+    l.put("process_id", std::process::id());
+    l.put("process_supervised", "no");
+    l.put("run_id", &server.run_id);
+    l.put("tcp_port", server.port.load(Ordering::Relaxed));
+    l.put("server_time_usec", unix_us());
+    l.put("uptime_in_seconds", uptime);
+    l.put("uptime_in_days", uptime / 86400);
+    l.put("hz", config.hz);
+    l.put("configured_hz", config.hz);
+    l.put("lru_clock", (unix_ms() / 1000) & ((1 << 24) - 1));
+    l.put(
+        "executable",
+        std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+    );
+    l.put(
+        "config_file",
+        server
+            .config_file
+            .as_deref()
+            .map(|p| {
+                std::fs::canonicalize(p)
+                    .map(|a| a.display().to_string())
+                    .unwrap_or_else(|_| p.to_string())
+            })
+            .unwrap_or_default(),
+    );
+    l.put("io_threads_active", 0);
+}
+
+/// `Linux <release> <machine>`, as Redis prints uname.
+fn os_name() -> String {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let os = match std::env::consts::OS {
+        "linux" => "Linux",
+        "macos" => "Darwin",
+        other => other,
+    };
+    format!("{os} {} {}", release.trim(), std::env::consts::ARCH)
+}
+
+fn clients_section(server: &Server, l: &mut Lines) {
+    let (mut max_in, mut max_out) = (0, 0);
+    for c in server.clients.iter() {
+        max_in = max_in.max(c.qbuf.load(Ordering::Relaxed));
+        max_out = max_out.max(c.obuf.load(Ordering::Relaxed));
+    }
+    l.put("connected_clients", server.clients.len());
+    l.put("cluster_connections", 0);
+    l.put("maxclients", server.config.read().maxclients);
+    l.put("client_recent_max_input_buffer", max_in);
+    l.put("client_recent_max_output_buffer", max_out);
+    l.put(
+        "blocked_clients",
+        server.blocked_clients.load(Ordering::Relaxed),
+    );
+    l.put("tracking_clients", 0);
+    l.put("clients_in_timeout_table", 0);
+}
+
+/// The process's memory figures, from jemalloc and /proc.
+pub struct MemoryFigures {
+    /// Bytes allocated by the application (jemalloc `stats.allocated`).
+    pub allocated: u64,
+    /// Bytes in active pages (jemalloc `stats.active`).
+    pub active: u64,
+    /// Bytes in resident allocator pages (jemalloc `stats.resident`).
+    pub resident: u64,
+    /// Resident set size of the process.
+    pub rss: u64,
+    /// Highest `allocated` seen.
+    pub peak: u64,
+    /// Allocated at start-up (not measured: 0).
+    pub startup: u64,
+}
+
+impl MemoryFigures {
+    /// Reads the current figures and updates the recorded peak.
+    pub fn read(server: &Server) -> Self {
+        use tikv_jemalloc_ctl::{epoch, stats};
+        // The statistics are cached until the epoch advances.
+        let _ = epoch::advance();
+        let allocated = stats::allocated::read().unwrap_or(0) as u64;
+        let active = stats::active::read().unwrap_or(0) as u64;
+        let resident = stats::resident::read().unwrap_or(0) as u64;
+        let peak = server
+            .info_marks
+            .peak_memory
+            .fetch_max(allocated, Ordering::Relaxed)
+            .max(allocated);
+        MemoryFigures {
+            allocated,
+            active,
+            resident,
+            rss: proc_kb("/proc/self/status", "VmRSS:") * 1024,
+            peak,
+            startup: 0,
+        }
+    }
+}
+
+/// A `Name: N kB` line of a /proc file, in kB (0 when absent).
+fn proc_kb(path: &str, field: &str) -> u64 {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix(field))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Bytes as Redis's `bytesToHuman` prints them (`967.55K`, `0B`).
+pub fn human(n: u64) -> String {
+    const UNITS: [(&str, f64); 5] = [
+        ("K", 1024.0),
+        ("M", 1048576.0),
+        ("G", 1073741824.0),
+        ("T", 1099511627776.0),
+        ("P", 1125899906842624.0),
+    ];
+    if n < 1024 {
+        return format!("{n}B");
+    }
+    let d = n as f64;
+    for (i, (unit, size)) in UNITS.iter().enumerate() {
+        let next = UNITS.get(i + 1).map_or(f64::INFINITY, |u| u.1);
+        if d < next {
+            return format!("{:.2}{unit}", d / size);
+        }
+    }
+    format!("{n}B")
+}
+
+fn memory_section(server: &Server, l: &mut Lines) {
+    let m = MemoryFigures::read(server);
+    let (maxmemory, policy) = {
+        let c = server.config.read();
+        (c.maxmemory, c.maxmemory_policy.clone())
+    };
+    let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+    let total_system = proc_kb("/proc/meminfo", "MemTotal:") * 1024;
+    let dataset = m.allocated.saturating_sub(m.startup);
+    l.put("used_memory", m.allocated);
+    l.put("used_memory_human", human(m.allocated));
+    l.put("used_memory_rss", m.rss);
+    l.put("used_memory_rss_human", human(m.rss));
+    l.put("used_memory_peak", m.peak);
+    l.put("used_memory_peak_human", human(m.peak));
+    l.put(
+        "used_memory_peak_perc",
+        format!("{:.2}%", 100.0 * ratio(m.allocated, m.peak)),
+    );
+    l.put("used_memory_overhead", m.startup);
+    l.put("used_memory_startup", m.startup);
+    l.put("used_memory_dataset", dataset);
+    l.put(
+        "used_memory_dataset_perc",
+        format!("{:.2}%", 100.0 * ratio(dataset, m.allocated)),
+    );
+    l.put("allocator_allocated", m.allocated);
+    l.put("allocator_active", m.active);
+    l.put("allocator_resident", m.resident);
+    l.put("total_system_memory", total_system);
+    l.put("total_system_memory_human", human(total_system));
+    for name in [
+        "used_memory_lua",
+        "used_memory_vm_eval",
+        "used_memory_lua_human",
+        "used_memory_scripts_eval",
+        "number_of_cached_scripts",
+        "number_of_functions",
+        "number_of_libraries",
+        "used_memory_vm_functions",
+        "used_memory_vm_total",
+        "used_memory_vm_total_human",
+        "used_memory_functions",
+        "used_memory_scripts",
+        "used_memory_scripts_human",
+    ] {
+        if name.ends_with("_human") {
+            l.put(name, "0B");
+        } else {
+            l.put(name, 0);
+        }
+    }
+    l.put("maxmemory", maxmemory);
+    l.put("maxmemory_human", human(maxmemory));
+    l.put("maxmemory_policy", policy);
+    l.put(
+        "allocator_frag_ratio",
+        format!("{:.2}", ratio(m.active, m.allocated)),
+    );
+    l.put("allocator_frag_bytes", m.active.saturating_sub(m.allocated));
+    l.put(
+        "allocator_rss_ratio",
+        format!("{:.2}", ratio(m.resident, m.active)),
+    );
+    l.put("allocator_rss_bytes", m.resident.saturating_sub(m.active));
+    l.put(
+        "rss_overhead_ratio",
+        format!("{:.2}", ratio(m.rss, m.resident)),
+    );
+    l.put("rss_overhead_bytes", m.rss.saturating_sub(m.resident));
+    l.put(
+        "mem_fragmentation_ratio",
+        format!("{:.2}", ratio(m.rss, m.allocated)),
+    );
+    l.put("mem_fragmentation_bytes", m.rss.saturating_sub(m.allocated));
+    for name in [
+        "mem_not_counted_for_evict",
+        "mem_replication_backlog",
+        "mem_total_replication_buffers",
+        "mem_clients_slaves",
+        "mem_clients_normal",
+        "mem_cluster_links",
+        "mem_aof_buffer",
+    ] {
+        l.put(name, 0);
+    }
+    l.put("mem_allocator", "jemalloc-5.3.0");
+    l.put("active_defrag_running", 0);
+    l.put("lazyfree_pending_objects", 0);
+    l.put("lazyfreed_objects", 0);
+}
+
+fn persistence_section(server: &Server, l: &mut Lines) {
+    let aof = server.config.read().appendonly;
+    for name in [
+        "loading",
+        "async_loading",
+        "current_cow_peak",
+        "current_cow_size",
+        "current_cow_size_age",
+    ] {
+        l.put(name, 0);
+    }
+    l.put("current_fork_perc", "0.00");
+    l.put("current_save_keys_processed", 0);
+    l.put("current_save_keys_total", 0);
+    // Rostrum keeps no RDB change counter: reported as nothing unsaved.
+    l.put("rdb_changes_since_last_save", 0);
+    l.put("rdb_bgsave_in_progress", 0);
+    l.put(
+        "rdb_last_save_time",
+        server.lastsave.load(Ordering::Relaxed),
+    );
+    l.put("rdb_last_bgsave_status", "ok");
+    l.put("rdb_last_bgsave_time_sec", -1);
+    l.put("rdb_current_bgsave_time_sec", -1);
+    l.put("rdb_saves", 0);
+    l.put("rdb_last_cow_size", 0);
+    l.put("rdb_last_load_keys_expired", 0);
+    l.put("rdb_last_load_keys_loaded", 0);
+    l.put("aof_enabled", u8::from(aof));
+    l.put("aof_rewrite_in_progress", 0);
+    l.put("aof_rewrite_scheduled", 0);
+    l.put("aof_last_rewrite_time_sec", -1);
+    l.put("aof_current_rewrite_time_sec", -1);
+    l.put("aof_last_bgrewrite_status", "ok");
+    l.put("aof_rewrites", 0);
+    l.put("aof_rewrites_consecutive_failures", 0);
+    l.put("aof_last_write_status", "ok");
+    l.put("aof_last_cow_size", 0);
+    l.put("module_fork_in_progress", 0);
+    l.put("module_fork_last_cow_size", 0);
+}
+
+/// Commands per second since the previous sample (at least 100 ms ago),
+/// Redis's `instantaneous_ops_per_sec` without its background sampler.
+fn ops_per_sec(server: &Server, processed: u64) -> u64 {
+    let mut sample = server.info_marks.ops_sample.lock();
+    let now = Instant::now();
+    let rate = match *sample {
+        Some((at, count, rate)) => {
+            let secs = now.duration_since(at).as_secs_f64();
+            if secs < 0.1 {
+                return rate as u64;
+            }
+            processed.saturating_sub(count) as f64 / secs
+        }
+        None => 0.0,
+    };
+    *sample = Some((now, processed, rate));
+    rate.round() as u64
+}
+
+fn stats_section(ctx: &Ctx, l: &mut Lines) {
+    let server = ctx.server;
+    let st = &server.stats;
+    let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    let processed = get(&st.commands_processed);
+    let expired = super::expired_keys(ctx)
+        .saturating_sub(server.info_marks.expired_at_reset.load(Ordering::Relaxed));
+    l.put("total_connections_received", get(&st.connections_received));
+    l.put("total_commands_processed", processed);
+    l.put("instantaneous_ops_per_sec", ops_per_sec(server, processed));
+    l.put("total_net_input_bytes", get(&st.net_input_bytes));
+    l.put("total_net_output_bytes", get(&st.net_output_bytes));
+    l.put("total_net_repl_input_bytes", 0);
+    l.put("total_net_repl_output_bytes", 0);
+    for name in [
+        "instantaneous_input_kbps",
+        "instantaneous_output_kbps",
+        "instantaneous_input_repl_kbps",
+        "instantaneous_output_repl_kbps",
+    ] {
+        l.put(name, "0.00");
+    }
+    l.put("rejected_connections", get(&st.rejected_connections));
+    l.put("sync_full", 0);
+    l.put("sync_partial_ok", 0);
+    l.put("sync_partial_err", 0);
+    l.put("expired_keys", expired);
+    l.put("expired_stale_perc", "0.00");
+    for name in [
+        "expired_time_cap_reached_count",
+        "expire_cycle_cpu_milliseconds",
+        "evicted_keys",
+        "evicted_clients",
+        "total_eviction_exceeded_time",
+        "current_eviction_exceeded_time",
+    ] {
+        l.put(name, 0);
+    }
+    l.put("keyspace_hits", get(&st.keyspace_hits));
+    l.put("keyspace_misses", get(&st.keyspace_misses));
+    for name in [
+        "pubsub_channels",
+        "pubsub_patterns",
+        "pubsubshard_channels",
+        "latest_fork_usec",
+        "total_forks",
+        "migrate_cached_sockets",
+        "slave_expires_tracked_keys",
+        "active_defrag_hits",
+        "active_defrag_misses",
+        "active_defrag_key_hits",
+        "active_defrag_key_misses",
+        "total_active_defrag_time",
+        "current_active_defrag_time",
+        "tracking_total_keys",
+        "tracking_total_items",
+        "tracking_total_prefixes",
+    ] {
+        l.put(name, 0);
+    }
+    l.put(
+        "unexpected_error_replies",
+        get(&st.unexpected_error_replies),
+    );
+    l.put("total_error_replies", get(&st.total_error_replies));
+    l.put("dump_payload_sanitizations", 0);
+    l.put("total_reads_processed", 0);
+    l.put("total_writes_processed", 0);
+    l.put("io_threaded_reads_processed", 0);
+    l.put("io_threaded_writes_processed", 0);
+    l.put("reply_buffer_shrinks", 0);
+    l.put("reply_buffer_expands", 0);
+}
+
+fn replication_section(server: &Server, l: &mut Lines) {
+    let backlog = server
+        .config
+        .read()
+        .get_matching(&[b"repl-backlog-size"])
+        .pop()
+        .map(|(_, v)| v)
+        .unwrap_or_default();
+    // A replication id distinct from the run id, stable for the run.
+    let replid: String = server.run_id.chars().rev().collect();
+    l.put("role", "master");
+    l.put("connected_slaves", 0);
+    l.put("master_failover_state", "no-failover");
+    l.put("master_replid", replid);
+    l.put("master_replid2", "0".repeat(40));
+    l.put("master_repl_offset", 0);
+    l.put("second_repl_offset", -1);
+    l.put("repl_backlog_active", 0);
+    l.put("repl_backlog_size", backlog);
+    l.put("repl_backlog_first_byte_offset", 0);
+    l.put("repl_backlog_histlen", 0);
+}
+
+/// (user, system) CPU seconds of a /proc `stat` file, and of its waited-for
+/// children.
+fn cpu_times(path: &str) -> ((f64, f64), (f64, f64)) {
+    // Clock ticks per second as the kernel reports them to user space.
+    const TICKS: f64 = 100.0;
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    // Fields after the command name (which may hold spaces), from `state`.
+    let rest = text.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|w| w.parse().unwrap_or(0.0))
+        .collect();
+    let at = |i: usize| f.get(i).copied().unwrap_or(0.0) / TICKS;
+    // utime, stime, cutime, cstime are fields 14-17 of stat (11-14 here).
+    ((at(11), at(12)), (at(13), at(14)))
+}
+
+fn cpu_section(l: &mut Lines) {
+    let ((user, sys), (cuser, csys)) = cpu_times("/proc/self/stat");
+    let main = format!("/proc/self/task/{}/stat", std::process::id());
+    let ((muser, msys), _) = cpu_times(&main);
+    l.put("used_cpu_sys", format!("{sys:.6}"));
+    l.put("used_cpu_user", format!("{user:.6}"));
+    l.put("used_cpu_sys_children", format!("{csys:.6}"));
+    l.put("used_cpu_user_children", format!("{cuser:.6}"));
+    l.put("used_cpu_sys_main_thread", format!("{msys:.6}"));
+    l.put("used_cpu_user_main_thread", format!("{muser:.6}"));
+}
+
+fn commandstats_section(server: &Server, l: &mut Lines) {
+    for c in table().all_slots() {
+        let Some(s) = server.command_stats.get(c.id) else {
+            continue;
+        };
+        let calls = s.calls.load(Ordering::Relaxed);
+        let usec = s.usec.load(Ordering::Relaxed);
+        let failed = s.failed.load(Ordering::Relaxed);
+        let rejected = s.rejected.load(Ordering::Relaxed);
+        if calls == 0 && failed == 0 && rejected == 0 {
+            continue;
+        }
+        let per_call = if calls == 0 {
+            0.0
+        } else {
+            usec as f64 / calls as f64
+        };
+        l.put(
+            &format!("cmdstat_{}", c.full_name),
+            format!(
+                "calls={calls},usec={usec},usec_per_call={per_call:.2},rejected_calls={rejected},failed_calls={failed}"
+            ),
+        );
+    }
+}
+
+fn keyspace_section(ctx: &Ctx, l: &mut Lines) {
+    let mut dbs: Vec<(usize, usize)> = Vec::new();
+    super::for_each_shard(ctx, |s| {
+        for (i, d) in s.dbs.iter().enumerate() {
+            if dbs.len() <= i {
+                dbs.resize(i + 1, (0, 0));
+            }
+            dbs[i].0 += d.len();
+            dbs[i].1 += d.expires_len();
+        }
+    });
+    for (i, (keys, expires)) in dbs.into_iter().enumerate() {
+        if keys > 0 {
+            l.put(
+                &format!("db{i}"),
+                format!("keys={keys},expires={expires},avg_ttl=0"),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human(0), "0B");
+        assert_eq!(human(1023), "1023B");
+        assert_eq!(human(990776), "967.55K");
+        assert_eq!(human(6823936), "6.51M");
+        assert_eq!(human(25276514304), "23.54G");
+    }
+
+    #[test]
+    fn own_cpu_times_parse() {
+        let ((user, sys), _) = cpu_times("/proc/self/stat");
+        assert!(user >= 0.0 && sys >= 0.0);
+        assert_eq!(cpu_times("/nonexistent"), ((0.0, 0.0), (0.0, 0.0)));
+    }
+}

@@ -1,0 +1,217 @@
+//! Redis's own tools against Rostrum: redis-cli in argv mode, with commands
+//! on stdin and in `--pipe` mass insertion, and redis-benchmark. Expected
+//! outputs are what the tools print against redis-server 7.0.15.
+//!
+//! A tool missing from PATH skips its test with a notice, unless the
+//! environment variable CI is set, in which case the test fails.
+mod common;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::TestServer;
+
+/// The tool's path, or `None` (after a notice) when it is absent outside CI.
+fn tool(name: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
+            panic!("{name} is not in PATH (CI is set, so this is a failure)");
+        }
+        println!("skipping: {name} is not in PATH");
+    }
+    found
+}
+
+/// Runs `cmd` with `stdin`, killing it if it runs longer than `limit`.
+fn run(cmd: &mut Command, stdin: &[u8], limit: Duration) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tool");
+    let mut input = child.stdin.take().expect("stdin");
+    let stdin = stdin.to_vec();
+    let feeder = std::thread::spawn(move || {
+        let _ = input.write_all(&stdin);
+    });
+    let deadline = Instant::now() + limit;
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = feeder.join();
+    child.wait_with_output().expect("output")
+}
+
+/// `redis-cli -p PORT args...` (stdout is a pipe, so replies print raw).
+fn cli(cli: &PathBuf, srv: &TestServer, args: &[&str]) -> String {
+    let out = run(
+        Command::new(cli)
+            .arg("-p")
+            .arg(srv.port.to_string())
+            .args(args),
+        b"",
+        Duration::from_secs(20),
+    );
+    assert!(out.status.success(), "{args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn redis_cli_argv_mode() {
+    let Some(path) = tool("redis-cli") else {
+        return;
+    };
+    let srv = TestServer::start(&[]);
+    let c = |args: &[&str]| cli(&path, &srv, args);
+    assert_eq!(c(&["PING"]), "PONG\n");
+    assert_eq!(c(&["SET", "foo", "bar"]), "OK\n");
+    assert_eq!(c(&["GET", "foo"]), "bar\n");
+    assert_eq!(c(&["GET", "nokey"]), "\n");
+    assert_eq!(c(&["ECHO", "a b"]), "a b\n");
+    assert_eq!(c(&["EXISTS", "foo", "foo", "nokey"]), "2\n");
+    assert_eq!(
+        c(&["NOSUCH", "x"]),
+        "ERR unknown command 'NOSUCH', with args beginning with: 'x' \n\n"
+    );
+    assert_eq!(c(&["--no-raw", "GET", "foo"]), "\"bar\"\n");
+    assert_eq!(c(&["--no-raw", "GET", "nokey"]), "(nil)\n");
+    assert_eq!(
+        c(&["--no-raw", "NOSUCH"]),
+        "(error) ERR unknown command 'NOSUCH', with args beginning with: \n"
+    );
+    // RESP3: redis-cli sends HELLO 3 first.
+    assert_eq!(c(&["-3", "PING"]), "PONG\n");
+    assert_eq!(c(&["-3", "GET", "foo"]), "bar\n");
+    assert_eq!(c(&["DEL", "foo"]), "1\n");
+}
+
+#[test]
+fn redis_cli_commands_on_stdin() {
+    let Some(path) = tool("redis-cli") else {
+        return;
+    };
+    let srv = TestServer::start(&[]);
+    let lines = b"SET a 1\nGET a\nECHO \"x y\"\nNOSUCH\nDEL a\nEXISTS a\nGET a\n";
+    let out = run(
+        Command::new(&path).arg("-p").arg(srv.port.to_string()),
+        lines,
+        Duration::from_secs(20),
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "OK\n1\nx y\nERR unknown command 'NOSUCH', with args beginning with: \n\n1\n0\n\n"
+    );
+}
+
+#[test]
+fn redis_cli_pipe_mass_insertion() {
+    let Some(path) = tool("redis-cli") else {
+        return;
+    };
+    let srv = TestServer::start(&[]);
+    const N: usize = 100_000;
+    let mut input = Vec::with_capacity(N * 40);
+    for i in 0..N {
+        let key = format!("key:{i}");
+        let value = i.to_string();
+        input.extend_from_slice(
+            format!(
+                "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${}\r\n{value}\r\n",
+                key.len(),
+                value.len()
+            )
+            .as_bytes(),
+        );
+    }
+    let out = run(
+        Command::new(&path)
+            .arg("-p")
+            .arg(srv.port.to_string())
+            .arg("--pipe"),
+        &input,
+        Duration::from_secs(120),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stdout.contains(&format!("errors: 0, replies: {N}")),
+        "{stdout}"
+    );
+    let mut conn = srv.conn();
+    let keys: usize = redis::cmd("DBSIZE").query(&mut conn).expect("DBSIZE");
+    assert_eq!(keys, N);
+    let v: String = redis::cmd("GET")
+        .arg("key:99999")
+        .query(&mut conn)
+        .expect("GET");
+    assert_eq!(v, "99999");
+}
+
+#[test]
+fn redis_benchmark_runs_clean() {
+    let Some(path) = tool("redis-benchmark") else {
+        return;
+    };
+    let srv = TestServer::start(&[]);
+    let out = run(
+        Command::new(&path).args([
+            "-p",
+            &srv.port.to_string(),
+            "-t",
+            "ping,set,get,incr,mset",
+            "-n",
+            "20000",
+            "--csv",
+        ]),
+        b"",
+        Duration::from_secs(300),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "exit {:?}\n{stdout}\n{stderr}",
+        out.status
+    );
+    // Against Redis both streams hold nothing but the CSV table.
+    for line in stdout.lines().chain(stderr.lines()) {
+        let lower = line.to_ascii_lowercase();
+        assert!(
+            !lower.contains("err") && !lower.contains("warning"),
+            "redis-benchmark complained: {line}"
+        );
+    }
+    for test in [
+        "PING_INLINE",
+        "PING_MBULK",
+        "SET",
+        "GET",
+        "INCR",
+        "MSET (10 keys)",
+    ] {
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("\"{test}\",")))
+            .unwrap_or_else(|| panic!("no result for {test}:\n{stdout}"));
+        let rps: f64 = row
+            .split(',')
+            .nth(1)
+            .and_then(|f| f.trim_matches('"').parse().ok())
+            .unwrap_or_else(|| panic!("bad row {row}"));
+        assert!(rps > 0.0, "{row}");
+    }
+}
