@@ -7,6 +7,7 @@ pub mod bitmap;
 pub mod connection;
 pub mod ctx;
 pub mod keys;
+pub mod long_double;
 pub mod server;
 pub mod set;
 pub mod string;

@@ -1,7 +1,15 @@
-//! String commands: GET, SET and the rest of the family.
+//! String commands: GET, SET and its variants (SETNX, SETEX, PSETEX, GETSET,
+//! GETDEL, GETEX), MGET / MSET / MSETNX, the INCR family and INCRBYFLOAT,
+//! APPEND, STRLEN, GETRANGE / SUBSTR and SETRANGE. Values are
+//! [`StrValue`]s; INCRBYFLOAT's extended precision lives in
+//! [`super::long_double`].
 
-use super::table::{flags::*, CommandSpec, KeySpec};
-use super::Ctx;
+use std::sync::atomic::Ordering;
+
+use super::args;
+use super::long_double::LongDouble;
+use super::table::{flags::*, CommandSpec, Handler, KeySpec};
+use super::{Ctx, Keys};
 use crate::engine::string::StrValue;
 use crate::engine::Value;
 use crate::error::{CmdError, CmdResult};
@@ -12,17 +20,37 @@ const KEY1: KeySpec = KeySpec::Range {
     step: 1,
 };
 
+const ALL_KEYS: KeySpec = KeySpec::Range {
+    first: 1,
+    last: -1,
+    step: 1,
+};
+
+const KEY_VALUE_PAIRS: KeySpec = KeySpec::Range {
+    first: 1,
+    last: -1,
+    step: 2,
+};
+
+const O1: &str = "O(1)";
+const RANGE_COMPLEXITY: &str = "O(N) where N is the length of the returned string. The complexity is ultimately determined by the returned length, but because creating a substring from an existing string is very cheap, it can be considered O(1) for small strings.";
+
+#[allow(clippy::too_many_arguments)]
 const fn string(
     name: &'static str,
     arity: i32,
     flags: u32,
     keys: KeySpec,
-    handler: super::table::Handler,
+    handler: Handler,
     summary: &'static str,
+    since: &'static str,
+    complexity: &'static str,
 ) -> CommandSpec {
     CommandSpec {
         group: "string",
         summary,
+        since,
+        complexity,
         ..CommandSpec::new(name, arity, flags, keys, handler)
     }
 }
@@ -36,6 +64,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         KEY1,
         get,
         "Get the value of a key",
+        "1.0.0",
+        O1,
     ),
     string(
         "set",
@@ -44,14 +74,203 @@ pub const COMMANDS: &[CommandSpec] = &[
         KEY1,
         set,
         "Set the string value of a key",
+        "1.0.0",
+        O1,
+    ),
+    string(
+        "setnx",
+        3,
+        WRITE | DENYOOM | FAST,
+        KEY1,
+        setnx,
+        "Set the value of a key, only if the key does not exist",
+        "1.0.0",
+        O1,
+    ),
+    string(
+        "setex",
+        4,
+        WRITE | DENYOOM,
+        KEY1,
+        setex,
+        "Set the value and expiration of a key",
+        "2.0.0",
+        O1,
+    ),
+    string(
+        "psetex",
+        4,
+        WRITE | DENYOOM,
+        KEY1,
+        psetex,
+        "Set the value and expiration in milliseconds of a key",
+        "2.6.0",
+        O1,
+    ),
+    string(
+        "getset",
+        3,
+        WRITE | DENYOOM | FAST,
+        KEY1,
+        getset,
+        "Set the string value of a key and return its old value",
+        "1.0.0",
+        O1,
+    ),
+    string(
+        "getdel",
+        2,
+        WRITE | FAST,
+        KEY1,
+        getdel,
+        "Get the value of a key and delete the key",
+        "6.2.0",
+        O1,
+    ),
+    string(
+        "getex",
+        -2,
+        WRITE | FAST,
+        KEY1,
+        getex,
+        "Get the value of a key and optionally set its expiration",
+        "6.2.0",
+        O1,
+    ),
+    string(
+        "mget",
+        -2,
+        READONLY | FAST,
+        ALL_KEYS,
+        mget,
+        "Get the values of all the given keys",
+        "1.0.0",
+        "O(N) where N is the number of keys to retrieve.",
+    ),
+    string(
+        "mset",
+        -3,
+        WRITE | DENYOOM,
+        KEY_VALUE_PAIRS,
+        mset,
+        "Set multiple keys to multiple values",
+        "1.0.1",
+        "O(N) where N is the number of keys to set.",
+    ),
+    string(
+        "msetnx",
+        -3,
+        WRITE | DENYOOM,
+        KEY_VALUE_PAIRS,
+        msetnx,
+        "Set multiple keys to multiple values, only if none of the keys exist",
+        "1.0.1",
+        "O(N) where N is the number of keys to set.",
+    ),
+    string(
+        "incr",
+        2,
+        WRITE | DENYOOM | FAST,
+        KEY1,
+        incr,
+        "Increment the integer value of a key by one",
+        "1.0.0",
+        O1,
+    ),
+    string(
+        "decr",
+        2,
+        WRITE | DENYOOM | FAST,
+        KEY1,
+        decr,
+        "Decrement the integer value of a key by one",
+        "1.0.0",
+        O1,
+    ),
+    string(
+        "incrby",
+        3,
+        WRITE | DENYOOM | FAST,
+        KEY1,
+        incrby,
+        "Increment the integer value of a key by the given amount",
+        "1.0.0",
+        O1,
+    ),
+    string(
+        "decrby",
+        3,
+        WRITE | DENYOOM | FAST,
+        KEY1,
+        decrby,
+        "Decrement the integer value of a key by the given number",
+        "1.0.0",
+        O1,
+    ),
+    string(
+        "incrbyfloat",
+        3,
+        WRITE | DENYOOM | FAST,
+        KEY1,
+        incrbyfloat,
+        "Increment the float value of a key by the given amount",
+        "2.6.0",
+        O1,
+    ),
+    string(
+        "append",
+        3,
+        WRITE | DENYOOM | FAST,
+        KEY1,
+        append,
+        "Append a value to a key",
+        "2.0.0",
+        "O(1). The amortized time complexity is O(1) assuming the appended value is small and the already present value is of any size, since the dynamic string library used by Redis will double the free space available on every reallocation.",
+    ),
+    string(
+        "strlen",
+        2,
+        READONLY | FAST,
+        KEY1,
+        strlen,
+        "Get the length of the value stored in a key",
+        "2.2.0",
+        O1,
+    ),
+    string(
+        "getrange",
+        4,
+        READONLY,
+        KEY1,
+        getrange,
+        "Get a substring of the string stored at a key",
+        "2.4.0",
+        RANGE_COMPLEXITY,
+    ),
+    string(
+        "substr",
+        4,
+        READONLY,
+        KEY1,
+        getrange,
+        "Get a substring of the string stored at a key",
+        "1.0.0",
+        RANGE_COMPLEXITY,
+    ),
+    string(
+        "setrange",
+        4,
+        WRITE | DENYOOM,
+        KEY1,
+        setrange,
+        "Overwrite part of a string at key starting at the specified offset",
+        "2.2.0",
+        "O(1), not counting the time taken to copy the new string in place. Usually, this string is very small so the amortized complexity is O(1). Otherwise, complexity is O(M) with M being the length of the value argument.",
     ),
 ];
 
 /// The string under `key`, `WRONGTYPE` if another type.
-pub fn get_str<'k>(
-    keys: &'k mut super::Keys<'_>,
-    key: &[u8],
-) -> Result<Option<&'k StrValue>, CmdError> {
+pub fn get_str<'k>(keys: &'k mut Keys<'_>, key: &[u8]) -> Result<Option<&'k StrValue>, CmdError> {
     match keys.value(key)? {
         None => Ok(None),
         Some(Value::Str(s)) => Ok(Some(s)),
@@ -59,20 +278,825 @@ pub fn get_str<'k>(
     }
 }
 
-fn get(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
-    match get_str(&mut ctx.keys, a[1])? {
+/// The live string under `key` for change (an expired key is removed
+/// first), `WRONGTYPE` if another type.
+fn get_str_mut<'k>(
+    keys: &'k mut Keys<'_>,
+    key: &[u8],
+) -> Result<Option<&'k mut StrValue>, CmdError> {
+    match keys.value_mut(key)? {
+        None => Ok(None),
+        Some(Value::Str(s)) => Ok(Some(s)),
+        Some(_) => Err(CmdError::WrongType),
+    }
+}
+
+/// Replies with the string under `key` (a null when absent), as Redis's
+/// `getGenericCommand`; `WRONGTYPE` (before any reply) for another type.
+fn reply_value(ctx: &mut Ctx, key: &[u8]) -> CmdResult {
+    match get_str(&mut ctx.keys, key)? {
         Some(s) => ctx.out.bulk(&s.as_bytes()),
         None => ctx.out.null(),
     }
     Ok(())
 }
 
-fn set(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
-    if a.len() != 3 {
-        return Err(CmdError::Syntax);
+/// Stores a string under `key`, with an absolute expiry or (unless
+/// `keep_ttl`) none.
+fn store(
+    keys: &mut Keys<'_>,
+    key: &[u8],
+    value: StrValue,
+    keep_ttl: bool,
+    expire_at: Option<u64>,
+) -> CmdResult {
+    keys.set(key, Value::Str(value), keep_ttl)?;
+    if let Some(at) = expire_at {
+        keys.part_mut(key)?.set_expire(key, at);
     }
-    ctx.keys
-        .set(a[1], Value::Str(StrValue::from_bytes(a[2])), false)?;
+    Ok(())
+}
+
+fn get(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    reply_value(ctx, a[1])
+}
+
+/// How an expiry option counts time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ExpireKind {
+    /// `EX seconds`, relative.
+    Ex,
+    /// `PX milliseconds`, relative.
+    Px,
+    /// `EXAT unix-seconds`.
+    ExAt,
+    /// `PXAT unix-milliseconds`.
+    PxAt,
+}
+
+/// An expiry option with its unparsed time argument.
+#[derive(Debug, Clone, Copy)]
+struct ExpireArg<'a> {
+    kind: ExpireKind,
+    time: &'a [u8],
+}
+
+impl ExpireArg<'_> {
+    /// Whether the time is an absolute timestamp.
+    fn absolute(&self) -> bool {
+        matches!(self.kind, ExpireKind::ExAt | ExpireKind::PxAt)
+    }
+
+    /// The absolute expiry in unix ms, as Redis's
+    /// `getExpireMillisecondsOrReply`: the time must be positive and must
+    /// not overflow once converted to ms and made absolute.
+    fn resolve(&self, now_ms: u64, command: &str) -> Result<u64, CmdError> {
+        let invalid = || CmdError::err(format!("invalid expire time in '{command}' command"));
+        let mut ms = args::int(self.time)?;
+        let seconds = matches!(self.kind, ExpireKind::Ex | ExpireKind::ExAt);
+        if ms <= 0 || (seconds && ms > i64::MAX / 1000) {
+            return Err(invalid());
+        }
+        if seconds {
+            ms *= 1000;
+        }
+        if !self.absolute() {
+            ms = ms.wrapping_add(now_ms as i64);
+        }
+        if ms <= 0 {
+            return Err(invalid());
+        }
+        Ok(ms as u64)
+    }
+}
+
+/// The options of SET (`NX XX GET KEEPTTL EX PX EXAT PXAT`) or of GETEX
+/// (`EX PX EXAT PXAT PERSIST`), as Redis's
+/// `parseExtendedStringArgumentsOrReply` accepts them: a repeated option is
+/// allowed (the last time wins), conflicting ones are a syntax error.
+#[derive(Debug, Default)]
+struct SetOptions<'a> {
+    nx: bool,
+    xx: bool,
+    get: bool,
+    keep_ttl: bool,
+    persist: bool,
+    expire: Option<ExpireArg<'a>>,
+}
+
+impl<'a> SetOptions<'a> {
+    fn parse(opts: &[&'a [u8]], getex: bool) -> Result<Self, CmdError> {
+        let mut o = SetOptions::default();
+        let mut i = 0;
+        while let Some(&arg) = opts.get(i) {
+            // Redis compares option words as C strings.
+            let word = arg.split(|&b| b == 0).next().unwrap_or(arg);
+            let next = opts.get(i + 1).copied();
+            let kind = o.expire.map(|e| e.kind);
+            let has_other_expire = |k: ExpireKind| kind.is_some_and(|have| have != k);
+            let expire_word = [
+                ("ex", ExpireKind::Ex),
+                ("px", ExpireKind::Px),
+                ("exat", ExpireKind::ExAt),
+                ("pxat", ExpireKind::PxAt),
+            ]
+            .into_iter()
+            .find(|(w, _)| args::is(word, w))
+            .map(|(_, k)| k);
+            if args::is(word, "nx") && !o.xx && !getex {
+                o.nx = true;
+            } else if args::is(word, "xx") && !o.nx && !getex {
+                o.xx = true;
+            } else if args::is(word, "get") && !getex {
+                o.get = true;
+            } else if args::is(word, "keepttl") && !o.persist && kind.is_none() && !getex {
+                o.keep_ttl = true;
+            } else if args::is(word, "persist") && getex && kind.is_none() && !o.keep_ttl {
+                o.persist = true;
+            } else if let (Some(k), Some(time)) = (expire_word, next) {
+                if o.keep_ttl || o.persist || has_other_expire(k) {
+                    return Err(CmdError::Syntax);
+                }
+                o.expire = Some(ExpireArg { kind: k, time });
+                i += 1;
+            } else {
+                return Err(CmdError::Syntax);
+            }
+            i += 1;
+        }
+        Ok(o)
+    }
+}
+
+fn set(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let o = SetOptions::parse(&a[3..], false)?;
+    let now = ctx.keys.now_ms;
+    let expire_at = match o.expire {
+        Some(e) => Some(e.resolve(now, "set")?),
+        None => None,
+    };
+    let key = a[1];
+    if o.get {
+        reply_value(ctx, key)?;
+    }
+    let found = ctx.keys.entry_mut(key)?.is_some();
+    if (o.nx && found) || (o.xx && !found) {
+        if !o.get {
+            ctx.out.null();
+        }
+        return Ok(());
+    }
+    store(
+        &mut ctx.keys,
+        key,
+        StrValue::from_bytes(a[2]),
+        o.keep_ttl,
+        expire_at,
+    )?;
+    if !o.get {
+        ctx.out.ok();
+    }
+    Ok(())
+}
+
+fn setnx(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    if ctx.keys.entry_mut(a[1])?.is_some() {
+        ctx.out.int(0);
+        return Ok(());
+    }
+    store(&mut ctx.keys, a[1], StrValue::from_bytes(a[2]), false, None)?;
+    ctx.out.int(1);
+    Ok(())
+}
+
+/// SETEX and PSETEX: `key time value`.
+fn set_with_expire(ctx: &mut Ctx, a: &[&[u8]], kind: ExpireKind, command: &str) -> CmdResult {
+    let at = ExpireArg { kind, time: a[2] }.resolve(ctx.keys.now_ms, command)?;
+    store(
+        &mut ctx.keys,
+        a[1],
+        StrValue::from_bytes(a[3]),
+        false,
+        Some(at),
+    )?;
     ctx.out.ok();
     Ok(())
+}
+
+fn setex(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    set_with_expire(ctx, a, ExpireKind::Ex, "setex")
+}
+
+fn psetex(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    set_with_expire(ctx, a, ExpireKind::Px, "psetex")
+}
+
+fn getset(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    reply_value(ctx, a[1])?;
+    store(&mut ctx.keys, a[1], StrValue::from_bytes(a[2]), false, None)
+}
+
+fn getdel(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    reply_value(ctx, a[1])?;
+    ctx.keys.remove(a[1])?;
+    Ok(())
+}
+
+fn getex(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let o = SetOptions::parse(&a[2..], true)?;
+    let key = a[1];
+    let now = ctx.keys.now_ms;
+    // Redis looks the key up before it validates the time.
+    let Some(s) = get_str(&mut ctx.keys, key)? else {
+        ctx.out.null();
+        return Ok(());
+    };
+    let expire_at = match o.expire {
+        Some(e) => Some(e.resolve(now, "getex")?),
+        None => None,
+    };
+    ctx.out.bulk(&s.as_bytes());
+    let absolute = o.expire.is_some_and(|e| e.absolute());
+    if let Some(at) = expire_at {
+        if absolute && at <= now {
+            ctx.keys.remove(key)?;
+        } else {
+            ctx.keys.part_mut(key)?.set_expire(key, at);
+            ctx.keys.modified(key)?;
+        }
+    } else if o.persist && ctx.keys.part_mut(key)?.persist(key) {
+        ctx.keys.modified(key)?;
+    }
+    Ok(())
+}
+
+fn mget(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    ctx.out.array(a.len() - 1);
+    for key in &a[1..] {
+        match ctx.keys.value(key)? {
+            Some(Value::Str(s)) => ctx.out.bulk(&s.as_bytes()),
+            _ => ctx.out.null(),
+        }
+    }
+    Ok(())
+}
+
+/// The key/value pairs of MSET and MSETNX (an odd count is an arity error).
+fn pairs<'x>(a: &'x [&'x [u8]]) -> Result<std::slice::ChunksExact<'x, &'x [u8]>, CmdError> {
+    if a.len().is_multiple_of(2) {
+        return Err(CmdError::WrongArity(
+            String::from_utf8_lossy(a[0]).to_ascii_lowercase(),
+        ));
+    }
+    Ok(a[1..].chunks_exact(2))
+}
+
+/// Stores every pair of MSET / MSETNX.
+fn store_pairs(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    for pair in pairs(a)? {
+        if let [key, value] = pair {
+            store(&mut ctx.keys, key, StrValue::from_bytes(value), false, None)?;
+        }
+    }
+    Ok(())
+}
+
+fn mset(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    store_pairs(ctx, a)?;
+    ctx.out.ok();
+    Ok(())
+}
+
+fn msetnx(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    for pair in pairs(a)? {
+        if ctx.keys.exists(pair[0])? {
+            ctx.out.int(0);
+            return Ok(());
+        }
+    }
+    store_pairs(ctx, a)?;
+    ctx.out.int(1);
+    Ok(())
+}
+
+/// Adds `by` to the integer under `key` (0 when absent), keeping its TTL.
+fn incr_by(ctx: &mut Ctx, key: &[u8], by: i64) -> CmdResult {
+    let current = match get_str_mut(&mut ctx.keys, key)? {
+        Some(s) => s.as_i64().ok_or(CmdError::NotInteger)?,
+        None => 0,
+    };
+    let n = current.checked_add(by).ok_or(CmdError::Overflow)?;
+    // A stale key was removed above, so keeping "its" TTL is right.
+    store(&mut ctx.keys, key, StrValue::from_i64(n), true, None)?;
+    ctx.out.int(n);
+    Ok(())
+}
+
+fn incr(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    incr_by(ctx, a[1], 1)
+}
+
+fn decr(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    incr_by(ctx, a[1], -1)
+}
+
+fn incrby(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let by = args::int(a[2])?;
+    incr_by(ctx, a[1], by)
+}
+
+fn decrby(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let by = args::int(a[2])?;
+    let by = by
+        .checked_neg()
+        .ok_or_else(|| CmdError::err("decrement would overflow"))?;
+    incr_by(ctx, a[1], by)
+}
+
+fn incrbyfloat(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let key = a[1];
+    // Redis reads the stored value before the increment argument.
+    let current = match get_str_mut(&mut ctx.keys, key)? {
+        Some(s) => LongDouble::string2ld(&s.as_bytes()).ok_or(CmdError::NotFloat)?,
+        None => LongDouble::zero(false),
+    };
+    let by = LongDouble::string2ld(a[2]).ok_or(CmdError::NotFloat)?;
+    let sum = current + by;
+    if !sum.is_finite() {
+        return Err(CmdError::err("increment would produce NaN or Infinity"));
+    }
+    let text = sum.to_human_string();
+    store(
+        &mut ctx.keys,
+        key,
+        StrValue::from_computed(text.as_bytes()),
+        true,
+        None,
+    )?;
+    ctx.out.bulk(text.as_bytes());
+    Ok(())
+}
+
+/// Redis's `checkStringLength`: a string may not grow past
+/// proto-max-bulk-len.
+fn check_string_length(ctx: &Ctx, size: u64, append: u64) -> CmdResult {
+    let max = ctx.server.proto_max_bulk_len.load(Ordering::Relaxed);
+    match size.checked_add(append) {
+        Some(total) if total <= max => Ok(()),
+        _ => Err(CmdError::err(
+            "string exceeds maximum allowed size (proto-max-bulk-len)",
+        )),
+    }
+}
+
+fn append(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let (key, tail) = (a[1], a[2]);
+    let old_len = get_str_mut(&mut ctx.keys, key)?.map(|s| s.len());
+    let total = match old_len {
+        None => {
+            // A new key takes the argument as SET would encode it.
+            store(&mut ctx.keys, key, StrValue::from_bytes(tail), false, None)?;
+            tail.len()
+        }
+        Some(len) => {
+            check_string_length(ctx, len as u64, tail.len() as u64)?;
+            let Some(s) = get_str_mut(&mut ctx.keys, key)? else {
+                return Err(CmdError::err("internal error: key vanished"));
+            };
+            let bytes = s.make_raw();
+            bytes.extend_from_slice(tail);
+            let total = bytes.len();
+            ctx.keys.modified(key)?;
+            total
+        }
+    };
+    ctx.out.int(total as i64);
+    Ok(())
+}
+
+fn strlen(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let n = get_str(&mut ctx.keys, a[1])?.map_or(0, |s| s.len());
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+/// GETRANGE and SUBSTR.
+fn getrange(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let start = args::int(a[2])?;
+    let end = args::int(a[3])?;
+    let Some(s) = get_str(&mut ctx.keys, a[1])? else {
+        ctx.out.bulk(b"");
+        return Ok(());
+    };
+    let bytes = s.as_bytes();
+    match substring_range(bytes.len(), start, end).and_then(|r| bytes.get(r)) {
+        Some(part) => ctx.out.bulk(part),
+        None => ctx.out.bulk(b""),
+    }
+    Ok(())
+}
+
+/// The byte range GETRANGE returns for a string of `len` bytes, with
+/// Redis's index rules (negative from the end, clamped); `None` if empty.
+fn substring_range(len: usize, start: i64, end: i64) -> Option<std::ops::Range<usize>> {
+    if start < 0 && end < 0 && start > end {
+        return None;
+    }
+    let len = len as i64;
+    let start = if start < 0 {
+        len.wrapping_add(start)
+    } else {
+        start
+    }
+    .max(0);
+    let end = if end < 0 { len.wrapping_add(end) } else { end }
+        .max(0)
+        .min(len - 1);
+    if start > end || len == 0 {
+        return None;
+    }
+    Some(start as usize..end as usize + 1)
+}
+
+fn setrange(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let (key, value) = (a[1], a[3]);
+    let offset = args::int(a[2])?;
+    if offset < 0 {
+        return Err(CmdError::err("offset is out of range"));
+    }
+    let offset = offset as u64;
+    let old_len = get_str_mut(&mut ctx.keys, key)?.map(|s| s.len());
+    let Some(old_len) = old_len else {
+        // Setting nothing on a missing key creates nothing.
+        if value.is_empty() {
+            ctx.out.int(0);
+            return Ok(());
+        }
+        check_string_length(ctx, offset, value.len() as u64)?;
+        let mut bytes = vec![0u8; offset as usize + value.len()];
+        if let Some(dst) = bytes.get_mut(offset as usize..) {
+            dst.copy_from_slice(value);
+        }
+        let total = bytes.len();
+        store(&mut ctx.keys, key, StrValue::raw(bytes), false, None)?;
+        ctx.out.int(total as i64);
+        return Ok(());
+    };
+    if value.is_empty() {
+        ctx.out.int(old_len as i64);
+        return Ok(());
+    }
+    check_string_length(ctx, offset, value.len() as u64)?;
+    let Some(s) = get_str_mut(&mut ctx.keys, key)? else {
+        return Err(CmdError::err("internal error: key vanished"));
+    };
+    let bytes = s.make_raw();
+    let end = offset as usize + value.len();
+    if bytes.len() < end {
+        bytes.resize(end, 0);
+    }
+    if let Some(dst) = bytes.get_mut(offset as usize..end) {
+        dst.copy_from_slice(value);
+    }
+    let total = bytes.len();
+    ctx.keys.modified(key)?;
+    ctx.out.int(total as i64);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::protocol::Reply;
+    use crate::server::client::{ClientInfo, ClientState};
+    use crate::server::config::Config;
+    use crate::server::state::{unix_ms, Server};
+
+    /// Runs commands in process, with direct access to the keyspace.
+    struct Harness {
+        server: Arc<Server>,
+        client: ClientState,
+    }
+
+    impl Harness {
+        fn new() -> Self {
+            let info = Arc::new(ClientInfo::new(1, "test".into(), "test".into(), 0));
+            Harness {
+                server: Server::new(Config::default(), None),
+                client: ClientState::new(info, true),
+            }
+        }
+
+        fn run_bytes(&mut self, args: &[&[u8]]) -> Vec<u8> {
+            let mut out = Reply::new(false);
+            super::super::execute(&self.server, &mut self.client, &mut out, args);
+            out.buf
+        }
+
+        fn run(&mut self, line: &str) -> String {
+            let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+            String::from_utf8_lossy(&self.run_bytes(&args)).into_owned()
+        }
+
+        /// Reads the stored entry of `key` in db 0: (encoding, expiry),
+        /// whether or not it has expired.
+        fn stored(&self, key: &str) -> Option<(&'static str, Option<u64>)> {
+            let ks = &self.server.keyspace;
+            let g = ks.lock_one(ks.shard_of(key.as_bytes()), false);
+            let db = &g.shard().dbs[0];
+            db.get(key.as_bytes(), 0)
+                .map(|e| (e.value.encoding(), e.expire_at()))
+        }
+
+        fn type_name(&self, key: &str) -> &'static str {
+            let ks = &self.server.keyspace;
+            let g = ks.lock_one(ks.shard_of(key.as_bytes()), false);
+            g.shard().dbs[0]
+                .get(key.as_bytes(), 0)
+                .map_or("none", |e| e.value.type_name())
+        }
+
+        fn encoding(&self, key: &str) -> &'static str {
+            self.stored(key).map_or("none", |s| s.0)
+        }
+
+        fn expire_at(&self, key: &str) -> Option<u64> {
+            self.stored(key).and_then(|s| s.1)
+        }
+
+        /// Stores a value of another type under `key`.
+        fn insert_set(&self, key: &str) {
+            let ks = &self.server.keyspace;
+            let mut g = ks.lock_one(ks.shard_of(key.as_bytes()), true);
+            if let Some(shard) = g.shard_mut() {
+                shard.dbs[0].insert(key.as_bytes(), Value::Set(Box::default()), false, 0);
+            }
+        }
+    }
+
+    const WRONGTYPE: &str =
+        "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+
+    #[test]
+    fn encodings_follow_redis() {
+        let mut h = Harness::new();
+        h.run("SET k 123");
+        assert_eq!(h.encoding("k"), "int");
+        h.run("SET k 0123");
+        assert_eq!(h.encoding("k"), "embstr");
+        h.run(&format!("SET k {}", "a".repeat(44)));
+        assert_eq!(h.encoding("k"), "embstr");
+        h.run(&format!("SET k {}", "a".repeat(45)));
+        assert_eq!(h.encoding("k"), "raw");
+        // APPEND to a missing key stores the argument as SET would.
+        assert_eq!(h.run("APPEND a 123"), ":3\r\n");
+        assert_eq!(h.encoding("a"), "int");
+        h.run("APPEND b hello");
+        assert_eq!(h.encoding("b"), "embstr");
+        // Changing a value in place makes it raw, even an empty append.
+        h.run("APPEND a ");
+        assert_eq!(h.encoding("a"), "raw");
+        assert_eq!(h.run("INCR a"), ":124\r\n");
+        assert_eq!(h.encoding("a"), "int");
+        h.run("SETRANGE r 2 x");
+        assert_eq!(h.encoding("r"), "raw");
+        h.run("SET i 12345");
+        h.run("SETRANGE i 1 ");
+        assert_eq!(h.encoding("i"), "int");
+        h.run("SETRANGE i 1 x");
+        assert_eq!(h.encoding("i"), "raw");
+        h.run("SET f 1");
+        assert_eq!(h.run("INCRBYFLOAT f 2"), "$1\r\n3\r\n");
+        assert_eq!(h.encoding("f"), "embstr");
+        h.run("INCRBYFLOAT f 1e100");
+        assert_eq!(h.encoding("f"), "raw");
+        h.run("MSET m1 7 m2 seven");
+        assert_eq!((h.encoding("m1"), h.encoding("m2")), ("int", "embstr"));
+        h.run("GETSET m2 8");
+        assert_eq!(h.encoding("m2"), "int");
+        h.run("SETEX m3 100 9");
+        assert_eq!(h.encoding("m3"), "int");
+    }
+
+    #[test]
+    fn expiry_times_are_absolute_ms() {
+        let mut h = Harness::new();
+        let before = unix_ms();
+        h.run("SET k v EX 100");
+        let after = unix_ms();
+        let at = h.expire_at("k").unwrap_or(0);
+        assert!(at >= before + 100_000 && at <= after + 100_000, "{at}");
+        h.run("SET k v PXAT 99999999999999");
+        assert_eq!(h.expire_at("k"), Some(99_999_999_999_999));
+        h.run("SET k v EXAT 99999999999");
+        assert_eq!(h.expire_at("k"), Some(99_999_999_999_000));
+        h.run("SET k v2 KEEPTTL");
+        assert_eq!(h.expire_at("k"), Some(99_999_999_999_000));
+        for keeps in [
+            "INCR n",
+            "INCRBYFLOAT n 1.5",
+            "APPEND n 0",
+            "SETRANGE n 0 7",
+        ] {
+            h.run("SETEX n 100 1");
+            let at = h.expire_at("n");
+            h.run(keeps);
+            assert_eq!(h.expire_at("n"), at, "{keeps}");
+        }
+        for clears in ["SET n v", "GETSET n v", "MSET n v", "GETEX n PERSIST"] {
+            h.run("SETEX n 100 1");
+            h.run(clears);
+            assert_eq!(h.expire_at("n"), None, "{clears}");
+        }
+        h.run("SET k v");
+        h.run("GETEX k PXAT 99999999999999");
+        assert_eq!(h.expire_at("k"), Some(99_999_999_999_999));
+        h.run("GETEX k");
+        assert_eq!(h.expire_at("k"), Some(99_999_999_999_999));
+        h.run("PSETEX k 5000 v");
+        assert!(h.expire_at("k").unwrap_or(0) >= before + 5000);
+        // SET with a time already past stores the key, which reads as gone.
+        assert_eq!(h.run("SET p v PXAT 1"), "+OK\r\n");
+        assert_eq!(h.expire_at("p"), Some(1));
+        assert_eq!(h.run("GET p"), "$-1\r\n");
+        // GETEX with a past absolute time deletes at once.
+        h.run("SET q v");
+        assert_eq!(h.run("GETEX q EXAT 1"), "$1\r\nv\r\n");
+        assert!(h.stored("q").is_none());
+        // A key past its expiry is gone for every command.
+        h.run("SET x 5 PXAT 1");
+        assert_eq!(h.run("INCR x"), ":1\r\n");
+        assert_eq!(h.expire_at("x"), None);
+        h.run("SET x 5 PXAT 1");
+        assert_eq!(h.run("SET x v KEEPTTL"), "+OK\r\n");
+        assert_eq!(h.run("GET x"), "$1\r\nv\r\n");
+        h.run("SET x 5 PXAT 1");
+        assert_eq!(h.run("SETNX x v"), ":1\r\n");
+        h.run("SET x 5 PXAT 1");
+        assert_eq!(h.run("APPEND x ab"), ":2\r\n");
+    }
+
+    #[test]
+    fn wrong_type_everywhere() {
+        let mut h = Harness::new();
+        h.insert_set("w");
+        for cmd in [
+            "GET w",
+            "SET w v GET",
+            "SET w v NX GET",
+            "GETSET w v",
+            "GETDEL w",
+            "GETEX w",
+            "GETEX w EX 0",
+            "INCR w",
+            "DECR w",
+            "INCRBY w 1",
+            "DECRBY w 1",
+            "INCRBYFLOAT w 1",
+            "INCRBYFLOAT w abc",
+            "APPEND w x",
+            "STRLEN w",
+            "GETRANGE w 0 1",
+            "SUBSTR w 0 1",
+            "SETRANGE w 0 x",
+            "SETRANGE w 0 ",
+        ] {
+            assert_eq!(h.run(cmd), WRONGTYPE, "{cmd}");
+            assert_eq!(h.type_name("w"), "set", "{cmd}");
+        }
+        // Argument errors come first where Redis checks them first.
+        assert_eq!(
+            h.run("INCRBY w abc"),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(h.run("SETRANGE w -1 x"), "-ERR offset is out of range\r\n");
+        assert_eq!(h.run("GETEX w foo"), "-ERR syntax error\r\n");
+        assert_eq!(
+            h.run("SET w v EX 0 GET"),
+            "-ERR invalid expire time in 'set' command\r\n"
+        );
+        assert_eq!(h.run("MGET w"), "*1\r\n$-1\r\n");
+        assert_eq!(h.run("SETNX w v"), ":0\r\n");
+        assert_eq!(h.run("MSETNX a 1 w 2"), ":0\r\n");
+        assert_eq!(h.run("SET w v"), "+OK\r\n");
+        assert_eq!(h.encoding("w"), "embstr");
+    }
+
+    #[test]
+    fn binary_safe() {
+        let mut h = Harness::new();
+        let key: &[u8] = b"k\x00\xff";
+        let value: &[u8] = b"\x00\r\n\xfe";
+        assert_eq!(h.run_bytes(&[b"SET", key, value]), b"+OK\r\n");
+        assert_eq!(h.run_bytes(&[b"GET", key]), b"$4\r\n\x00\r\n\xfe\r\n");
+        assert_eq!(h.run_bytes(&[b"APPEND", key, b"\x00"]), b":5\r\n");
+        assert_eq!(
+            h.run_bytes(&[b"GETRANGE", key, b"-2", b"-1"]),
+            b"$2\r\n\xfe\x00\r\n"
+        );
+        assert_eq!(h.run_bytes(&[b"GET", b"k"]), b"$-1\r\n");
+    }
+
+    #[test]
+    fn string_length_limit() {
+        let mut h = Harness::new();
+        h.server.proto_max_bulk_len.store(10, Ordering::Relaxed);
+        let too_big = "-ERR string exceeds maximum allowed size (proto-max-bulk-len)\r\n";
+        assert_eq!(h.run("SETRANGE k 10 x"), too_big);
+        assert_eq!(h.run("SETRANGE k 9 x"), ":10\r\n");
+        assert_eq!(h.run("APPEND k x"), too_big);
+        assert_eq!(h.run("SETRANGE k 9223372036854775807 x"), too_big);
+        assert_eq!(h.run("SETRANGE k 9223372036854775807 "), ":10\r\n");
+        assert_eq!(h.run("SETRANGE n 100 "), ":0\r\n");
+        assert!(h.stored("n").is_none());
+    }
+
+    #[test]
+    fn substring_ranges() {
+        assert_eq!(substring_range(11, 0, 4), Some(0..5));
+        assert_eq!(substring_range(11, -5, -1), Some(6..11));
+        assert_eq!(substring_range(11, -1, -5), None);
+        assert_eq!(substring_range(11, -100, -50), Some(0..1));
+        assert_eq!(substring_range(11, 0, -100), Some(0..1));
+        assert_eq!(substring_range(11, i64::MIN, i64::MAX), Some(0..11));
+        assert_eq!(substring_range(11, i64::MAX, i64::MIN), None);
+        assert_eq!(substring_range(0, 0, -1), None);
+        assert_eq!(substring_range(0, 0, 0), None);
+    }
+
+    #[test]
+    fn option_parsing() {
+        let parse = |line: &str, getex: bool| {
+            let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+            SetOptions::parse(&args, getex).map(|o| {
+                (
+                    o.nx,
+                    o.xx,
+                    o.get,
+                    o.keep_ttl,
+                    o.persist,
+                    o.expire.map(|e| e.kind),
+                )
+            })
+        };
+        assert_eq!(
+            parse("nx GET px 5", false),
+            Ok((true, false, true, false, false, Some(ExpireKind::Px)))
+        );
+        assert_eq!(
+            parse("EX 1 EX 2", false).map(|o| o.5),
+            Ok(Some(ExpireKind::Ex))
+        );
+        assert_eq!(parse("NX\0junk", false).map(|o| o.0), Ok(true));
+        for bad in ["NX XX", "EX 1 PX 1", "KEEPTTL EX 1", "EX", "PERSIST", "foo"] {
+            assert_eq!(parse(bad, false), Err(CmdError::Syntax), "{bad}");
+        }
+        for bad in ["NX", "GET", "KEEPTTL", "PERSIST EX 1", "EX 1 PERSIST"] {
+            assert_eq!(parse(bad, true), Err(CmdError::Syntax), "{bad}");
+        }
+        fn exp(kind: ExpireKind, time: &str) -> ExpireArg<'_> {
+            ExpireArg {
+                kind,
+                time: time.as_bytes(),
+            }
+        }
+        assert_eq!(exp(ExpireKind::Ex, "2").resolve(1000, "set"), Ok(3000));
+        assert_eq!(exp(ExpireKind::PxAt, "5").resolve(1000, "set"), Ok(5));
+        let invalid = Err(CmdError::err("invalid expire time in 'getex' command"));
+        assert_eq!(exp(ExpireKind::Ex, "0").resolve(1000, "getex"), invalid);
+        assert_eq!(
+            exp(ExpireKind::Ex, "9223372036854776").resolve(0, "getex"),
+            invalid
+        );
+        assert_eq!(
+            exp(ExpireKind::Px, "9223372036854775807").resolve(1, "getex"),
+            invalid
+        );
+        assert_eq!(
+            exp(ExpireKind::Px, "x").resolve(1, "getex"),
+            Err(CmdError::NotInteger)
+        );
+    }
+
+    #[test]
+    fn table_entries() {
+        let t = super::super::table::table();
+        let mset = t
+            .get(b"mset")
+            .map(|c| c.spec.key_indexes(&[b"mset", b"a", b"1", b"b", b"2"]));
+        assert_eq!(mset.as_deref(), Some(&[1usize, 3][..]));
+        let mget = t
+            .get(b"mget")
+            .map(|c| c.spec.key_indexes(&[b"mget", b"a", b"b"]));
+        assert_eq!(mget.as_deref(), Some(&[1usize, 2][..]));
+        let flags = |name: &str| t.get(name.as_bytes()).map_or(0, |c| c.spec.flags);
+        assert_eq!(flags("get"), READONLY | FAST);
+        assert_eq!(flags("set"), WRITE | DENYOOM);
+        assert_eq!(flags("getdel"), WRITE | FAST);
+        assert_eq!(flags("getrange"), READONLY);
+        assert_eq!(flags("incrbyfloat"), WRITE | DENYOOM | FAST);
+        assert_eq!(t.get(b"substr").map(|c| c.spec.arity), Some(4));
+    }
 }

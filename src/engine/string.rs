@@ -105,6 +105,18 @@ fn encoding_for(b: &[u8]) -> StrEncoding {
     }
 }
 
+impl StrValue {
+    /// A value as Redis's `createStringObject` makes it from computed bytes
+    /// (INCRBYFLOAT results): `embstr` or `raw` by length, never `int`.
+    pub fn from_computed(b: &[u8]) -> Self {
+        let mut v = StrValue::from_bytes(b);
+        if v.enc == StrEncoding::Int {
+            v.enc = StrEncoding::Embstr;
+        }
+        v
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
