@@ -13,6 +13,7 @@ pub mod set;
 pub mod string;
 pub mod table;
 pub mod transaction;
+pub mod zset;
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -35,6 +36,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     bitmap::COMMANDS,
     set::COMMANDS,
     transaction::COMMANDS,
+    zset::COMMANDS,
 ];
 
 /// Commands that run at once even inside MULTI.
