@@ -32,10 +32,19 @@ const FLOAT_TAG: u8 = 0xFF;
 const EXACT_INT: f64 = 9_007_199_254_740_992.0;
 
 /// A sorted set as one byte buffer.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub(super) struct Listpack {
     buf: Vec<u8>,
     len: usize,
+}
+
+impl std::fmt::Debug for Listpack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listpack")
+            .field("len", &self.len)
+            .field("bytes", &self.buf.len())
+            .finish()
+    }
 }
 
 /// One decoded entry and the offset just past it.
@@ -203,18 +212,14 @@ impl Listpack {
         self.len
     }
 
+    /// Bytes in use.
+    pub fn bytes(&self) -> usize {
+        self.buf.len()
+    }
+
     /// Bytes allocated for the buffer.
     pub fn capacity(&self) -> usize {
         self.buf.capacity()
-    }
-
-    /// Offset of the first entry, or [`NONE`].
-    pub fn first(&self) -> usize {
-        if self.len == 0 {
-            NONE
-        } else {
-            0
-        }
     }
 
     /// Offset of the last entry, or [`NONE`].
@@ -463,6 +468,24 @@ impl Listpack {
         self.remove_bytes(start, self.buf.len(), n);
         n
     }
+
+    /// Checks order, count and the backward walk (tests only).
+    #[cfg(test)]
+    pub fn check(&self) {
+        let fwd: Vec<(usize, Entry<'_>)> = self.entries().collect();
+        assert_eq!(fwd.len(), self.len);
+        assert_eq!(fwd.last().map_or(0, |(_, e)| e.end), self.buf.len());
+        for w in fwd.windows(2) {
+            let (a, b) = (w[0].1, w[1].1);
+            assert!(a.score < b.score || (a.score == b.score && a.member < b.member));
+        }
+        let mut off = self.last();
+        for (at, _) in fwd.iter().rev() {
+            assert_eq!(off, *at);
+            off = self.prev(off);
+        }
+        assert_eq!(off, NONE);
+    }
 }
 
 #[cfg(test)]
@@ -570,7 +593,7 @@ mod tests {
         assert_eq!(left, b"befgh");
         assert_eq!(lp.pop_min(100, |_, _| {}), 5);
         assert_eq!(lp.len(), 0);
-        assert_eq!(lp.first(), NONE);
+        assert!(lp.entry(0).is_none());
         assert_eq!(lp.last(), NONE);
     }
 }

@@ -11,7 +11,7 @@
 //! - `skiplist` ([`skiplist`]): a skiplist with spans (O(log n) rank,
 //!   element-at-rank, range counts) plus a hash index for O(1) scores.
 //!
-//! A listpack becomes a skiplist in one place ([`ZSet::convert_to_skiplist`]),
+//! A listpack becomes a skiplist in one place (`ZSet::convert_to_skiplist`),
 //! when adding a member would pass either limit. As in Redis 7.0 a set never
 //! goes back on its own when it shrinks; only sets built by a command (the
 //! *STORE commands) pick their encoding by their final size, which the
@@ -42,10 +42,14 @@
 //!   `range.clone().count()` gives the reply length before writing it.
 //! - range arguments: [`RangeByScore`], [`RangeByLex`] ([`range`]).
 //!
-//! # Memory (measured by `tests::bytes_per_member`, release build)
-//! 1,000,000 `m:<id>` members with integer scores: ~48 B/member in the
-//! skiplist encoding (32-byte node, ~2.7 B of upper links, ~10.5 B of hash
-//! index); a 100-member listpack of the same: ~13 B/member.
+//! # Memory
+//! Measured with jemalloc's `stats.allocated` (and matched by
+//! [`ZSet::memory_usage`]; `model_tests::bytes_per_member_1m` prints it):
+//! - 1,000,000 `m:<id>` members with integer scores: 49.3 B/member in the
+//!   skiplist encoding (32 MiB of 32-byte nodes, 4 MiB of upper links, 12 MiB
+//!   of hash index); 100,000: 47.8 B/member. redis-server: ~110.
+//! - 10,000 boards of 100 `m:<6 digits>` members: 15.2 B/member in the
+//!   listpack encoding (12-13 bytes per entry plus size-class rounding).
 
 pub mod listpack;
 pub mod range;
@@ -168,7 +172,10 @@ impl ZAddOutcome {
 
     /// The member is new or its score changed (counts for ZADD CH).
     pub fn is_changed(&self) -> bool {
-        matches!(self, ZAddOutcome::Added { .. } | ZAddOutcome::Updated { .. })
+        matches!(
+            self,
+            ZAddOutcome::Added { .. } | ZAddOutcome::Updated { .. }
+        )
     }
 }
 
@@ -190,6 +197,9 @@ impl fmt::Display for NanScore {
 }
 
 impl std::error::Error for NanScore {}
+
+/// Redis keeps a listpack below 1 GiB (`LISTPACK_MAX_SAFETY_SIZE`).
+const LISTPACK_MAX_BYTES: usize = 1 << 30;
 
 /// Bytes jemalloc hands out for a request of `n` bytes (its size classes:
 /// 8, 16, then four classes per doubling).
@@ -299,6 +309,15 @@ impl ZSet {
             }
     }
 
+    /// Checks the encoding's invariants (tests only).
+    #[cfg(test)]
+    pub(crate) fn check(&self) {
+        match &self.repr {
+            Repr::Listpack(lp) => lp.check(),
+            Repr::Skiplist(sl) => sl.check(),
+        }
+    }
+
     /// Length of the longest member.
     pub fn max_member_len(&self) -> usize {
         self.iter().map(|(m, _)| m.len()).max().unwrap_or(0)
@@ -318,7 +337,9 @@ impl ZSet {
     /// only for sets a command has just built (ZUNIONSTORE & co).
     pub fn convert_to_listpack_if_needed(&mut self, max_member_len: usize, limits: ZSetLimits) {
         if let Repr::Skiplist(sl) = &self.repr {
-            if limits.fits_listpack(sl.len(), max_member_len) {
+            if limits.fits_listpack(sl.len(), max_member_len)
+                && self.iter().map(|(m, _)| m.len()).sum::<usize>() <= LISTPACK_MAX_BYTES
+            {
                 let mut lp = Listpack::new();
                 let mut x = sl.first();
                 while x != NIL {
@@ -336,9 +357,7 @@ impl ZSet {
             Repr::Listpack(lp) => lp
                 .find(member)
                 .map(|(off, _, score)| (Slot::Listpack(off), score)),
-            Repr::Skiplist(sl) => sl
-                .find(member)
-                .map(|x| (Slot::Skiplist(x), sl.entry(x).1)),
+            Repr::Skiplist(sl) => sl.find(member).map(|x| (Slot::Skiplist(x), sl.entry(x).1)),
         }
     }
 
@@ -365,7 +384,10 @@ impl ZSet {
 
     fn add_new(&mut self, member: &[u8], score: f64, limits: ZSetLimits) {
         if let Repr::Listpack(lp) = &self.repr {
-            if lp.len() >= limits.max_entries || member.len() > limits.max_value {
+            if lp.len() >= limits.max_entries
+                || member.len() > limits.max_value
+                || lp.bytes() + member.len() > LISTPACK_MAX_BYTES
+            {
                 self.convert_to_skiplist();
             }
         }
@@ -501,7 +523,13 @@ impl ZSet {
         }
     }
 
-    fn range_at<'a>(&'a self, index: usize, reverse: bool, remaining: usize, stop: Stop<'a>) -> Range<'a> {
+    fn range_at<'a>(
+        &'a self,
+        index: usize,
+        reverse: bool,
+        remaining: usize,
+        stop: Stop<'a>,
+    ) -> Range<'a> {
         let pos = match &self.repr {
             Repr::Listpack(lp) => Pos::Listpack(lp, lp.offset_of(index)),
             Repr::Skiplist(sl) => Pos::Skiplist(sl, sl.node_at(index + 1)),
@@ -555,11 +583,7 @@ impl ZSet {
                     return Pos::End;
                 };
                 for _ in 0..offset {
-                    off = if reverse {
-                        lp.prev(off)
-                    } else {
-                        lp.next(off)
-                    };
+                    off = if reverse { lp.prev(off) } else { lp.next(off) };
                     if off == NONE {
                         return Pos::End;
                     }
@@ -853,8 +877,14 @@ mod tests {
         let mut z = ZSet::new();
         z.insert(b"a", 1.0, zero);
         assert_eq!(z.encoding(), "skiplist");
-        assert_eq!(ZSet::with_encoding_for(5, 1, small()).encoding(), "skiplist");
-        assert_eq!(ZSet::with_encoding_for(4, 8, small()).encoding(), "listpack");
+        assert_eq!(
+            ZSet::with_encoding_for(5, 1, small()).encoding(),
+            "skiplist"
+        );
+        assert_eq!(
+            ZSet::with_encoding_for(4, 8, small()).encoding(),
+            "listpack"
+        );
     }
 
     #[test]
@@ -917,7 +947,10 @@ mod tests {
         z.insert(b"i", f64::INFINITY, l);
         assert_eq!(z.incr(b"i", f64::NEG_INFINITY, l), Err(NanScore));
         assert_eq!(z.score(b"i"), Some(f64::INFINITY));
-        assert_eq!(z.zadd(b"n", f64::NAN, ZAddFlags::default(), l), Err(NanScore));
+        assert_eq!(
+            z.zadd(b"n", f64::NAN, ZAddFlags::default(), l),
+            Err(NanScore)
+        );
         assert_eq!(z.incr(b"new", 2.5, l), Ok(2.5));
         assert_eq!(
             NanScore.to_string(),
@@ -929,7 +962,10 @@ mod tests {
     fn negative_zero_as_redis() {
         let l = ZSetLimits::default();
         let mut lp = ZSet::new();
-        assert_eq!(lp.incr(b"m", -0.0, l).map(|s| s.is_sign_negative()), Ok(true));
+        assert_eq!(
+            lp.incr(b"m", -0.0, l).map(|s| s.is_sign_negative()),
+            Ok(true)
+        );
         assert!(lp.score(b"m").unwrap().is_sign_positive());
         let mut sl = ZSet::with_encoding_for(1000, 1, l);
         assert_eq!(sl.encoding(), "skiplist");
@@ -970,5 +1006,32 @@ mod tests {
             assert_eq!(z.remove_range_by_score(&r), 2);
             assert_eq!(collect(z.iter()), vec![(b"a".to_vec(), 1.0)]);
         }
+    }
+
+    #[test]
+    fn lex_walks_over_mixed_scores_match_redis_listpack() {
+        // Replies of redis-server 7.0.15 for ZADD k 1 b 2 a 3 c 4 aa.
+        let l = ZSetLimits::default();
+        let mut z = ZSet::new();
+        for (m, s) in [("b", 1.0), ("a", 2.0), ("c", 3.0), ("aa", 4.0)] {
+            z.insert(m.as_bytes(), s, l);
+        }
+        let names = |r: Range<'_>| -> Vec<String> {
+            r.map(|(m, _)| String::from_utf8_lossy(m).into_owned())
+                .collect()
+        };
+        let r = RangeByLex::parse(b"[a", b"[b").unwrap();
+        assert_eq!(names(z.range_by_lex(&r, false, 0, None)), ["b", "a"]);
+        assert_eq!(
+            names(z.range_by_lex(&r, true, 0, None)),
+            ["aa", "c", "a", "b"]
+        );
+        assert_eq!(z.count_by_lex(&r), 2);
+        let r2 = RangeByLex::parse(b"(a", b"+").unwrap();
+        assert_eq!(names(z.range_by_lex(&r2, false, 1, Some(2))), ["a", "c"]);
+        let r3 = RangeByLex::parse(b"-", b"[aa").unwrap();
+        assert_eq!(z.range_by_lex(&r3, false, 0, None).count(), 0);
+        assert_eq!(z.remove_range_by_lex(&r), 2);
+        assert_eq!(names(z.iter()), ["c", "aa"]);
     }
 }

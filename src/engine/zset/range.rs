@@ -108,8 +108,7 @@ impl RangeByScore {
 
     /// True when no score can be inside (`5 1`, `(1 1`).
     pub fn is_empty(&self) -> bool {
-        self.min > self.max
-            || (self.min == self.max && (self.min_exclusive || self.max_exclusive))
+        self.min > self.max || (self.min == self.max && (self.min_exclusive || self.max_exclusive))
     }
 
     /// `score` is not below the lower bound.
@@ -331,10 +330,7 @@ mod tests {
         assert!(!RangeByScore::parse(b"1", b"1").unwrap().is_empty());
         assert!(RangeByScore::parse(b"2", b"1").unwrap().is_empty());
         assert!(!RangeByScore::parse(b"-inf", b"+inf").unwrap().is_empty());
-        assert_eq!(
-            RangeByScore::parse(b"x", b"1"),
-            Err(RangeError::NotFloat)
-        );
+        assert_eq!(RangeByScore::parse(b"x", b"1"), Err(RangeError::NotFloat));
         assert_eq!(
             RangeError::NotFloat.to_string(),
             "ERR min or max is not a float"
@@ -347,10 +343,19 @@ mod tests {
         assert_eq!(LexBound::parse(b"+"), Ok(LexBound::Max));
         assert_eq!(LexBound::parse(b"-\0"), Ok(LexBound::Min));
         assert_eq!(LexBound::parse(b"+\0x"), Ok(LexBound::Max));
-        assert_eq!(LexBound::parse(b"[a"), Ok(LexBound::Inclusive(b"a".to_vec())));
-        assert_eq!(LexBound::parse(b"(a"), Ok(LexBound::Exclusive(b"a".to_vec())));
+        assert_eq!(
+            LexBound::parse(b"[a"),
+            Ok(LexBound::Inclusive(b"a".to_vec()))
+        );
+        assert_eq!(
+            LexBound::parse(b"(a"),
+            Ok(LexBound::Exclusive(b"a".to_vec()))
+        );
         assert_eq!(LexBound::parse(b"["), Ok(LexBound::Inclusive(vec![])));
-        assert_eq!(LexBound::parse(b"[a\0"), Ok(LexBound::Inclusive(b"a\0".to_vec())));
+        assert_eq!(
+            LexBound::parse(b"[a\0"),
+            Ok(LexBound::Inclusive(b"a\0".to_vec()))
+        );
         for bad in [&b"a"[..], b"", b"-x", b"+x"] {
             assert_eq!(LexBound::parse(bad), Err(RangeError::NotLexItem));
         }
@@ -376,7 +381,10 @@ mod tests {
             (b"+", b"[a"),
             (b"[a", b"-"),
         ] {
-            assert!(RangeByLex::parse(lo, hi).unwrap().is_empty(), "{lo:?} {hi:?}");
+            assert!(
+                RangeByLex::parse(lo, hi).unwrap().is_empty(),
+                "{lo:?} {hi:?}"
+            );
         }
         assert!(!RangeByLex::parse(b"[a", b"[a").unwrap().is_empty());
         assert!(!RangeByLex::parse(b"-", b"[a").unwrap().is_empty());
