@@ -33,6 +33,10 @@ pub const FAMILIES: &[Family] = &[
         generate: keys,
     },
     Family {
+        name: "bitmap",
+        generate: bitmap,
+    },
+    Family {
         name: "zsets",
         generate: zsets,
     },
@@ -331,6 +335,124 @@ pub fn keys(r: &mut Rng) -> Cmd {
         11 => cmd([w("DBSIZE")]),
         12 => cmd([w("TOUCH"), key(r), key(r)]),
         _ => cmd([w("EXISTS"), key(r)]),
+    }
+}
+
+/// A bit offset: near a few bases (the start, a 65,536-bit chunk edge, 1 Mbit
+/// out so the bitmap is stored compressed), rarely not an offset at all.
+fn bit_offset(r: &mut Rng) -> Vec<u8> {
+    if r.chance(3) {
+        return r.word(&["-1", "4294967296", "abc", "0012"]);
+    }
+    let base = *r
+        .pick(&[0i64, 0, 100, 65_530, 70_000, 1 << 20])
+        .unwrap_or(&0);
+    (base + r.range(0, 400)).to_string().into_bytes()
+}
+
+/// A BITCOUNT/BITPOS index: small, negative, or far past the end.
+fn bit_index(r: &mut Rng) -> Vec<u8> {
+    let i = *r
+        .pick(&[
+            0i64, 1, 2, -1, -2, -3, 5, 100, -100, 9_000, 140_000, -140_000,
+        ])
+        .unwrap_or(&0);
+    i.to_string().into_bytes()
+}
+
+/// Bitmap commands (and string reads of the bitmaps they make).
+pub fn bitmap(r: &mut Rng) -> Cmd {
+    match r.below(24) {
+        0..=6 => cmd([
+            w("SETBIT"),
+            key(r),
+            bit_offset(r),
+            r.word(&["1", "1", "0", "2"]),
+        ]),
+        7 | 8 => cmd([w("GETBIT"), key(r), bit_offset(r)]),
+        9 | 10 => {
+            let mut c = cmd([w("BITCOUNT"), key(r)]);
+            if r.chance(70) {
+                c.push(bit_index(r));
+                c.push(bit_index(r));
+                if r.chance(50) {
+                    c.push(r.word(&["BIT", "BYTE", "bit", "BITS"]));
+                }
+            }
+            c
+        }
+        11..=13 => {
+            let mut c = cmd([w("BITPOS"), key(r), r.word(&["0", "1", "1", "0", "2"])]);
+            let n = r.below(4);
+            if n >= 1 {
+                c.push(bit_index(r));
+            }
+            if n >= 2 {
+                c.push(bit_index(r));
+            }
+            if n >= 3 {
+                c.push(r.word(&["BIT", "BYTE"]));
+            }
+            c
+        }
+        14 | 15 => {
+            let op = r.word(&["AND", "OR", "XOR", "NOT", "nand"]);
+            let sources = if op == b"NOT" && r.chance(90) {
+                1
+            } else {
+                1 + r.below(3)
+            };
+            let mut c = cmd([w("BITOP"), op, key(r)]);
+            c.extend((0..sources).map(|_| key(r)));
+            c
+        }
+        16..=19 => {
+            let mut c = cmd([
+                w(if r.chance(85) {
+                    "BITFIELD"
+                } else {
+                    "BITFIELD_RO"
+                }),
+                key(r),
+            ]);
+            for _ in 0..1 + r.below(3) {
+                let ty = if r.chance(50) {
+                    format!("i{}", r.range(0, 65))
+                } else {
+                    format!("u{}", r.range(1, 64))
+                }
+                .into_bytes();
+                let at = if r.chance(80) {
+                    bit_offset(r)
+                } else {
+                    format!("#{}", r.range(-1, 100)).into_bytes()
+                };
+                let value = r.word(&[
+                    "0",
+                    "1",
+                    "-1",
+                    "127",
+                    "128",
+                    "255",
+                    "256",
+                    "-129",
+                    "9223372036854775807",
+                    "-9223372036854775808",
+                    "100000",
+                ]);
+                match r.below(4) {
+                    0 => c.extend([w("GET"), ty, at]),
+                    1 => c.extend([w("SET"), ty, at, value]),
+                    2 => c.extend([w("INCRBY"), ty, at, value]),
+                    _ => c.extend([w("OVERFLOW"), r.word(&["WRAP", "SAT", "FAIL", "BAD"])]),
+                }
+            }
+            c
+        }
+        20 => cmd([w(if r.chance(50) { "GET" } else { "STRLEN" }), key(r)]),
+        21 => cmd([w("GETRANGE"), key(r), bit_index(r), bit_index(r)]),
+        22 => cmd([w("APPEND"), key(r), value(r)]),
+        _ => cmd([w("SETRANGE"), key(r), bit_index(r), value(r)]),
     }
 }
 

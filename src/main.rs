@@ -1,7 +1,8 @@
 //! The `rostrum` binary: parses the command line and the optional config
-//! file, then serves until SHUTDOWN or SIGTERM.
+//! file, then serves until SHUTDOWN or SIGTERM. `rostrum check-aof` checks
+//! and repairs an append-only file instead.
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use rostrum::server::{self, Config, Server};
 
 #[global_allocator]
@@ -9,8 +10,16 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// A leaderboard server that speaks the Redis protocol.
 #[derive(Parser, Debug)]
-#[command(name = "rostrum", version, about)]
+#[command(
+    name = "rostrum",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
+    /// A tool to run instead of the server.
+    #[command(subcommand)]
+    tool: Option<Tool>,
     /// Optional redis.conf-style config file (`name value` lines).
     config_file: Option<String>,
     /// TCP port to listen on.
@@ -46,6 +55,20 @@ struct Cli {
     /// Any other parameter, as `name=value` (repeatable).
     #[arg(long = "config", value_name = "NAME=VALUE")]
     extra: Vec<String>,
+}
+
+/// Tools run instead of the server.
+#[derive(Subcommand, Debug)]
+enum Tool {
+    /// Check an append-only file as redis-check-aof does; `--fix` cuts it
+    /// back to its last valid command (after asking).
+    CheckAof {
+        /// Truncate the file to its last valid command.
+        #[arg(long)]
+        fix: bool,
+        /// The AOF file.
+        file: std::path::PathBuf,
+    },
 }
 
 fn build_config(cli: &Cli) -> Result<Config, String> {
@@ -90,6 +113,15 @@ fn log_filter(level: &str) -> &'static str {
 
 fn main() {
     let cli = Cli::parse();
+    if let Some(Tool::CheckAof { fix, file }) = &cli.tool {
+        let code = rostrum::persistence::check::run(
+            file,
+            *fix,
+            &mut std::io::stdin().lock(),
+            &mut std::io::stdout(),
+        );
+        std::process::exit(code);
+    }
     let config = match build_config(&cli) {
         Ok(c) => c,
         Err(e) => {
@@ -120,7 +152,14 @@ fn main() {
         }
     };
     let server = Server::new(config, cli.config_file.clone());
+    // Load the AOF before accepting clients.
+    if let Err(e) = rostrum::persistence::start(&server) {
+        tracing::error!("{e}");
+        eprintln!("{e}");
+        std::process::exit(1);
+    }
     let result = runtime.block_on(server::run(server.clone()));
+    rostrum::persistence::shutdown_flush(&server);
     if let Err(e) = result {
         eprintln!("Could not create server TCP listening socket: {e}");
         std::process::exit(1);

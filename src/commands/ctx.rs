@@ -175,13 +175,17 @@ impl<'a> Keys<'a> {
     pub fn remove(&mut self, key: &[u8]) -> Result<Option<Entry>, CmdError> {
         let now = self.now_ms;
         let part = self.part_mut(key)?;
-        let live = part.contains(key, now);
-        let e = part.remove(key);
-        if live {
-            self.modified(key)?;
-            Ok(e)
-        } else {
-            Ok(None)
+        // An expired key goes the lazy-expiry way (the AOF logs its DEL).
+        if part.expire_if_needed(key, now) {
+            part.touch_watched(key);
+            return Ok(None);
+        }
+        match part.remove(key) {
+            Some(e) => {
+                self.modified(key)?;
+                Ok(Some(e))
+            }
+            None => Ok(None),
         }
     }
 

@@ -8,6 +8,7 @@ pub mod connection;
 pub mod ctx;
 pub mod keys;
 pub mod long_double;
+pub mod persistence;
 pub mod server;
 pub mod set;
 pub mod string;
@@ -25,7 +26,7 @@ use crate::engine::Locked;
 use crate::error::CmdError;
 use crate::protocol::Reply;
 use crate::server::client::{ClientState, Queued, ReplyMode};
-use crate::server::state::{unix_ms, Server};
+use crate::server::state::Server;
 
 /// Every family's commands; the table is built from this list.
 pub const FAMILIES: &[&[CommandSpec]] = &[
@@ -36,6 +37,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     bitmap::COMMANDS,
     set::COMMANDS,
     transaction::COMMANDS,
+    persistence::COMMANDS,
     zset::COMMANDS,
 ];
 
@@ -50,6 +52,20 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
         Err(e) => {
             if client.multi.is_some() {
                 client.multi_error = true;
+                // A malformed EXEC ends the transaction, as in Redis.
+                if args
+                    .first()
+                    .is_some_and(|n| n.eq_ignore_ascii_case(b"exec"))
+                {
+                    transaction::abort(server, client);
+                    let line = e.to_string();
+                    let msg = line.strip_prefix("ERR ").unwrap_or(&line);
+                    let e = CmdError::line(format!(
+                        "EXECABORT Transaction discarded because of: {msg}"
+                    ));
+                    reject(server, client, out, None, &e);
+                    return finish_reply_mode(client, out, start_len);
+                }
             }
             reject(server, client, out, None, &e);
             return finish_reply_mode(client, out, start_len);
@@ -58,6 +74,11 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
     let spec = cmd.spec;
     if !client.authenticated && !spec.has(flags::NO_AUTH) {
         reject(server, client, out, Some(cmd), &CmdError::NoAuth);
+        return finish_reply_mode(client, out, start_len);
+    }
+    // AOF: writes are refused while the file can't be written (MISCONF).
+    if let Some(e) = crate::persistence::refuse_write(server, client, spec) {
+        reject(server, client, out, Some(cmd), &e);
         return finish_reply_mode(client, out, start_len);
     }
     if client.multi.is_some() && !MULTI_IMMEDIATE.contains(&spec.name) {
@@ -91,7 +112,14 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
             ks.lock_shards(idx.iter().map(|&i| args[i]), write)
         }
     };
-    let now_ms = unix_ms();
+    // AOF rewrite running: save the shards this command may change first.
+    crate::persistence::before_write(server, client, spec, args, &locked);
+    let start = client.clock.last;
+    let now_ms = if server.aof.loading() {
+        0
+    } else {
+        client.clock.unix_ms_at(start)
+    };
     let mut ctx = Ctx {
         server,
         client,
@@ -110,36 +138,43 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
         },
     };
     ctx.keys.db = ctx.client.db;
-    call(&mut ctx, cmd, args);
+    let start_db = ctx.keys.db;
+    let end = invoke(&mut ctx, cmd, args, start);
+    ctx.client.clock.last = end;
+    // AOF: log what changed before the locks go, so the log order is the
+    // order in which changes were applied.
+    let wait = crate::persistence::feed(server, &mut ctx.keys, start_db, args);
+    if wait > 0 {
+        ctx.client.aof_wait = wait;
+    }
     let (hits, misses) = (ctx.keys.hits, ctx.keys.misses);
     let ready = std::mem::take(&mut ctx.keys.ready);
     drop(ctx);
     if !ready.is_empty() {
         server.signal_ready(&ready);
     }
-    if hits > 0 {
-        server
-            .stats
-            .keyspace_hits
-            .fetch_add(hits, Ordering::Relaxed);
-    }
-    if misses > 0 {
-        server
-            .stats
-            .keyspace_misses
-            .fetch_add(misses, Ordering::Relaxed);
-    }
+    client.pending_hits += hits;
+    client.pending_misses += misses;
     client.info.last_cmd_ms.store(now_ms, Ordering::Relaxed);
     finish_reply_mode(client, out, start_len);
 }
 
-/// Runs a resolved command inside an existing context (locks held): the
-/// dispatcher's last step, and how EXEC and scripts run their commands.
+/// Runs a resolved command inside an existing context (locks held): how
+/// EXEC and scripts run their commands. What it changes is collected for
+/// the AOF in the enclosing command's `keys.propagate`.
 pub fn call(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]]) {
-    let start = Instant::now();
+    let saved = crate::persistence::nested_begin(ctx);
+    invoke(ctx, cmd, args, Instant::now());
+    crate::persistence::nested_end(ctx, saved, args);
+}
+
+/// Runs a resolved command's handler (the dispatcher's last step), timed
+/// from `start`; returns when it ended.
+fn invoke(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]], start: Instant) -> Instant {
     let reply_start = ctx.out.len();
     let result = (cmd.spec.handler)(ctx, args);
-    let us = start.elapsed().as_micros() as u64;
+    let end = Instant::now();
+    let us = end.saturating_duration_since(start).as_micros() as u64;
     let failed = match result {
         Ok(()) => false,
         Err(e) => {
@@ -158,6 +193,7 @@ pub fn call(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]]) {
         ctx.server
             .slowlog_push(us, args, &ctx.client.info.addr, &name);
     }
+    end
 }
 
 /// Looks a command up and checks its arity.
@@ -241,6 +277,20 @@ pub fn flush_stats(server: &Server, client: &mut ClientState) {
             .stats
             .commands_processed
             .fetch_add(processed, Ordering::Relaxed);
+    }
+    let hits = std::mem::take(&mut client.pending_hits);
+    if hits > 0 {
+        server
+            .stats
+            .keyspace_hits
+            .fetch_add(hits, Ordering::Relaxed);
+    }
+    let misses = std::mem::take(&mut client.pending_misses);
+    if misses > 0 {
+        server
+            .stats
+            .keyspace_misses
+            .fetch_add(misses, Ordering::Relaxed);
     }
 }
 

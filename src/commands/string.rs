@@ -581,13 +581,21 @@ fn msetnx(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 
 /// Adds `by` to the integer under `key` (0 when absent), keeping its TTL.
 fn incr_by(ctx: &mut Ctx, key: &[u8], by: i64) -> CmdResult {
-    let current = match get_str_mut(&mut ctx.keys, key)? {
-        Some(s) => s.as_i64().ok_or(CmdError::NotInteger)?,
-        None => 0,
+    let n = match get_str_mut(&mut ctx.keys, key)? {
+        Some(s) => {
+            let current = s.as_i64().ok_or(CmdError::NotInteger)?;
+            let n = current.checked_add(by).ok_or(CmdError::Overflow)?;
+            // In place: the key keeps its TTL, as in Redis.
+            s.set_i64(n);
+            ctx.keys.modified(key)?;
+            n
+        }
+        None => {
+            // A stale key was removed above, so keeping "its" TTL is right.
+            store(&mut ctx.keys, key, StrValue::from_i64(by), true, None)?;
+            by
+        }
     };
-    let n = current.checked_add(by).ok_or(CmdError::Overflow)?;
-    // A stale key was removed above, so keeping "its" TTL is right.
-    store(&mut ctx.keys, key, StrValue::from_i64(n), true, None)?;
     ctx.out.int(n);
     Ok(())
 }
@@ -663,9 +671,8 @@ fn append(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
             let Some(s) = get_str_mut(&mut ctx.keys, key)? else {
                 return Err(CmdError::err("internal error: key vanished"));
             };
-            let bytes = s.make_raw();
-            bytes.extend_from_slice(tail);
-            let total = bytes.len();
+            // Through StrValue so a compressed bitmap stays compressed.
+            let total = s.append(tail);
             ctx.keys.modified(key)?;
             total
         }
@@ -688,9 +695,9 @@ fn getrange(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         ctx.out.bulk(b"");
         return Ok(());
     };
-    let bytes = s.as_bytes();
-    match substring_range(bytes.len(), start, end).and_then(|r| bytes.get(r)) {
-        Some(part) => ctx.out.bulk(part),
+    // Only the range is read: a compressed bitmap is not materialized.
+    match substring_range(s.len(), start, end) {
+        Some(r) => ctx.out.bulk(&s.range_bytes(r.start, r.end)),
         None => ctx.out.bulk(b""),
     }
     Ok(())
@@ -733,12 +740,11 @@ fn setrange(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
             return Ok(());
         }
         check_string_length(ctx, offset, value.len() as u64)?;
-        let mut bytes = vec![0u8; offset as usize + value.len()];
-        if let Some(dst) = bytes.get_mut(offset as usize..) {
-            dst.copy_from_slice(value);
-        }
-        let total = bytes.len();
-        store(&mut ctx.keys, key, StrValue::raw(bytes), false, None)?;
+        // A far offset makes a mostly-zero string, stored compressed.
+        let mut v = StrValue::raw(Vec::new());
+        v.write_bytes(offset, value);
+        let total = v.len();
+        store(&mut ctx.keys, key, v, false, None)?;
         ctx.out.int(total as i64);
         return Ok(());
     };
@@ -750,15 +756,9 @@ fn setrange(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let Some(s) = get_str_mut(&mut ctx.keys, key)? else {
         return Err(CmdError::err("internal error: key vanished"));
     };
-    let bytes = s.make_raw();
-    let end = offset as usize + value.len();
-    if bytes.len() < end {
-        bytes.resize(end, 0);
-    }
-    if let Some(dst) = bytes.get_mut(offset as usize..end) {
-        dst.copy_from_slice(value);
-    }
-    let total = bytes.len();
+    // Through StrValue so a compressed bitmap stays compressed.
+    s.write_bytes(offset, value);
+    let total = s.len();
     ctx.keys.modified(key)?;
     ctx.out.int(total as i64);
     Ok(())

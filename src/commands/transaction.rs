@@ -9,6 +9,8 @@ use std::sync::atomic::Ordering;
 use super::table::{flags::*, CommandSpec, KeySpec};
 use super::{resolve, Ctx};
 use crate::error::{CmdError, CmdResult};
+use crate::server::client::ClientState;
+use crate::server::state::Server;
 
 const fn tx(
     name: &'static str,
@@ -92,17 +94,23 @@ fn multi(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-fn end_multi(ctx: &mut Ctx) {
-    ctx.client.multi = None;
-    ctx.client.multi_error = false;
-    ctx.client.info.multi.store(u64::MAX, Ordering::Relaxed);
+fn end_multi(client: &mut ClientState) {
+    client.multi = None;
+    client.multi_error = false;
+    client.info.multi.store(u64::MAX, Ordering::Relaxed);
+}
+
+/// Discards the client's transaction and its WATCHes (a malformed EXEC).
+pub fn abort(server: &Server, client: &mut ClientState) {
+    end_multi(client);
+    super::unwatch_all(server, client, None);
 }
 
 fn discard(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     if ctx.client.multi.is_none() {
         return Err(CmdError::err("DISCARD without MULTI"));
     }
-    end_multi(ctx);
+    end_multi(ctx.client);
     super::unwatch_all(ctx.server, ctx.client, None);
     ctx.out.ok();
     Ok(())
@@ -128,7 +136,7 @@ fn exec(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
         return Err(CmdError::err("EXEC without MULTI"));
     };
     let aborted = ctx.client.multi_error;
-    end_multi(ctx);
+    end_multi(ctx.client);
     let broken = watch_broken(ctx);
     super::unwatch_all(ctx.server, ctx.client, Some(&mut ctx.keys.locked));
     if aborted {

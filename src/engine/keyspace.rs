@@ -77,6 +77,9 @@ pub struct Db {
     /// WATCHed keys and the flags of the transactions watching them.
     watched: HashMap<Bytes, Vec<Arc<AtomicBool>>, KeyHasher>,
     expired_count: u64,
+    /// Keys removed because they expired, not yet taken by the AOF (which
+    /// writes a DEL for each, so that loading needs no clock).
+    expired_log: Vec<Bytes>,
 }
 
 impl Db {
@@ -86,6 +89,7 @@ impl Db {
             expires: BTreeSet::new(),
             watched: HashMap::with_hasher(hasher.clone()),
             expired_count: 0,
+            expired_log: Vec::new(),
         }
     }
 
@@ -155,8 +159,19 @@ impl Db {
         if expired {
             self.remove(key);
             self.expired_count += 1;
+            self.expired_log.push(Bytes::copy_from_slice(key));
         }
         expired
+    }
+
+    /// Whether keys expired here since the last [`Db::take_expired`].
+    pub fn has_expired(&self) -> bool {
+        !self.expired_log.is_empty()
+    }
+
+    /// The keys removed because they expired since the last call.
+    pub fn take_expired(&mut self) -> Vec<Bytes> {
+        std::mem::take(&mut self.expired_log)
     }
 
     /// Stores `value` under `key`, replacing any value. The expiry is kept
@@ -256,6 +271,7 @@ impl Db {
             self.map.remove(&key[..]);
             self.expired_count += 1;
             self.touch_watched(&key);
+            self.expired_log.push(key);
             removed += 1;
         }
         (removed, true)
@@ -521,7 +537,14 @@ impl Keyspace {
 
     /// Runs one pass of active expiry over every shard and database, removing
     /// at most `budget` keys per shard part; returns (removed, more_due).
-    pub fn active_expire(&self, now_ms: u64, budget: usize) -> (usize, bool) {
+    /// `on_expired(db, keys)` gets the removed keys while their shard is
+    /// still locked (the AOF logs them in order with the commands).
+    pub fn active_expire(
+        &self,
+        now_ms: u64,
+        budget: usize,
+        on_expired: &mut dyn FnMut(usize, Vec<Bytes>),
+    ) -> (usize, bool) {
         let mut removed = 0;
         let mut more = false;
         for padded in self.shards.iter() {
@@ -530,13 +553,15 @@ impl Keyspace {
                 more = true;
                 continue;
             };
-            for db in shard.dbs.iter_mut() {
-                if db.expires.is_empty() {
-                    continue;
+            for (i, db) in shard.dbs.iter_mut().enumerate() {
+                if !db.expires.is_empty() {
+                    let (n, m) = db.expire_cycle(now_ms, budget);
+                    removed += n;
+                    more |= m;
                 }
-                let (n, m) = db.expire_cycle(now_ms, budget);
-                removed += n;
-                more |= m;
+                if db.has_expired() {
+                    on_expired(i, db.take_expired());
+                }
             }
         }
         (removed, more)
@@ -598,8 +623,10 @@ mod tests {
             assert!(g.shard().dbs[0].get(b"a", 1500).is_some());
             assert!(g.shard().dbs[0].get(b"a", 2000).is_none());
         }
-        let (n, more) = ks.active_expire(2500, 100);
+        let mut logged = Vec::new();
+        let (n, more) = ks.active_expire(2500, 100, &mut |db, keys| logged.push((db, keys)));
         assert_eq!((n, more), (2, false));
+        assert_eq!(logged.iter().map(|(_, k)| k.len()).sum::<usize>(), 2);
         assert_eq!(ks.db_sizes()[0], (0, 0));
         assert_eq!(ks.expired_keys(), 2);
     }

@@ -1,11 +1,21 @@
 //! String values, with the encodings OBJECT ENCODING reports (`int`,
-//! `embstr`, `raw`). The bytes are always kept as bytes, so GET never
-//! formats; the encoding is a tag that follows Redis's rules.
+//! `embstr`, `raw`). A string is kept either as its bytes (so GET never
+//! formats) or, when it is a sparse bitmap, compressed as a
+//! [`SparseBitmap`]; the two forms read the same through every method here,
+//! and the switch between them happens in one place ([`StrValue::settle`]
+//! and [`StrValue::make_room`]). The encoding is a tag that follows Redis's
+//! rules; a compressed string is `raw`, as SETBIT makes it in Redis.
 
 use std::borrow::Cow;
 
+use super::bitmap::{self, SparseBitmap};
+
 /// Longest string Redis stores as `embstr`.
 pub const EMBSTR_MAX: usize = 44;
+
+/// A write that would zero-fill at least this many bytes (and more than the
+/// string already holds) switches a plain string to the compressed form.
+const SPARSE_MIN_GAP: u64 = 4096;
 
 /// How Redis would encode the string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,19 +28,36 @@ pub enum StrEncoding {
     Raw,
 }
 
+/// Where a string's bytes are.
+#[derive(Debug, Clone)]
+enum Repr {
+    /// The bytes themselves.
+    Bytes(Vec<u8>),
+    /// A mostly-zero string, compressed.
+    Sparse(Box<SparseBitmap>),
+}
+
 /// A string value.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct StrValue {
-    data: Vec<u8>,
+    repr: Repr,
     enc: StrEncoding,
 }
+
+impl PartialEq for StrValue {
+    fn eq(&self, other: &Self) -> bool {
+        self.enc == other.enc && self.len() == other.len() && self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for StrValue {}
 
 impl StrValue {
     /// A value as SET stores it: `int` when the bytes are a canonical
     /// integer of at most 20 characters, else `embstr`/`raw` by length.
     pub fn from_bytes(b: &[u8]) -> Self {
         StrValue {
-            data: b.to_vec(),
+            repr: Repr::Bytes(b.to_vec()),
             enc: encoding_for(b),
         }
     }
@@ -38,46 +65,100 @@ impl StrValue {
     /// The value of an integer (INCR and friends).
     pub fn from_i64(n: i64) -> Self {
         StrValue {
-            data: itoa::Buffer::new().format(n).as_bytes().to_vec(),
+            repr: Repr::Bytes(itoa::Buffer::new().format(n).as_bytes().to_vec()),
             enc: StrEncoding::Int,
         }
     }
 
-    /// A value built by changing bytes in place (APPEND, SETRANGE, SETBIT):
-    /// always `raw`, as in Redis.
+    /// Replaces the value by the integer `n` in place (INCR), reusing the
+    /// buffer.
+    pub fn set_i64(&mut self, n: i64) {
+        let mut buf = itoa::Buffer::new();
+        let text = buf.format(n).as_bytes();
+        match &mut self.repr {
+            Repr::Bytes(v) => {
+                v.clear();
+                v.extend_from_slice(text);
+            }
+            Repr::Sparse(_) => self.repr = Repr::Bytes(text.to_vec()),
+        }
+        self.enc = StrEncoding::Int;
+    }
+
+    /// A value built by changing bytes in place (APPEND, SETRANGE, SETBIT,
+    /// BITOP): always `raw`, as in Redis.
     pub fn raw(data: Vec<u8>) -> Self {
         StrValue {
-            data,
+            repr: Repr::Bytes(data),
             enc: StrEncoding::Raw,
         }
     }
 
+    /// A value as Redis's `createStringObject` makes it from computed bytes
+    /// (INCRBYFLOAT results): `embstr` or `raw` by length, never `int`.
+    pub fn from_computed(b: &[u8]) -> Self {
+        let mut v = StrValue::from_bytes(b);
+        if v.enc == StrEncoding::Int {
+            v.enc = StrEncoding::Embstr;
+        }
+        v
+    }
+
+    /// A `raw` value holding the string `bitmap` stands for, in whichever
+    /// form is smaller.
+    pub fn from_bitmap(bitmap: SparseBitmap) -> Self {
+        let mut v = StrValue {
+            repr: Repr::Sparse(Box::new(bitmap)),
+            enc: StrEncoding::Raw,
+        };
+        v.settle();
+        v
+    }
+
     /// The bytes of the value, as GET returns them. Borrowed for plain
-    /// strings; a compressed representation (sparse bitmaps) would be
-    /// materialized here, so hot paths should prefer length-aware accessors.
+    /// strings; a compressed bitmap is materialized, so hot paths should
+    /// prefer the length-aware accessors ([`StrValue::len`],
+    /// [`StrValue::range_bytes`], [`StrValue::read_bytes`]).
     pub fn as_bytes(&self) -> Cow<'_, [u8]> {
-        Cow::Borrowed(&self.data)
+        match &self.repr {
+            Repr::Bytes(b) => Cow::Borrowed(b),
+            Repr::Sparse(s) => Cow::Owned(s.to_bytes()),
+        }
     }
 
     /// Length in bytes.
     pub fn len(&self) -> usize {
-        self.data.len()
+        match &self.repr {
+            Repr::Bytes(b) => b.len(),
+            Repr::Sparse(s) => s.len() as usize,
+        }
     }
 
     /// Whether the value is the empty string.
     pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
+        self.len() == 0
     }
 
-    /// The bytes for in-place change; the value becomes `raw`.
+    /// The bytes for in-place change; the value becomes `raw` (and a
+    /// compressed bitmap becomes plain bytes).
     pub fn make_raw(&mut self) -> &mut Vec<u8> {
         self.enc = StrEncoding::Raw;
-        &mut self.data
+        loop {
+            match self.repr {
+                Repr::Bytes(ref mut b) => return b,
+                Repr::Sparse(ref s) => self.repr = Repr::Bytes(s.to_bytes()),
+            }
+        }
     }
 
     /// The value as an integer, if it is one (INCR and friends).
     pub fn as_i64(&self) -> Option<i64> {
-        crate::protocol::number::parse_i64(&self.data)
+        match &self.repr {
+            Repr::Bytes(b) => crate::protocol::number::parse_i64(b),
+            // An integer has at most 20 characters.
+            Repr::Sparse(s) if s.len() <= 20 => crate::protocol::number::parse_i64(&s.to_bytes()),
+            Repr::Sparse(_) => None,
+        }
     }
 
     /// The name OBJECT ENCODING answers.
@@ -91,7 +172,208 @@ impl StrValue {
 
     /// Approximate bytes used.
     pub fn memory_usage(&self) -> usize {
-        16 + self.data.capacity()
+        16 + match &self.repr {
+            Repr::Bytes(b) => b.capacity(),
+            Repr::Sparse(s) => s.memory_usage(),
+        }
+    }
+
+    /// Whether the value is held compressed (a sparse bitmap).
+    pub fn is_compressed(&self) -> bool {
+        matches!(self.repr, Repr::Sparse(_))
+    }
+
+    /// Bytes `start..end` (clamped to the string), as GETRANGE returns them,
+    /// without materializing a compressed bitmap.
+    pub fn range_bytes(&self, start: usize, end: usize) -> Cow<'_, [u8]> {
+        let end = end.min(self.len());
+        if start >= end {
+            return Cow::Borrowed(&[]);
+        }
+        match &self.repr {
+            Repr::Bytes(b) => Cow::Borrowed(b.get(start..end).unwrap_or(&[])),
+            Repr::Sparse(s) => {
+                let mut out = vec![0u8; end - start];
+                s.read(start as u64, &mut out);
+                Cow::Owned(out)
+            }
+        }
+    }
+
+    /// Copies the bytes from `start` into `out`, zero past the end.
+    pub fn read_bytes(&self, start: u64, out: &mut [u8]) {
+        match &self.repr {
+            Repr::Bytes(b) => {
+                out.fill(0);
+                let from = usize::try_from(start).unwrap_or(usize::MAX);
+                if let Some(src) = b.get(from.min(b.len())..) {
+                    let n = src.len().min(out.len());
+                    if let (Some(d), Some(s)) = (out.get_mut(..n), src.get(..n)) {
+                        d.copy_from_slice(s);
+                    }
+                }
+            }
+            Repr::Sparse(s) => s.read(start, out),
+        }
+    }
+
+    /// Overwrites the bytes from `start` with `data`, zero-filling any gap
+    /// (SETRANGE); the value becomes `raw`. Writing nothing changes nothing.
+    pub fn write_bytes(&mut self, start: u64, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        let end = start + data.len() as u64;
+        self.make_room(end, start.saturating_sub(self.len() as u64));
+        match &mut self.repr {
+            Repr::Bytes(b) => {
+                if b.len() < end as usize {
+                    b.resize(end as usize, 0);
+                }
+                if let Some(d) = b.get_mut(start as usize..end as usize) {
+                    d.copy_from_slice(data);
+                }
+            }
+            Repr::Sparse(s) => s.write(start, data),
+        }
+        self.settle();
+    }
+
+    /// Appends `data` (APPEND); returns the new length. The value becomes
+    /// `raw`.
+    pub fn append(&mut self, data: &[u8]) -> usize {
+        let len = self.len() as u64;
+        self.enc = StrEncoding::Raw;
+        self.write_bytes(len, data);
+        self.len()
+    }
+
+    /// Zero-extends the string to at least `len` bytes; the value becomes
+    /// `raw` (Redis unshares it even when it does not grow).
+    pub fn grow(&mut self, len: u64) {
+        let cur = self.len() as u64;
+        self.make_room(len, len.saturating_sub(cur));
+        match &mut self.repr {
+            Repr::Bytes(b) => {
+                if (b.len() as u64) < len {
+                    b.resize(len as usize, 0);
+                }
+            }
+            Repr::Sparse(s) => s.grow(len),
+        }
+    }
+
+    /// The bit at `offset` (SETBIT numbering; zero past the end).
+    pub fn get_bit(&self, offset: u64) -> bool {
+        match &self.repr {
+            Repr::Bytes(b) => usize::try_from(offset / 8)
+                .ok()
+                .and_then(|i| b.get(i))
+                .is_some_and(|&v| v & (0x80 >> (offset & 7)) != 0),
+            Repr::Sparse(s) => s.get_bit(offset),
+        }
+    }
+
+    /// Sets or clears the bit at `offset`, growing the string to cover it
+    /// (SETBIT); returns the old bit. The value becomes `raw`.
+    pub fn set_bit(&mut self, offset: u64, on: bool) -> bool {
+        self.grow(offset / 8 + 1);
+        let old = match &mut self.repr {
+            Repr::Bytes(b) => {
+                let m = 0x80u8 >> (offset & 7);
+                match b.get_mut((offset / 8) as usize) {
+                    Some(v) => {
+                        let old = *v & m != 0;
+                        if on {
+                            *v |= m;
+                        } else {
+                            *v &= !m;
+                        }
+                        old
+                    }
+                    None => false,
+                }
+            }
+            Repr::Sparse(s) => s.set_bit(offset, on),
+        };
+        self.settle();
+        old
+    }
+
+    /// Ones between bit offsets `first` and `last`, both included (BITCOUNT).
+    pub fn count_ones(&self, first: u64, last: u64) -> u64 {
+        match &self.repr {
+            Repr::Bytes(b) => bitmap::count_ones(b, first, last),
+            Repr::Sparse(s) => s.count_ones(first, last),
+        }
+    }
+
+    /// The first bit offset in `first..=last` holding `bit` (BITPOS); only
+    /// offsets inside the string are searched.
+    pub fn first_bit(&self, bit: bool, first: u64, last: u64) -> Option<u64> {
+        match &self.repr {
+            Repr::Bytes(b) => bitmap::first_bit(b, bit, first, last),
+            Repr::Sparse(s) => {
+                let last = last.min((s.len() * 8).checked_sub(1)?);
+                s.first_bit(bit, first, last)
+            }
+        }
+    }
+
+    /// The raw `bits` (1..=64) bits at bit `offset` (BITFIELD GET), reading
+    /// zeros past the end.
+    pub fn get_field(&self, offset: u64, bits: u32) -> u64 {
+        let mut window = [0u8; 9];
+        self.read_bytes(offset / 8, &mut window);
+        bitmap::window_get(&window, (offset & 7) as u32, bits)
+    }
+
+    /// Stores the low `bits` bits of `value` at bit `offset` (BITFIELD SET
+    /// and INCRBY), growing the string to cover them.
+    pub fn set_field(&mut self, offset: u64, bits: u32, value: u64) {
+        let mut window = [0u8; 9];
+        self.read_bytes(offset / 8, &mut window);
+        let shift = (offset & 7) as u32;
+        bitmap::window_set(&mut window, shift, bits, value);
+        let used = (shift + bits).div_ceil(8) as usize;
+        self.write_bytes(offset / 8, window.get(..used).unwrap_or(&window));
+    }
+
+    /// Numbers of the 8 KiB blocks (of [`bitmap::CHUNK_BYTES`]) that may hold
+    /// a set bit, in order (BITOP skips the others).
+    pub fn nonzero_blocks(&self) -> Vec<u64> {
+        match &self.repr {
+            Repr::Bytes(b) => b
+                .chunks(bitmap::CHUNK_BYTES)
+                .enumerate()
+                .filter(|(_, c)| c.iter().any(|&x| x != 0))
+                .map(|(k, _)| k as u64)
+                .collect(),
+            Repr::Sparse(s) => s.chunk_numbers().collect(),
+        }
+    }
+
+    /// Before the string grows to `new_len` bytes of which `zero_gap` are
+    /// zero fill: a plain string about to become mostly zeros is
+    /// compressed. The value becomes `raw`.
+    fn make_room(&mut self, new_len: u64, zero_gap: u64) {
+        self.enc = StrEncoding::Raw;
+        if let Repr::Bytes(b) = &self.repr {
+            let cur = b.len() as u64;
+            if new_len > cur && zero_gap >= SPARSE_MIN_GAP && zero_gap > cur {
+                self.repr = Repr::Sparse(Box::new(SparseBitmap::from_bytes(b)));
+            }
+        }
+    }
+
+    /// After a change to a compressed string: back to plain bytes once they
+    /// would take no more room.
+    fn settle(&mut self) {
+        if let Repr::Sparse(s) = &self.repr {
+            if s.denser_than_bytes() {
+                self.repr = Repr::Bytes(s.to_bytes());
+            }
+        }
     }
 }
 
@@ -102,18 +384,6 @@ fn encoding_for(b: &[u8]) -> StrEncoding {
         StrEncoding::Embstr
     } else {
         StrEncoding::Raw
-    }
-}
-
-impl StrValue {
-    /// A value as Redis's `createStringObject` makes it from computed bytes
-    /// (INCRBYFLOAT results): `embstr` or `raw` by length, never `int`.
-    pub fn from_computed(b: &[u8]) -> Self {
-        let mut v = StrValue::from_bytes(b);
-        if v.enc == StrEncoding::Int {
-            v.enc = StrEncoding::Embstr;
-        }
-        v
     }
 }
 
@@ -131,5 +401,74 @@ mod tests {
         assert_eq!(v.as_bytes().as_ref(), b"123");
         assert_eq!(v.encoding(), "raw");
         assert_eq!(StrValue::from_i64(-5).as_i64(), Some(-5));
+    }
+
+    #[test]
+    fn far_setbit_compresses_and_reads_the_same() {
+        let mut v = StrValue::from_bytes(b"1");
+        assert!(!v.set_bit(1_000_000, true));
+        assert!(v.is_compressed());
+        assert_eq!(v.encoding(), "raw");
+        assert_eq!(v.len(), 125_001);
+        let bytes = v.as_bytes().into_owned();
+        assert_eq!(bytes[0], b'1');
+        assert_eq!(bytes[125_000], 0x80);
+        assert_eq!(bytes.iter().filter(|&&b| b != 0).count(), 2);
+        assert_eq!(v.range_bytes(124_999, 200_000).as_ref(), &[0, 0x80]);
+        assert_eq!(v.count_ones(0, u64::MAX), 3 + 1);
+        assert_eq!(v.first_bit(true, 8, u64::MAX), Some(1_000_000));
+        assert_eq!(v.first_bit(false, 1_000_000, u64::MAX), Some(1_000_001));
+        assert_eq!(v.first_bit(false, 1_000_001, 1_000_007), Some(1_000_001));
+        assert_eq!(v.first_bit(false, 1_000_008, u64::MAX), None);
+        assert_eq!(v.append(b"xy"), 125_003);
+        assert_eq!(v.range_bytes(125_000, 125_003).as_ref(), b"\x80xy");
+        assert!(v.is_compressed());
+        assert_eq!(v.as_i64(), None);
+        assert!(v.memory_usage() < 1000);
+    }
+
+    #[test]
+    fn filling_a_compressed_string_turns_it_plain() {
+        let mut v = StrValue::raw(Vec::new());
+        v.set_bit(80_000, true);
+        assert!(v.is_compressed());
+        for o in 0..80_000 {
+            v.set_bit(o, true);
+        }
+        assert!(!v.is_compressed());
+        assert_eq!(v.len(), 10_001);
+        assert_eq!(v.count_ones(0, u64::MAX), 80_001);
+        let mut plain = vec![0xffu8; 10_000];
+        plain.push(0x80);
+        assert_eq!(v.as_bytes().as_ref(), plain.as_slice());
+    }
+
+    #[test]
+    fn plain_growth_stays_plain() {
+        let mut v = StrValue::raw(Vec::new());
+        for o in (0..100_000).step_by(3) {
+            v.set_bit(o, true);
+        }
+        assert!(!v.is_compressed());
+        v.write_bytes(20_000, b"");
+        assert_eq!(v.len(), 12_500);
+        v.write_bytes(20_000, b"ab");
+        assert!(!v.is_compressed());
+        assert_eq!(v.len(), 20_002);
+    }
+
+    #[test]
+    fn fields_across_bytes() {
+        let mut v = StrValue::raw(Vec::new());
+        v.grow(1 << 20);
+        assert!(v.is_compressed());
+        v.set_field(13, 64, 0x0123_4567_89ab_cdef);
+        assert_eq!(v.get_field(13, 64), 0x0123_4567_89ab_cdef);
+        assert_eq!(v.get_field(13 + 60, 4), 0xf);
+        let mut w = StrValue::raw(vec![0u8; 10]);
+        w.set_field(13, 64, 0x0123_4567_89ab_cdef);
+        assert_eq!(v.range_bytes(0, 10), w.range_bytes(0, 10));
+        assert_eq!(v.get_field((1 << 23) - 4, 8), 0);
+        assert_eq!(v.len(), 1 << 20);
     }
 }

@@ -123,6 +123,8 @@ pub struct Server {
     pub run_id: String,
     /// See [`InfoMarks`].
     pub info_marks: InfoMarks,
+    /// The append-only file.
+    pub aof: crate::persistence::Aof,
 }
 
 impl Server {
@@ -134,6 +136,7 @@ impl Server {
             .map(|_| format!("{:x}", rand::random::<u8>() % 16))
             .collect();
         Arc::new(Server {
+            aof: crate::persistence::Aof::new(&config),
             keyspace: Keyspace::new(config.databases),
             slowlog_threshold_us: AtomicI64::new(config.slowlog_log_slower_than),
             proto_max_bulk_len: AtomicU64::new(config.proto_max_bulk_len),

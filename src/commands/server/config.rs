@@ -86,6 +86,16 @@ fn set(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     match result {
         Ok(()) => {
             ctx.server.refresh_hot_config();
+            let aof_param = pairs.iter().find(|(n, _)| {
+                n.eq_ignore_ascii_case("appendonly") || n.eq_ignore_ascii_case("appendfsync")
+            });
+            if let Some((name, _)) = aof_param {
+                crate::persistence::on_config_change(ctx.server).map_err(|why| {
+                    CmdError::err(format!(
+                        "CONFIG SET failed (possibly related to argument '{name}') - {why}"
+                    ))
+                })?;
+            }
             ctx.out.ok();
             Ok(())
         }

@@ -359,45 +359,9 @@ fn memory_section(server: &Server, l: &mut Lines) {
 }
 
 fn persistence_section(server: &Server, l: &mut Lines) {
-    let aof = server.config.read().appendonly;
-    for name in [
-        "loading",
-        "async_loading",
-        "current_cow_peak",
-        "current_cow_size",
-        "current_cow_size_age",
-    ] {
-        l.put(name, 0);
+    for (name, value) in crate::persistence::info_fields(server) {
+        l.put(name, value);
     }
-    l.put("current_fork_perc", "0.00");
-    l.put("current_save_keys_processed", 0);
-    l.put("current_save_keys_total", 0);
-    // Rostrum keeps no RDB change counter: reported as nothing unsaved.
-    l.put("rdb_changes_since_last_save", 0);
-    l.put("rdb_bgsave_in_progress", 0);
-    l.put(
-        "rdb_last_save_time",
-        server.lastsave.load(Ordering::Relaxed),
-    );
-    l.put("rdb_last_bgsave_status", "ok");
-    l.put("rdb_last_bgsave_time_sec", -1);
-    l.put("rdb_current_bgsave_time_sec", -1);
-    l.put("rdb_saves", 0);
-    l.put("rdb_last_cow_size", 0);
-    l.put("rdb_last_load_keys_expired", 0);
-    l.put("rdb_last_load_keys_loaded", 0);
-    l.put("aof_enabled", u8::from(aof));
-    l.put("aof_rewrite_in_progress", 0);
-    l.put("aof_rewrite_scheduled", 0);
-    l.put("aof_last_rewrite_time_sec", -1);
-    l.put("aof_current_rewrite_time_sec", -1);
-    l.put("aof_last_bgrewrite_status", "ok");
-    l.put("aof_rewrites", 0);
-    l.put("aof_rewrites_consecutive_failures", 0);
-    l.put("aof_last_write_status", "ok");
-    l.put("aof_last_cow_size", 0);
-    l.put("module_fork_in_progress", 0);
-    l.put("module_fork_last_cow_size", 0);
 }
 
 /// Commands per second since the previous sample (at least 100 ms ago),

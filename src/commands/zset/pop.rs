@@ -135,8 +135,8 @@ fn parse_timeout(arg: &[u8]) -> Result<Option<Duration>, CmdError> {
     let ms = strtod(arg).value * 1000.0;
     // C's conversion to long long of a value out of its range (infinity
     // included) gives LLONG_MIN on x86-64: a "negative" timeout.
-    const LIMIT: f64 = 9.2e18;
-    let ms = if ms.is_finite() && ms.abs() < LIMIT {
+    const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+    let ms = if (-TWO_POW_63..TWO_POW_63).contains(&ms) {
         ms.trunc() as i64
     } else {
         i64::MIN
@@ -294,10 +294,10 @@ mod tests {
         let p = parse_mpop(&a, 1).unwrap();
         assert_eq!(p.keys, &a[2..4]);
         assert!(p.end == End::Max && p.count == 3);
-        let numkeys = Err(CmdError::line("ERR numkeys should be greater than 0"));
+        let numkeys = CmdError::line("ERR numkeys should be greater than 0");
         for n in [&b"0"[..], b"-1", b"x"] {
             let a: Vec<&[u8]> = vec![b"zmpop", n, b"a", b"min"];
-            assert_eq!(parse_mpop(&a, 1).err(), numkeys.clone().err());
+            assert_eq!(parse_mpop(&a, 1).err(), Some(numkeys.clone()));
         }
         let a: Vec<&[u8]> = vec![b"zmpop", b"9223372036854775807", b"a", b"min"];
         assert_eq!(parse_mpop(&a, 1).err(), Some(CmdError::Syntax));
