@@ -132,12 +132,18 @@ fn parse_timeout(arg: &[u8]) -> Result<Option<Duration>, CmdError> {
     if LongDouble::string2ld(arg).is_none() {
         return Err(CmdError::line("ERR timeout is not a float or out of range"));
     }
-    let ms = strtod(arg).value * 1000.0;
+    let secs = strtod(arg).value;
+    let ms = secs * 1000.0;
     // C's conversion to long long of a value out of its range (infinity
-    // included) gives LLONG_MIN on x86-64: a "negative" timeout.
+    // included) gives LLONG_MIN on x86-64: a "negative" timeout. Redis
+    // multiplies in long double, exact up to 9223372036854775 s, where a
+    // double already rounds up to 2^63 ms: those still count as in range.
     const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+    const LAST_SECOND: f64 = 9_223_372_036_854_775.0;
     let ms = if (-TWO_POW_63..TWO_POW_63).contains(&ms) {
         ms.trunc() as i64
+    } else if secs > 0.0 && secs <= LAST_SECOND {
+        i64::MAX
     } else {
         i64::MIN
     };
