@@ -37,7 +37,7 @@ fn apply_pairs(
     for &(score, member) in pairs {
         let outcome = z
             .zadd(member, score, flags, limits)
-            .map_err(|e| CmdError::line(nan_line(e)))?;
+            .map_err(|_| CmdError::line("ERR resulting score is not a number (NaN)"))?;
         t.added += outcome.is_added() as usize;
         t.updated += (outcome.is_changed() && !outcome.is_added()) as usize;
         if let Some(s) = outcome.score() {
@@ -46,10 +46,6 @@ fn apply_pairs(
         }
     }
     Ok(t)
-}
-
-fn nan_line(_: crate::engine::zset::NanScore) -> &'static str {
-    "ERR resulting score is not a number (NaN)"
 }
 
 /// ZADD and ZINCRBY (Redis's `zaddGenericCommand`): options, then pairs.
@@ -76,7 +72,7 @@ fn zadd_generic(ctx: &mut Ctx, a: &[&[u8]], mut opts: ZAddOptions) -> CmdResult 
         idx += 1;
     }
     let rest = &a[idx..];
-    if rest.is_empty() || rest.len() % 2 != 0 {
+    if rest.is_empty() || !rest.len().is_multiple_of(2) {
         return Err(CmdError::Syntax);
     }
     let f = opts.flags;
@@ -85,7 +81,7 @@ fn zadd_generic(ctx: &mut Ctx, a: &[&[u8]], mut opts: ZAddOptions) -> CmdResult 
             "ERR XX and NX options at the same time are not compatible",
         ));
     }
-    if (f.gt && f.nx) || (f.lt && f.nx) || (f.gt && f.lt) {
+    if [f.gt, f.lt, f.nx].iter().filter(|&&b| b).count() > 1 {
         return Err(CmdError::line(
             "ERR GT, LT, and/or NX options at the same time are not compatible",
         ));
