@@ -41,6 +41,10 @@ pub const FAMILIES: &[Family] = &[
         generate: zsets,
     },
     Family {
+        name: "zranges",
+        generate: zranges,
+    },
+    Family {
         name: "zsetops",
         generate: zsetops,
     },
@@ -624,9 +628,28 @@ fn zadd_cmd(r: &mut Rng) -> Cmd {
     c
 }
 
-/// Sorted-set commands on one key.
+/// Sorted-set commands that change one key: ZADD, ZINCRBY, ZREM, the
+/// ZREMRANGEBY* family, the pops and the blocking pops.
 pub fn zsets(r: &mut Rng) -> Cmd {
-    match r.below(32) {
+    const WRITES: &[usize] = &[0, 1, 2, 3, 4, 5, 6, 7, 8, 23, 24, 25, 26, 27, 30];
+    let arm = r.pick(WRITES).copied().unwrap_or(0);
+    one_key_command(r, arm)
+}
+
+/// Sorted-set commands that read one key: the ZRANGE family, ZCOUNT,
+/// ZLEXCOUNT, ZRANK, ZSCORE, ZMSCORE, ZCARD, ZRANDMEMBER, ZSCAN; with some
+/// ZADDs so a stream of this family alone has data to read.
+pub fn zranges(r: &mut Rng) -> Cmd {
+    const READS: &[usize] = &[
+        0, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 28, 29, 31,
+    ];
+    let arm = r.pick(READS).copied().unwrap_or(0);
+    one_key_command(r, arm)
+}
+
+/// One command on one key; `arm` chooses which (see [`zsets`], [`zranges`]).
+fn one_key_command(r: &mut Rng, arm: usize) -> Cmd {
+    match arm {
         0..=5 => zadd_cmd(r),
         6 | 7 => {
             // ZINCRBY never touches zlex (its scores stay 0).
