@@ -36,6 +36,18 @@ pub const FAMILIES: &[Family] = &[
         name: "bitmap",
         generate: bitmap,
     },
+    Family {
+        name: "zsets",
+        generate: zsets,
+    },
+    Family {
+        name: "zranges",
+        generate: zranges,
+    },
+    Family {
+        name: "zsetops",
+        generate: zsetops,
+    },
 ];
 
 /// The families a filter selects: all of them for no filter or `random`,
@@ -445,5 +457,496 @@ pub fn bitmap(r: &mut Rng) -> Cmd {
         21 => cmd([w("GETRANGE"), key(r), bit_index(r), bit_index(r)]),
         22 => cmd([w("APPEND"), key(r), value(r)]),
         _ => cmd([w("SETRANGE"), key(r), bit_index(r), value(r)]),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Sorted sets
+//
+// Keys with roles, so every reply stays deterministic on both servers:
+// - `za`, `zb`: short members only and never a STORE destination, so they
+//   stay listpacks: ZSCAN (one step, listpack order) and lex ranges over
+//   mixed scores (a linear walk) are deterministic on them.
+// - `zlex`: every score is 0 (lex ranges are well defined at any size); long
+//   members make it a skiplist now and then.
+// - `zbig`: up to a few hundred members and long ones: the skiplist encoding.
+// - `zdst` (and `zbig`): where the STORE commands write (any encoding).
+// - `zset1`: a plain set (SADD), an input of the set operations.
+// - now and then a key of the shared pool, so types collide (only short
+//   members reach them, so they stay listpacks too).
+// ZRANDMEMBER is only asked for the whole set (sent highest first in both
+// encodings); ZSCAN only on `za` / `zb`.
+
+/// Short members (a listpack never outgrows them).
+const ZMEMBERS: &[&str] = &[
+    "a", "b", "c", "d", "e", "f", "", "\x00", "1", "2", "10", "-1", "A", "ab", "zz",
+];
+
+/// Scores: integers, fractions, infinities, signed zero, and a few that are
+/// not numbers.
+const ZSCORES: &[&str] = &[
+    "0", "1", "2", "3", "-1", "1.5", "-2.5", "10", "100", "1e3", "inf", "-inf", "+inf", "-0",
+    "0.5", "abc", "nan", " 1",
+];
+
+/// Score range bounds.
+const ZSCORE_BOUNDS: &[&str] = &[
+    "-inf", "+inf", "0", "1", "(1", "2", "(2", "1.5", "10", "(10", "-1", "(-inf", "abc", "(",
+    "1e3", "3",
+];
+
+/// Lex range bounds.
+const ZLEX_BOUNDS: &[&str] = &[
+    "-", "+", "[a", "(a", "[c", "(c", "[d", "[", "(", "x", "[m1", "(m5", "[zz", "(\x00",
+];
+
+/// A sorted-set key for commands safe on any encoding.
+fn zkey(r: &mut Rng) -> Vec<u8> {
+    match r.below(20) {
+        0..=5 => w("za"),
+        6..=9 => w("zb"),
+        10..=12 => w("zbig"),
+        13 | 14 => w("zlex"),
+        15 | 16 => w("zdst"),
+        17 => w("zset1"),
+        _ => key(r),
+    }
+}
+
+/// A key that stays a listpack (or is missing / of another type).
+fn zsmall_key(r: &mut Rng) -> Vec<u8> {
+    match r.below(10) {
+        0..=4 => w("za"),
+        5..=8 => w("zb"),
+        _ => key(r),
+    }
+}
+
+/// A key lex ranges are deterministic on.
+fn zlex_key(r: &mut Rng) -> Vec<u8> {
+    if r.chance(50) {
+        w("zlex")
+    } else {
+        zsmall_key(r)
+    }
+}
+
+/// A STORE destination: never a key that must stay a listpack (the shared
+/// pool included, since `zsmall_key` reads it).
+fn zdst_key(r: &mut Rng) -> Vec<u8> {
+    if r.chance(80) {
+        w("zdst")
+    } else {
+        w("zbig")
+    }
+}
+
+fn zmember(r: &mut Rng) -> Vec<u8> {
+    r.word(ZMEMBERS)
+}
+
+/// A member of `zbig` (or a long one, which no listpack holds).
+fn zbig_member(r: &mut Rng) -> Vec<u8> {
+    if r.chance(10) {
+        format!("{}{}", "L".repeat(66), r.below(3)).into_bytes()
+    } else {
+        format!("m{}", r.below(300)).into_bytes()
+    }
+}
+
+fn zscore(r: &mut Rng) -> Vec<u8> {
+    if r.chance(85) {
+        r.word(&ZSCORES[..15])
+    } else {
+        r.word(ZSCORES)
+    }
+}
+
+fn zrank_arg(r: &mut Rng) -> Vec<u8> {
+    match r.below(10) {
+        0 => r.word(&["abc", "9223372036854775807", "-9223372036854775808", "1.5"]),
+        1 | 2 => r.range(-300, 300).to_string().into_bytes(),
+        _ => r.range(-6, 8).to_string().into_bytes(),
+    }
+}
+
+/// `LIMIT offset count` (sometimes malformed).
+fn push_limit(r: &mut Rng, c: &mut Cmd) {
+    c.push(w("LIMIT"));
+    c.push(r.range(-1, 6).to_string().into_bytes());
+    c.push(r.word(&["-1", "0", "1", "2", "5", "100", "-3", "x"]));
+}
+
+/// ZADD to one of the keys, with members and scores that fit its role.
+fn zadd_cmd(r: &mut Rng) -> Cmd {
+    let (key, big, lex) = match r.below(10) {
+        0..=4 => (zsmall_key(r), false, false),
+        5 | 6 => (w("zbig"), true, false),
+        7 | 8 => (w("zlex"), false, true),
+        _ => (w("zdst"), false, false),
+    };
+    let mut c = cmd([w("ZADD"), key]);
+    if r.chance(30) {
+        let opts: &[&[&str]] = &[
+            &["NX"],
+            &["XX"],
+            &["CH"],
+            &["GT"],
+            &["LT"],
+            &["GT", "CH"],
+            &["XX", "LT"],
+            &["INCR"],
+            &["NX", "INCR"],
+            &["XX", "INCR"],
+            &["GT", "INCR"],
+            &["NX", "XX"],
+            &["GT", "LT"],
+            &["NX", "GT"],
+        ];
+        if let Some(o) = r.pick(opts) {
+            c.extend(o.iter().map(|o| w(o)));
+        }
+    }
+    let pairs = if big { 1 + r.below(40) } else { 1 + r.below(4) };
+    for _ in 0..pairs {
+        c.push(if lex { w("0") } else { zscore(r) });
+        c.push(if big {
+            zbig_member(r)
+        } else if lex {
+            if r.chance(10) {
+                zbig_member(r)
+            } else {
+                zmember(r)
+            }
+        } else {
+            zmember(r)
+        });
+    }
+    if r.chance(3) {
+        c.push(w("1")); // an odd count of score/member arguments
+    }
+    c
+}
+
+/// Sorted-set commands that change one key: ZADD, ZINCRBY, ZREM, the
+/// ZREMRANGEBY* family, the pops and the blocking pops.
+pub fn zsets(r: &mut Rng) -> Cmd {
+    const WRITES: &[usize] = &[0, 1, 2, 3, 4, 5, 6, 7, 8, 23, 24, 25, 26, 27, 30];
+    let arm = r.pick(WRITES).copied().unwrap_or(0);
+    one_key_command(r, arm)
+}
+
+/// Sorted-set commands that read one key: the ZRANGE family, ZCOUNT,
+/// ZLEXCOUNT, ZRANK, ZSCORE, ZMSCORE, ZCARD, ZRANDMEMBER, ZSCAN; with some
+/// ZADDs so a stream of this family alone has data to read.
+pub fn zranges(r: &mut Rng) -> Cmd {
+    const READS: &[usize] = &[
+        0, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 28, 29, 31,
+    ];
+    let arm = r.pick(READS).copied().unwrap_or(0);
+    one_key_command(r, arm)
+}
+
+/// One command on one key; `arm` chooses which (see [`zsets`], [`zranges`]).
+fn one_key_command(r: &mut Rng, arm: usize) -> Cmd {
+    match arm {
+        0..=5 => zadd_cmd(r),
+        6 | 7 => {
+            // ZINCRBY never touches zlex (its scores stay 0).
+            let key = if r.chance(70) {
+                zsmall_key(r)
+            } else {
+                w("zbig")
+            };
+            let m = if r.chance(50) {
+                zmember(r)
+            } else {
+                zbig_member(r)
+            };
+            let m = if key == b"zbig" { m } else { zmember(r) };
+            cmd([w("ZINCRBY"), key, zscore(r), m])
+        }
+        8 => {
+            let mut c = cmd([w("ZREM"), zkey(r)]);
+            for _ in 0..1 + r.below(3) {
+                c.push(if r.chance(70) {
+                    zmember(r)
+                } else {
+                    zbig_member(r)
+                });
+            }
+            c
+        }
+        9 => cmd([w("ZSCORE"), zkey(r), zmember(r)]),
+        10 => {
+            let mut c = cmd([w("ZMSCORE"), zkey(r)]);
+            for _ in 0..1 + r.below(3) {
+                c.push(zmember(r));
+            }
+            c
+        }
+        11 => cmd([w("ZCARD"), zkey(r)]),
+        12 => cmd([
+            w("ZCOUNT"),
+            zkey(r),
+            r.word(ZSCORE_BOUNDS),
+            r.word(ZSCORE_BOUNDS),
+        ]),
+        13 => cmd([
+            w("ZLEXCOUNT"),
+            zlex_key(r),
+            r.word(ZLEX_BOUNDS),
+            r.word(ZLEX_BOUNDS),
+        ]),
+        14 => {
+            let name = if r.chance(50) { "ZRANK" } else { "ZREVRANK" };
+            let m = if r.chance(70) {
+                zmember(r)
+            } else {
+                zbig_member(r)
+            };
+            cmd([w(name), zkey(r), m])
+        }
+        15..=17 => {
+            // ZRANGE by rank.
+            let mut c = cmd([w("ZRANGE"), zkey(r), zrank_arg(r), zrank_arg(r)]);
+            if r.chance(40) {
+                c.push(w("REV"));
+            }
+            if r.chance(50) {
+                c.push(w("WITHSCORES"));
+            }
+            if r.chance(5) {
+                push_limit(r, &mut c);
+            }
+            c
+        }
+        18 | 19 => {
+            let rev = r.chance(50);
+            let name = if rev {
+                "ZREVRANGEBYSCORE"
+            } else {
+                "ZRANGEBYSCORE"
+            };
+            let mut c = if r.chance(50) {
+                cmd([w(name), zkey(r)])
+            } else {
+                cmd([w("ZRANGE"), zkey(r)])
+            };
+            let plain = c[0] == b"ZRANGE";
+            c.push(r.word(ZSCORE_BOUNDS));
+            c.push(r.word(ZSCORE_BOUNDS));
+            if plain {
+                c.push(w("BYSCORE"));
+                if rev {
+                    c.push(w("REV"));
+                }
+            }
+            if r.chance(50) {
+                c.push(w("WITHSCORES"));
+            }
+            if r.chance(40) {
+                push_limit(r, &mut c);
+            }
+            c
+        }
+        20 | 21 => {
+            let rev = r.chance(50);
+            let name = if rev { "ZREVRANGEBYLEX" } else { "ZRANGEBYLEX" };
+            let plain = r.chance(40);
+            let mut c = cmd([w(if plain { "ZRANGE" } else { name }), zlex_key(r)]);
+            c.push(r.word(ZLEX_BOUNDS));
+            c.push(r.word(ZLEX_BOUNDS));
+            if plain {
+                c.push(w("BYLEX"));
+                if rev {
+                    c.push(w("REV"));
+                }
+            }
+            if r.chance(40) {
+                push_limit(r, &mut c);
+            }
+            if r.chance(5) {
+                c.push(w("WITHSCORES"));
+            }
+            c
+        }
+        22 => cmd([
+            w("ZREVRANGE"),
+            zkey(r),
+            zrank_arg(r),
+            zrank_arg(r),
+            w("WITHSCORES"),
+        ]),
+        23 => cmd([w("ZREMRANGEBYRANK"), zkey(r), zrank_arg(r), zrank_arg(r)]),
+        24 => cmd([
+            w("ZREMRANGEBYSCORE"),
+            zkey(r),
+            r.word(ZSCORE_BOUNDS),
+            r.word(ZSCORE_BOUNDS),
+        ]),
+        25 => cmd([
+            w("ZREMRANGEBYLEX"),
+            zlex_key(r),
+            r.word(ZLEX_BOUNDS),
+            r.word(ZLEX_BOUNDS),
+        ]),
+        26 | 27 => {
+            let name = if r.chance(50) { "ZPOPMIN" } else { "ZPOPMAX" };
+            let mut c = cmd([w(name), zkey(r)]);
+            if r.chance(60) {
+                c.push(r.word(&["0", "1", "2", "5", "-1", "x", "100"]));
+            }
+            c
+        }
+        28 => {
+            // Only the whole set: the one deterministic ZRANDMEMBER.
+            let mut c = cmd([w("ZRANDMEMBER"), zkey(r), r.word(&["1000", "0", "x"])]);
+            if r.chance(50) {
+                c.push(w("WITHSCORES"));
+            }
+            c
+        }
+        29 => {
+            let mut c = cmd([w("ZSCAN"), zsmall_key(r), r.word(&["0", "0", "x", "-1"])]);
+            if r.chance(40) {
+                c.push(w("MATCH"));
+                c.push(r.word(&["*", "a*", "?", "[a-c]", "*\x00*"]));
+            }
+            if r.chance(30) {
+                c.push(w("COUNT"));
+                c.push(r.word(&["1", "10", "0", "x"]));
+            }
+            c
+        }
+        30 => {
+            // Blocking pops on data, or a 10 ms timeout on nothing.
+            let name = if r.chance(50) { "BZPOPMIN" } else { "BZPOPMAX" };
+            let mut c = cmd([w(name), zkey(r)]);
+            if r.chance(50) {
+                c.push(zkey(r));
+            }
+            c.push(r.word(&["0.01", "0.01", "-1", "x"]));
+            c
+        }
+        _ => cmd([w("ZRANGE"), zkey(r), w("0"), w("-1"), w("WITHSCORES")]),
+    }
+}
+
+/// `numkeys key...` of 1 to 3 inputs (sometimes a wrong numkeys).
+fn push_zinputs(r: &mut Rng, c: &mut Cmd) -> usize {
+    let n = 1 + r.below(3);
+    c.push(match r.below(25) {
+        0 => w("0"),
+        1 => w("x"),
+        2 => (n + 1).to_string().into_bytes(),
+        _ => n.to_string().into_bytes(),
+    });
+    for _ in 0..n {
+        c.push(if r.chance(15) { w("zset1") } else { zkey(r) });
+    }
+    n
+}
+
+/// Sorted-set commands over several keys: the set operations, their STORE
+/// forms, ZINTERCARD, ZRANGESTORE, ZMPOP, BZMPOP; and SADD for plain-set
+/// inputs.
+pub fn zsetops(r: &mut Rng) -> Cmd {
+    match r.below(12) {
+        0 => {
+            let mut c = cmd([w("SADD"), w("zset1")]);
+            for _ in 0..1 + r.below(3) {
+                c.push(r.word(&["a", "b", "c", "1", "2", "m1", "m7", "zz", "q"]));
+            }
+            c
+        }
+        1 => zadd_cmd(r),
+        2..=6 => {
+            let (name, store) = match r.below(6) {
+                0 => ("ZUNION", false),
+                1 => ("ZINTER", false),
+                2 => ("ZDIFF", false),
+                3 => ("ZUNIONSTORE", true),
+                4 => ("ZINTERSTORE", true),
+                _ => ("ZDIFFSTORE", true),
+            };
+            let mut c = vec![w(name)];
+            if store {
+                c.push(zdst_key(r));
+            }
+            let n = push_zinputs(r, &mut c);
+            if r.chance(40) {
+                c.push(w("WEIGHTS"));
+                let count = if r.chance(90) { n } else { n + 1 };
+                for _ in 0..count {
+                    c.push(r.word(&["1", "2", "0.5", "-1", "0", "inf", "x"]));
+                }
+            }
+            if r.chance(40) {
+                c.push(w("AGGREGATE"));
+                c.push(r.word(&["SUM", "MIN", "MAX", "max", "avg"]));
+            }
+            if !store && r.chance(60) {
+                c.push(w("WITHSCORES"));
+            }
+            c
+        }
+        7 => {
+            let mut c = vec![w("ZINTERCARD")];
+            push_zinputs(r, &mut c);
+            if r.chance(40) {
+                c.push(w("LIMIT"));
+                c.push(r.word(&["0", "1", "2", "-1", "x"]));
+            }
+            c
+        }
+        8 => {
+            let mut c = cmd([w("ZRANGESTORE"), zdst_key(r), zkey(r)]);
+            match r.below(3) {
+                0 => {
+                    c.push(zrank_arg(r));
+                    c.push(zrank_arg(r));
+                }
+                1 => {
+                    c.push(r.word(ZSCORE_BOUNDS));
+                    c.push(r.word(ZSCORE_BOUNDS));
+                    c.push(w("BYSCORE"));
+                }
+                _ => {
+                    // Lex only from keys where it is deterministic.
+                    c[2] = zlex_key(r);
+                    c.push(r.word(ZLEX_BOUNDS));
+                    c.push(r.word(ZLEX_BOUNDS));
+                    c.push(w("BYLEX"));
+                }
+            }
+            if r.chance(30) {
+                c.push(w("REV"));
+            }
+            if r.chance(30) {
+                push_limit(r, &mut c);
+            }
+            c
+        }
+        9 | 10 => {
+            let mut c = vec![w("ZMPOP")];
+            push_zinputs(r, &mut c);
+            c.push(r.word(&["MIN", "MAX", "min", "max", "mid"]));
+            if r.chance(50) {
+                c.push(w("COUNT"));
+                c.push(r.word(&["1", "2", "10", "0", "-1", "x"]));
+            }
+            c
+        }
+        _ => {
+            let mut c = cmd([w("BZMPOP"), r.word(&["0.01", "0.01", "-1", "x"])]);
+            push_zinputs(r, &mut c);
+            c.push(r.word(&["MIN", "MAX", "mid"]));
+            if r.chance(50) {
+                c.push(w("COUNT"));
+                c.push(r.word(&["1", "3", "0"]));
+            }
+            c
+        }
     }
 }

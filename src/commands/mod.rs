@@ -14,6 +14,7 @@ pub mod set;
 pub mod string;
 pub mod table;
 pub mod transaction;
+pub mod zset;
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -37,6 +38,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     set::COMMANDS,
     transaction::COMMANDS,
     persistence::COMMANDS,
+    zset::COMMANDS,
 ];
 
 /// Commands that run at once even inside MULTI.

@@ -1,0 +1,224 @@
+#!/usr/bin/env bash
+# Leaderboard benchmark: redis-server and a release Rostrum side by side.
+# Each gets the same board of MEMBERS members (`m:<id>`, integer scores),
+# then redis-benchmark runs the leaderboard commands against it at every
+# pipeline depth; one table prints requests/s for both, the ratio and p99
+# latency, followed by memory per member (INFO used_memory and
+# used_memory_rss, measured as the growth over the empty server) for the
+# big board and for many small boards.
+#
+# Usage: benches/zset_leaderboard.sh [-m MEMBERS] [-n REQUESTS] [-c CLIENTS]
+#                                    [-P "1 16"] [-k SMALL_BOARDS]
+#   defaults: -m 1000000 -n 200000 -c 50 -P "1 16" -k 10000
+#   (-k 0 skips the small boards: 100 members each, in their own keys)
+# Environment:
+#   ROSTRUM_BIN       use this rostrum binary instead of `cargo build --release`
+#   CARGO_TARGET_DIR  where cargo puts the release build (default: ./target)
+#
+# Member ids are written with 12 digits (`m:000000012345`), the form
+# redis-benchmark's __rand_int__ takes, so the random ZSCORE / ZREVRANK /
+# ZINCRBY requests hit existing members. Both servers listen on free ports
+# on 127.0.0.1 and are stopped on exit. Run it on an otherwise idle machine:
+# the servers and the benchmark share the CPU.
+set -euo pipefail
+
+members=1000000
+requests=200000
+clients=50
+pipelines="1 16"
+small_boards=10000
+while getopts "m:n:c:P:k:h" opt; do
+    case "$opt" in
+        m) members=$OPTARG ;;
+        n) requests=$OPTARG ;;
+        c) clients=$OPTARG ;;
+        P) pipelines=$OPTARG ;;
+        k) small_boards=$OPTARG ;;
+        *) sed -n '2,22p' "$0"; exit 2 ;;
+    esac
+done
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+for tool in redis-server redis-benchmark redis-cli awk; do
+    command -v "$tool" >/dev/null || { echo "error: $tool is not in PATH" >&2; exit 1; }
+done
+
+if [[ -n "${ROSTRUM_BIN:-}" ]]; then
+    rostrum_bin=$ROSTRUM_BIN
+else
+    echo "building rostrum (release)..." >&2
+    cargo build --release --quiet --manifest-path "$root/Cargo.toml" --bin rostrum
+    rostrum_bin="${CARGO_TARGET_DIR:-$root/target}/release/rostrum"
+fi
+[[ -x "$rostrum_bin" ]] || { echo "error: no rostrum binary at $rostrum_bin" >&2; exit 1; }
+
+work=$(mktemp -d -t rostrum-zbench.XXXXXX)
+pids=()
+cleanup() {
+    local pid
+    for pid in "${pids[@]}"; do
+        kill "$pid" 2>/dev/null || true
+    done
+    for pid in "${pids[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# A port nothing listens on.
+free_port() {
+    local port
+    for _ in $(seq 1 100); do
+        port=$((20000 + RANDOM % 40000))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            echo "$port"
+            return 0
+        fi
+    done
+    echo "error: no free port found" >&2
+    return 1
+}
+
+# Waits until the server on $1 (process $2) answers PING, at most 10 s.
+wait_ready() {
+    local port=$1 pid=$2
+    for _ in $(seq 1 200); do
+        kill -0 "$pid" 2>/dev/null || return 1
+        [[ "$(redis-cli -p "$port" PING 2>/dev/null)" == PONG ]] && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+redis_port=$(free_port)
+redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
+    --daemonize no --dir "$work" --logfile "$work/redis.log" &
+pids+=($!)
+wait_ready "$redis_port" "$!" || { echo "error: redis-server did not start" >&2; cat "$work/redis.log" >&2; exit 1; }
+
+rostrum_port=$(free_port)
+(cd "$work" && exec "$rostrum_bin" --port "$rostrum_port" --bind 127.0.0.1 --loglevel warning) \
+    >"$work/rostrum.log" 2>&1 &
+pids+=($!)
+wait_ready "$rostrum_port" "$!" || { echo "error: rostrum did not start" >&2; cat "$work/rostrum.log" >&2; exit 1; }
+
+# One INFO memory field of the server on port $1.
+info_field() {
+    redis-cli -p "$1" INFO memory | tr -d '\r' | awk -F: -v f="$2" '$1 == f { print $2 }'
+}
+
+# Writes RESP for ZADDs of 1,000 members each: the board `board` of $1
+# members (ids 0..$1-1, score = a scrambled id), or with $2 > 0, $2 boards
+# `small:<i>` of 100 members each.
+gen_load() {
+    awk -v n="$1" -v boards="$2" '
+        function zadd(key, first, count,    i, id, m, s) {
+            printf "*%d\r\n$4\r\nZADD\r\n$%d\r\n%s\r\n", 2 + 2 * count, length(key), key
+            for (i = 0; i < count; i++) {
+                id = first + i
+                s = (id * 7919) % 1000003
+                m = sprintf("m:%012d", id)
+                printf "$%d\r\n%d\r\n$%d\r\n%s\r\n", length(s ""), s, length(m), m
+            }
+        }
+        BEGIN {
+            if (boards > 0) {
+                for (b = 0; b < boards; b++) zadd("small:" b, 0, 100)
+            } else {
+                for (first = 0; first < n; first += 1000)
+                    zadd("board", first, (n - first < 1000) ? n - first : 1000)
+            }
+        }'
+}
+
+# Loads with redis-cli --pipe into port $1 and returns the memory growth
+# (used_memory, used_memory_rss) per member over the empty server.
+load_and_measure() {
+    local port=$1 file=$2 count=$3 mem0 rss0 mem1 rss1
+    mem0=$(info_field "$port" used_memory)
+    rss0=$(info_field "$port" used_memory_rss)
+    redis-cli -p "$port" --pipe <"$file" >"$work/pipe.out" 2>&1 ||
+        { echo "error: loading into port $port failed:" >&2; cat "$work/pipe.out" >&2; exit 1; }
+    mem1=$(info_field "$port" used_memory)
+    rss1=$(info_field "$port" used_memory_rss)
+    awk -v a="$mem0" -v b="$mem1" -v c="$rss0" -v d="$rss1" -v n="$count" \
+        'BEGIN { printf "%.1f\t%.1f\n", (b - a) / n, (d - c) / n }'
+}
+
+echo "generating a board of $members members..." >&2
+gen_load "$members" 0 >"$work/board.resp"
+echo "loading redis-server (port $redis_port) and rostrum (port $rostrum_port)..." >&2
+redis_mem=$(load_and_measure "$redis_port" "$work/board.resp" "$members")
+rostrum_mem=$(load_and_measure "$rostrum_port" "$work/board.resp" "$members")
+rm -f "$work/board.resp"
+for port in "$redis_port" "$rostrum_port"; do
+    got=$(redis-cli -p "$port" ZCARD board)
+    [[ "$got" == "$members" ]] || { echo "error: port $port has $got members, not $members" >&2; exit 1; }
+done
+
+# The commands, as redis-benchmark runs them (`title|command`).
+commands=(
+    "ZADD|ZADD board __rand_int__ m:__rand_int__"
+    "ZINCRBY|ZINCRBY board 1 m:__rand_int__"
+    "ZSCORE|ZSCORE board m:__rand_int__"
+    "ZREVRANK|ZREVRANK board m:__rand_int__"
+    "ZREVRANGE 0 9 WITHSCORES|ZREVRANGE board 0 9 WITHSCORES"
+    "ZREVRANGE 0 99 WITHSCORES|ZREVRANGE board 0 99 WITHSCORES"
+)
+
+# Runs one command on port $1 at pipeline $2; prints "rps<TAB>p99 ms".
+measure() {
+    local port=$1 pipeline=$2 command=$3 out
+    # shellcheck disable=SC2086 # the command is split into its words
+    out=$(redis-benchmark -p "$port" -n "$requests" -c "$clients" -r "$members" \
+        -P "$pipeline" --csv $command 2>"$work/bench.err") || {
+        echo "  redis-benchmark on port $port failed:" >&2
+        sed 's/^/    /' "$work/bench.err" >&2
+        printf -- '-\t-\n'
+        return 0
+    }
+    # CSV: "test","rps","avg","min","p50","p95","p99","max"
+    printf '%s\n' "$out" | awk -F, 'NR == 2 { gsub(/"/, "", $2); gsub(/"/, "", $7); printf "%s\t%s\n", $2, $7 }'
+}
+
+echo "redis-benchmark -n $requests -c $clients -r $members" >&2
+rows=()
+for p in $pipelines; do
+    for entry in "${commands[@]}"; do
+        title=${entry%%|*}
+        command=${entry#*|}
+        echo "  -P $p $title..." >&2
+        r=$(measure "$redis_port" "$p" "$command")
+        q=$(measure "$rostrum_port" "$p" "$command")
+        rows+=("$title -P $p	$r	$q")
+    done
+done
+
+printf '\n%-34s %12s %12s %7s %10s %10s\n' command "redis rps" "rostrum rps" ratio "redis p99" "rost. p99"
+for row in "${rows[@]}"; do
+    printf '%s\n' "$row" | awk -F'\t' '{
+        ratio = ($2 > 0 && $4 != "-") ? sprintf("%.2f", $4 / $2) : "-"
+        printf "%-34s %12s %12s %7s %10s %10s\n", $1, $2, $4, ratio, $3, $5
+    }'
+done
+
+printf '\nmemory per member, board of %s (bytes; growth of INFO memory over the empty server)\n' "$members"
+printf '%-14s %14s %14s\n' server used_memory used_memory_rss
+printf 'redis-server\t%s\nrostrum\t%s\n' "$redis_mem" "$rostrum_mem" |
+    awk -F'\t' '{ printf "%-14s %14s %14s\n", $1, $2, $3 }'
+
+if [[ "$small_boards" -gt 0 ]]; then
+    total=$((small_boards * 100))
+    echo "loading $small_boards boards of 100 members..." >&2
+    gen_load 0 "$small_boards" >"$work/small.resp"
+    redis-cli -p "$redis_port" FLUSHALL >/dev/null
+    redis-cli -p "$rostrum_port" FLUSHALL >/dev/null
+    redis_small=$(load_and_measure "$redis_port" "$work/small.resp" "$total")
+    rostrum_small=$(load_and_measure "$rostrum_port" "$work/small.resp" "$total")
+    printf '\nmemory per member, %s boards of 100 members (bytes)\n' "$small_boards"
+    printf '%-14s %14s %14s\n' server used_memory used_memory_rss
+    printf 'redis-server\t%s\nrostrum\t%s\n' "$redis_small" "$rostrum_small" |
+        awk -F'\t' '{ printf "%-14s %14s %14s\n", $1, $2, $3 }'
+fi

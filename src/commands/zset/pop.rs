@@ -1,0 +1,313 @@
+//! Popping the lowest or highest members: ZPOPMIN, ZPOPMAX, ZMPOP, and the
+//! blocking BZPOPMIN, BZPOPMAX, BZMPOP (which wait on empty keys through
+//! `Ctx::block_on` and are run again when a key changes).
+
+use std::time::Duration;
+
+use super::{after_removal, args, write_zset, Ctx};
+use crate::commands::long_double::LongDouble;
+use crate::error::{CmdError, CmdResult};
+use crate::protocol::number::strtod;
+
+/// Which end of the set a pop takes from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum End {
+    Min,
+    Max,
+}
+
+/// The reply shape of a pop, as Redis 7.0 picks it per command.
+#[derive(Clone, Copy)]
+struct Shape {
+    /// The key comes first (BZPOP*, ZMPOP, BZMPOP).
+    with_key: bool,
+    /// Members as `[member, score]` pairs (ZMPOP and BZMPOP always; ZPOP*
+    /// with a count in RESP3) instead of a flat list.
+    nested: bool,
+    /// No key to pop from replies a null array (ZMPOP) instead of an empty
+    /// one (ZPOP*).
+    nil_when_empty: bool,
+}
+
+/// Pops from the first existing key of `keys` (Redis's
+/// `genericZpopCommand`): up to `count` members (`None`: the one-member form
+/// without a count).
+fn pop_first(
+    ctx: &mut Ctx,
+    keys: &[&[u8]],
+    end: End,
+    count: Option<usize>,
+    shape: Shape,
+) -> CmdResult {
+    let mut chosen = None;
+    for &key in keys {
+        if write_zset(&mut ctx.keys, key)?.is_some() {
+            chosen = Some(key);
+            break;
+        }
+    }
+    let Some(key) = chosen else {
+        if shape.nil_when_empty {
+            ctx.out.null_array();
+        } else {
+            ctx.out.array(0);
+        }
+        return Ok(());
+    };
+    if count == Some(0) {
+        ctx.out.array(0);
+        return Ok(());
+    }
+    let Some(z) = write_zset(&mut ctx.keys, key)? else {
+        ctx.out.array(0);
+        return Ok(());
+    };
+    let n = count.unwrap_or(1).min(z.len());
+    let out = &mut *ctx.out;
+    match (shape.with_key, shape.nested) {
+        (false, false) => out.array(2 * n),
+        (false, true) => out.array(n),
+        (true, false) => {
+            out.array(2 * n + 1);
+            out.bulk(key);
+        }
+        (true, true) => {
+            out.array(2);
+            out.bulk(key);
+            out.array(n);
+        }
+    }
+    let emit = |m: &[u8], s: f64| {
+        if shape.nested {
+            out.array(2);
+        }
+        out.bulk(m);
+        out.double(s);
+    };
+    match end {
+        End::Min => z.pop_min(n, emit),
+        End::Max => z.pop_max(n, emit),
+    };
+    let emptied = z.is_empty();
+    after_removal(&mut ctx.keys, key, emptied)
+}
+
+fn zpop(ctx: &mut Ctx, a: &[&[u8]], end: End) -> CmdResult {
+    if a.len() > 3 {
+        return Err(CmdError::Syntax);
+    }
+    let count = match a.get(2) {
+        None => None,
+        Some(arg) => {
+            let n = args::int(arg)
+                .ok()
+                .filter(|&n| n >= 0)
+                .ok_or_else(|| CmdError::line("ERR value is out of range, must be positive"))?;
+            Some(usize::try_from(n).unwrap_or(usize::MAX))
+        }
+    };
+    let shape = Shape {
+        with_key: false,
+        nested: ctx.out.resp3 && count.is_some(),
+        nil_when_empty: false,
+    };
+    pop_first(ctx, &a[1..2], end, count, shape)
+}
+
+/// `ZPOPMIN key [count]`
+pub(super) fn zpopmin(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    zpop(ctx, a, End::Min)
+}
+
+/// `ZPOPMAX key [count]`
+pub(super) fn zpopmax(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    zpop(ctx, a, End::Max)
+}
+
+/// A blocking command's timeout in seconds, read as Redis 7.0's
+/// `getTimeoutFromObjectOrReply` does: a long double, times 1000, truncated
+/// to whole milliseconds. `None` waits forever (0, or anything under a
+/// millisecond).
+fn parse_timeout(arg: &[u8]) -> Result<Option<Duration>, CmdError> {
+    if LongDouble::string2ld(arg).is_none() {
+        return Err(CmdError::line("ERR timeout is not a float or out of range"));
+    }
+    let secs = strtod(arg).value;
+    let ms = secs * 1000.0;
+    // C's conversion to long long of a value out of its range (infinity
+    // included) gives LLONG_MIN on x86-64: a "negative" timeout. Redis
+    // multiplies in long double, exact up to 9223372036854775 s, where a
+    // double already rounds up to 2^63 ms: those still count as in range.
+    const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+    const LAST_SECOND: f64 = 9_223_372_036_854_775.0;
+    let ms = if (-TWO_POW_63..TWO_POW_63).contains(&ms) {
+        ms.trunc() as i64
+    } else if secs > 0.0 && secs <= LAST_SECOND {
+        i64::MAX
+    } else {
+        i64::MIN
+    };
+    if ms < 0 {
+        return Err(CmdError::line("ERR timeout is negative"));
+    }
+    // Beyond a century is forever in practice (and keeps Instant arithmetic
+    // from overflowing).
+    const CENTURY_MS: i64 = 100 * 366 * 24 * 3600 * 1000;
+    Ok(match ms {
+        0 => None,
+        ms if ms > CENTURY_MS => None,
+        ms => Some(Duration::from_millis(ms as u64)),
+    })
+}
+
+/// Serves a blocking pop (Redis's `blockingGenericZpopCommand`): pops from
+/// the first key holding a set, or blocks the client on `keys`. Where
+/// blocking is not allowed (MULTI, scripts) it replies as on timeout.
+fn blocking_pop(
+    ctx: &mut Ctx,
+    a: &[&[u8]],
+    keys: &[&[u8]],
+    timeout: Option<Duration>,
+    end: End,
+    count: Option<usize>,
+    shape: Shape,
+) -> CmdResult {
+    for (i, &key) in keys.iter().enumerate() {
+        if write_zset(&mut ctx.keys, key)?.is_some_and(|z| !z.is_empty()) {
+            return pop_first(ctx, &keys[i..=i], end, count, shape);
+        }
+    }
+    if !ctx.block_on(keys, timeout, a) {
+        ctx.out.null_array();
+    }
+    Ok(())
+}
+
+fn bzpop(ctx: &mut Ctx, a: &[&[u8]], end: End) -> CmdResult {
+    let last = a.len() - 1;
+    let timeout = parse_timeout(a[last])?;
+    let shape = Shape {
+        with_key: true,
+        nested: false,
+        nil_when_empty: false,
+    };
+    blocking_pop(ctx, a, &a[1..last], timeout, end, None, shape)
+}
+
+/// `BZPOPMIN key [key ...] timeout`
+pub(super) fn bzpopmin(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    bzpop(ctx, a, End::Min)
+}
+
+/// `BZPOPMAX key [key ...] timeout`
+pub(super) fn bzpopmax(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    bzpop(ctx, a, End::Max)
+}
+
+/// The parsed `numkeys key... MIN|MAX [COUNT count]` of ZMPOP and BZMPOP.
+struct MPop<'a> {
+    keys: &'a [&'a [u8]],
+    end: End,
+    count: usize,
+}
+
+/// Parses ZMPOP / BZMPOP arguments from the numkeys at `numkeys_idx`, with
+/// Redis's checks in Redis's order.
+fn parse_mpop<'a>(a: &'a [&'a [u8]], numkeys_idx: usize) -> Result<MPop<'a>, CmdError> {
+    let numkeys = args::int(a[numkeys_idx])
+        .ok()
+        .filter(|&n| n >= 1)
+        .ok_or_else(|| CmdError::line("ERR numkeys should be greater than 0"))?;
+    let first = numkeys_idx + 1;
+    let where_idx = usize::try_from(numkeys)
+        .ok()
+        .and_then(|n| first.checked_add(n))
+        .filter(|&i| i < a.len())
+        .ok_or(CmdError::Syntax)?;
+    let end = if args::is(a[where_idx], "min") {
+        End::Min
+    } else if args::is(a[where_idx], "max") {
+        End::Max
+    } else {
+        return Err(CmdError::Syntax);
+    };
+    let mut count = None;
+    let mut j = where_idx + 1;
+    while j < a.len() {
+        match a.get(j + 1) {
+            Some(v) if count.is_none() && args::is(a[j], "count") => {
+                let n = args::int(v)
+                    .ok()
+                    .filter(|&n| n >= 1)
+                    .ok_or_else(|| CmdError::line("ERR count should be greater than 0"))?;
+                count = Some(usize::try_from(n).unwrap_or(usize::MAX));
+                j += 2;
+            }
+            _ => return Err(CmdError::Syntax),
+        }
+    }
+    Ok(MPop {
+        keys: &a[first..where_idx],
+        end,
+        count: count.unwrap_or(1),
+    })
+}
+
+const MPOP_SHAPE: Shape = Shape {
+    with_key: true,
+    nested: true,
+    nil_when_empty: true,
+};
+
+/// `ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]`
+pub(super) fn zmpop(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let p = parse_mpop(a, 1)?;
+    pop_first(ctx, p.keys, p.end, Some(p.count), MPOP_SHAPE)
+}
+
+/// `BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]`
+pub(super) fn bzmpop(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let p = parse_mpop(a, 2)?;
+    let timeout = parse_timeout(a[1])?;
+    blocking_pop(ctx, a, p.keys, timeout, p.end, Some(p.count), MPOP_SHAPE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_as_redis_reads_them() {
+        assert_eq!(parse_timeout(b"0"), Ok(None));
+        assert_eq!(parse_timeout(b"0.0001"), Ok(None));
+        assert_eq!(parse_timeout(b"-0.0001"), Ok(None));
+        assert_eq!(parse_timeout(b"1.5"), Ok(Some(Duration::from_millis(1500))));
+        assert_eq!(parse_timeout(b"0x10"), Ok(Some(Duration::from_secs(16))));
+        let negative = Err(CmdError::line("ERR timeout is negative"));
+        assert_eq!(parse_timeout(b"-1"), negative);
+        assert_eq!(parse_timeout(b"inf"), negative);
+        assert_eq!(parse_timeout(b"1e30"), negative);
+        let junk = Err(CmdError::line("ERR timeout is not a float or out of range"));
+        for arg in [&b"abc"[..], b"nan", b" 1", b"1 ", b""] {
+            assert_eq!(parse_timeout(arg), junk);
+        }
+        assert_eq!(parse_timeout(b"9223372036854775"), Ok(None));
+    }
+
+    #[test]
+    fn mpop_arguments() {
+        let a: Vec<&[u8]> = vec![b"zmpop", b"2", b"a", b"b", b"max", b"COUNT", b"3"];
+        let p = parse_mpop(&a, 1).unwrap();
+        assert_eq!(p.keys, &a[2..4]);
+        assert!(p.end == End::Max && p.count == 3);
+        let numkeys = CmdError::line("ERR numkeys should be greater than 0");
+        for n in [&b"0"[..], b"-1", b"x"] {
+            let a: Vec<&[u8]> = vec![b"zmpop", n, b"a", b"min"];
+            assert_eq!(parse_mpop(&a, 1).err(), Some(numkeys.clone()));
+        }
+        let a: Vec<&[u8]> = vec![b"zmpop", b"9223372036854775807", b"a", b"min"];
+        assert_eq!(parse_mpop(&a, 1).err(), Some(CmdError::Syntax));
+        let a: Vec<&[u8]> = vec![b"zmpop", b"1", b"a", b"min", b"count", b"1", b"count", b"1"];
+        assert_eq!(parse_mpop(&a, 1).err(), Some(CmdError::Syntax));
+    }
+}
