@@ -17,13 +17,13 @@ use std::time::{Duration, Instant};
 use rostrum::protocol::request::split_args;
 
 /// How long a server may take to send one reply before it counts as missing.
-const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
+const REPLY_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long a server may take to close a connection it was told to close.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Seeds of the random streams when `COMPAT_SEEDS` is not set.
 const DEFAULT_SEEDS: &[u64] = &[1, 2, 3, 4, 5];
 /// Commands per random stream when `COMPAT_COMMANDS` is not set.
-const DEFAULT_STREAM_LEN: usize = 2_000;
+const DEFAULT_STREAM_LEN: usize = 4_000;
 /// Commands shown before the first difference of a random stream.
 const STREAM_CONTEXT: usize = 6;
 /// Longest escaped reply printed in full.

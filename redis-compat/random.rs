@@ -48,6 +48,10 @@ pub const FAMILIES: &[Family] = &[
         name: "zsetops",
         generate: zsetops,
     },
+    Family {
+        name: "sets",
+        generate: sets,
+    },
 ];
 
 /// The families a filter selects: all of them for no filter or `random`,
@@ -948,5 +952,62 @@ pub fn zsetops(r: &mut Rng) -> Cmd {
             }
             c
         }
+    }
+}
+
+/// Set members: integers (intset) and words or non-canonical numbers (which
+/// turn a set into a hashtable).
+const SET_MEMBERS: &[&str] = &["1", "2", "3", "10", "-5", "a", "b", "c", "007", "x y"];
+
+fn set_member(r: &mut Rng) -> Vec<u8> {
+    r.word(SET_MEMBERS)
+}
+
+/// Set commands whose replies do not depend on hash order: membership,
+/// cardinalities, the STORE forms (which reply a count), SINTERCARD.
+pub fn sets(r: &mut Rng) -> Cmd {
+    match r.below(16) {
+        0..=3 => {
+            let mut c = cmd([w("SADD"), key(r)]);
+            for _ in 0..1 + r.below(4) {
+                c.push(set_member(r));
+            }
+            c
+        }
+        4 | 5 => {
+            let mut c = cmd([w("SREM"), key(r)]);
+            for _ in 0..1 + r.below(3) {
+                c.push(set_member(r));
+            }
+            c
+        }
+        6 => cmd([w("SCARD"), key(r)]),
+        7 => cmd([w("SISMEMBER"), key(r), set_member(r)]),
+        8 => {
+            let mut c = cmd([w("SMISMEMBER"), key(r)]);
+            for _ in 0..1 + r.below(3) {
+                c.push(set_member(r));
+            }
+            c
+        }
+        9 => cmd([w("SMOVE"), key(r), key(r), set_member(r)]),
+        10..=12 => {
+            let op = r.word(&["SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE"]);
+            let mut c = cmd([op, key(r)]);
+            c.extend(some_keys(r, 3));
+            c
+        }
+        13 => {
+            let keys = some_keys(r, 3);
+            let mut c = cmd([w("SINTERCARD"), keys.len().to_string().into_bytes()]);
+            c.extend(keys);
+            if r.chance(40) {
+                c.push(w("LIMIT"));
+                c.push(r.range(0, 3).to_string().into_bytes());
+            }
+            c
+        }
+        14 => cmd([w("TYPE"), key(r)]),
+        _ => cmd([w("OBJECT"), w("ENCODING"), key(r)]),
     }
 }

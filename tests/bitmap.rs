@@ -509,8 +509,8 @@ fn sparse_bitmap_through_string_commands() {
 
 /// Scenario 4: 10,000 users vote through a pipeline on a few topics, each
 /// at most once per topic (a repeated vote finds its bit already set).
-/// The tally is kept in INCR counters (the sorted-set family, and with it
-/// ZINCRBY, has not landed yet); the bitmaps must agree with it.
+/// The tally is the sorted set `topic_rank` (ZINCRBY topic_rank 1 topic_N);
+/// the bitmaps and the live ranking must agree with it.
 #[test]
 fn one_vote_per_user_per_topic() {
     let srv = TestServer::start(&[]);
@@ -546,7 +546,7 @@ fn one_vote_per_user_per_topic() {
         for ((_, t), was) in batch.iter().zip(old) {
             if was == 0 {
                 tally[*t as usize] += 1;
-                p.cmd("INCR").arg(format!("tally:topic:{t}"));
+                p.cmd("ZINCRBY").arg("topic_rank").arg(1).arg(format!("topic_{t}"));
             }
         }
         let _: redis::Value = p.query(&mut c).unwrap();
@@ -557,14 +557,29 @@ fn one_vote_per_user_per_topic() {
         // One counted vote per user and topic, however often they tried.
         let voters = voted.iter().filter(|(_, vt)| *vt == t).count() as i64;
         assert_eq!(tally[t as usize], voters);
-        let server_tally: i64 = redis::cmd("GET")
-            .arg(format!("tally:topic:{t}"))
+        let server_tally: i64 = redis::cmd("ZSCORE")
+            .arg("topic_rank")
+            .arg(format!("topic_{t}"))
             .query::<Option<i64>>(&mut c)
             .unwrap()
             .unwrap_or(0);
         assert_eq!(server_tally, tally[t as usize]);
         assert_eq!(int(&mut c, &["BITCOUNT", &key]), tally[t as usize]);
     }
+    // The live ranking: ZREVRANGE topic_rank 0 9 WITHSCORES, highest first.
+    let ranking: Vec<(String, i64)> = redis::cmd("ZREVRANGE")
+        .arg("topic_rank")
+        .arg(0)
+        .arg(9)
+        .arg("WITHSCORES")
+        .query(&mut c)
+        .unwrap();
+    let mut want: Vec<(String, i64)> = (0..TOPICS)
+        .map(|t| (format!("topic_{t}"), tally[t as usize]))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    want.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
+    assert_eq!(ranking, want);
     // Every attempt finds its bit set now, and nobody else's is.
     let mut p = redis::pipe();
     for (uid, t) in &attempts {

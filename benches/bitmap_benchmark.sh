@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Bitmaps side by side: redis-server and a release Rostrum each receive the
+# same 1,000,000 SETBITs (random offsets below 2^32, then offsets 0..10^6 in
+# another key) through `redis-cli --pipe`, then the same GETBITs; prints the
+# time and rate of each run and the used memory (INFO used_memory growth)
+# of each bitmap for both servers (after a warm-up pipe of as many PINGs,
+# so allocator caches filled by a big pipe are not counted as the bitmap).
+#
+# Usage: benches/bitmap_benchmark.sh [-n BITS]      (default 1000000)
+# Environment: ROSTRUM_BIN to use a given binary instead of building one.
+set -euo pipefail
+
+bits=1000000
+while getopts "n:h" opt; do
+    case "$opt" in
+        n) bits=$OPTARG ;;
+        *) sed -n '2,10p' "$0"; exit 2 ;;
+    esac
+done
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+if [[ -n "${ROSTRUM_BIN:-}" ]]; then
+    rostrum_bin=$ROSTRUM_BIN
+else
+    cargo build --release --quiet --manifest-path "$root/Cargo.toml" --bin rostrum
+    rostrum_bin="${CARGO_TARGET_DIR:-$root/target}/release/rostrum"
+fi
+
+work=$(mktemp -d -t rostrum-bitbench.XXXXXX)
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_ready() {
+    for _ in $(seq 1 200); do
+        redis-cli -p "$1" ping >/dev/null 2>&1 && return 0
+        sleep 0.05
+    done
+    echo "server on port $1 did not start" >&2; exit 1
+}
+
+# The command files: RESP, generated once, sent to both servers.
+python3 - "$bits" "$work" <<'PY'
+import random, sys
+n, work = int(sys.argv[1]), sys.argv[2]
+rng = random.Random(42)
+def cmd(*a):
+    out = [b"*%d\r\n" % len(a)]
+    for x in a:
+        x = x if isinstance(x, bytes) else str(x).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(x), x))
+    return b"".join(out)
+sparse = [rng.randrange(0, 2**32) for _ in range(n)]
+with open(f"{work}/sparse_set", "wb") as f:
+    f.write(b"".join(cmd("SETBIT", "sparse", o, 1) for o in sparse))
+with open(f"{work}/sparse_get", "wb") as f:
+    f.write(b"".join(cmd("GETBIT", "sparse", o) for o in sparse))
+with open(f"{work}/dense_set", "wb") as f:
+    f.write(b"".join(cmd("SETBIT", "dense", o, 1) for o in range(n)))
+with open(f"{work}/dense_get", "wb") as f:
+    f.write(b"".join(cmd("GETBIT", "dense", o) for o in range(n)))
+with open(f"{work}/warmup", "wb") as f:
+    f.write(cmd("PING") * n)
+PY
+
+redis_port=$(free_port)
+redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" >/dev/null 2>&1 &
+pids+=($!)
+rostrum_port=$(free_port)
+"$rostrum_bin" --port "$rostrum_port" --loglevel warning --dir "$work" >/dev/null 2>&1 &
+pids+=($!)
+wait_ready "$redis_port"
+wait_ready "$rostrum_port"
+
+used() { redis-cli -p "$1" info memory | tr -d '\r' | awk -F: '$1=="used_memory"{print $2}'; }
+run() { # port file -> seconds
+    local t0 t1
+    t0=$(date +%s.%N)
+    redis-cli -p "$1" --pipe < "$work/$2" >/dev/null
+    t1=$(date +%s.%N)
+    echo "$t1 - $t0" | bc -l
+}
+
+# A pipe of the same size first, so the memory an allocator keeps cached
+# after a big pipe is already there before the bitmaps are measured.
+for port in "$redis_port" "$rostrum_port"; do
+    redis-cli -p "$port" --pipe < "$work/warmup" >/dev/null
+done
+
+printf '%-22s %14s %14s %8s\n' "run ($bits commands)" "redis ops/s" "rostrum ops/s" "ratio"
+declare -A mem
+for case in sparse dense; do
+    for port in "$redis_port" "$rostrum_port"; do
+        before=$(used "$port")
+        run "$port" "${case}_set" > "$work/t_${port}_${case}_set"
+        after=$(used "$port")
+        mem[$port,$case]=$((after - before))
+        run "$port" "${case}_get" > "$work/t_${port}_${case}_get"
+    done
+    for op in set get; do
+        r=$(cat "$work/t_${redis_port}_${case}_${op}")
+        o=$(cat "$work/t_${rostrum_port}_${case}_${op}")
+        printf '%-22s %14.0f %14.0f %8.2f\n' "$case SETBIT/GETBIT $op" \
+            "$(echo "$bits / $r" | bc -l)" "$(echo "$bits / $o" | bc -l)" "$(echo "$r / $o" | bc -l)"
+    done
+done
+echo
+printf '%-10s %16s %16s %8s\n' "bitmap" "redis bytes" "rostrum bytes" "ratio"
+for case in sparse dense; do
+    r=${mem[$redis_port,$case]}; o=${mem[$rostrum_port,$case]}
+    printf '%-10s %16d %16d %8.3f\n' "$case" "$r" "$o" "$(echo "$o / $r" | bc -l)"
+done
