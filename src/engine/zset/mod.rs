@@ -51,6 +51,7 @@
 //! - 10,000 boards of 100 `m:<6 digits>` members: 15.2 B/member in the
 //!   listpack encoding (12-13 bytes per entry plus size-class rounding).
 
+mod arena;
 pub mod listpack;
 pub mod range;
 pub mod skiplist;

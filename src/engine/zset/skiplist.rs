@@ -3,8 +3,9 @@
 //! O(log n)), plus a hash index from member to node for O(1) score lookups.
 //!
 //! Layout, chosen for memory (see the module docs of `zset` for figures):
-//! - nodes live in one arena (`Vec<Node>`, 36 bytes each) addressed by `u32`
-//!   indexes; node 0 is the header. Freed slots are reused through a free
+//! - nodes live in one arena (a [`ChunkedVec`] of 36-byte nodes: 1 MiB
+//!   chunks, so growing neither copies nor leaves much room unused)
+//!   addressed by `u32` indexes; node 0 is the header. Freed slots are reused through a free
 //!   list, and the whole structure is rebuilt (compacted) when it becomes
 //!   mostly holes;
 //! - a node holds its score, backward link, level-0 forward link (level-0
@@ -31,6 +32,7 @@ use std::fmt;
 use hashbrown::HashTable;
 
 use super::alloc_size;
+use super::arena::ChunkedVec;
 use super::listpack::Listpack;
 use super::range::Bounds;
 
@@ -90,7 +92,7 @@ struct Node {
 type Update = [u32; MAX_LEVEL];
 
 #[inline]
-fn member_of<'a>(nodes: &'a [Node], heap: &'a [u8], x: u32) -> &'a [u8] {
+fn member_of<'a>(nodes: &'a ChunkedVec<Node>, heap: &'a [u8], x: u32) -> &'a [u8] {
     let m = &nodes[x as usize].member;
     let tag = m[0] as usize;
     if tag <= INLINE_MAX {
@@ -119,7 +121,7 @@ fn reserve<T>(v: &mut Vec<T>, extra: usize) {
 /// The skiplist + hash index.
 #[derive(Clone)]
 pub(super) struct SkipList {
-    nodes: Vec<Node>,
+    nodes: ChunkedVec<Node>,
     links: Vec<Link>,
     heap: Vec<u8>,
     /// Heap bytes of removed members.
@@ -171,7 +173,7 @@ impl SkipList {
     }
 
     fn build(capacity: usize, hasher: ahash::RandomState, rng: u64) -> SkipList {
-        let mut nodes = Vec::with_capacity(capacity + 1);
+        let mut nodes = ChunkedVec::new();
         nodes.push(Node {
             score: 0.0,
             prev: NIL,
@@ -217,7 +219,7 @@ impl SkipList {
     /// Estimated bytes allocated, rounded to the allocator's size classes.
     pub fn memory_usage(&self) -> usize {
         alloc_size(std::mem::size_of::<SkipList>())
-            + alloc_size(self.nodes.capacity() * std::mem::size_of::<Node>())
+            + self.nodes.allocated()
             + alloc_size(self.links.capacity() * std::mem::size_of::<Link>())
             + alloc_size(self.heap.capacity())
             + alloc_size(self.index.allocation_size())
@@ -373,7 +375,6 @@ impl SkipList {
         } else {
             // Node indexes are u32: 4 billion members would need ~150 GB.
             let x = self.nodes.len() as u32;
-            reserve(&mut self.nodes, 1);
             self.nodes.push(node);
             x
         }
