@@ -36,14 +36,6 @@ impl<T> ChunkedVec<T> {
         self.len
     }
 
-    /// The element at `i`, if any.
-    #[inline]
-    pub fn get(&self, i: usize) -> Option<&T> {
-        self.chunks
-            .get(i / Self::PER_CHUNK)
-            .and_then(|c| c.get(i % Self::PER_CHUNK))
-    }
-
     /// Appends `value`; the last chunk grows by size classes until full.
     pub fn push(&mut self, value: T) {
         let fits = self
@@ -107,9 +99,8 @@ mod tests {
         for i in (0..n).step_by(97) {
             assert_eq!(v[i][0], (i % 251) as u8);
         }
-        assert!(v.get(n).is_none());
         v[n - 1][0] = 7;
-        assert_eq!(v.get(n - 1).map(|e| e[0]), Some(7));
+        assert_eq!(v[n - 1][0], 7);
         // At most one partly used chunk.
         assert!(v.allocated() < n * 36 + CHUNK_BYTES / 4 + 4096);
     }

@@ -56,7 +56,7 @@ const HEAP_TAG: u8 = 0xFF;
 struct Link {
     next: u32,
     span: u32,
-    /// `nodes[next].upper`.
+    /// Index in `links` of `next`'s level-1 link (NIL when it has one level).
     next_upper: u32,
     /// `nodes[next].score`.
     next_score: f64,
@@ -72,15 +72,12 @@ const EMPTY_LINK: Link = Link {
 /// One element (or the header, or a free slot when `level == 0`). Packed to
 /// 4-byte alignment: 36 bytes, with room for a 14-byte member inline.
 #[derive(Debug, Clone, Copy)]
-#[repr(packed(4))]
 struct Node {
     score: f64,
     /// Backward link; NIL for the first element.
     prev: u32,
     /// Level-0 forward link; NIL for the last element.
     next: u32,
-    /// Index in `links` of this node's level-1 link (levels 1..level follow).
-    upper: u32,
     /// Number of levels; 0 marks a free slot.
     level: u8,
     /// `[len, bytes..]` when len <= 14, else `[HEAP_TAG, offset: 6 bytes,
@@ -88,8 +85,23 @@ struct Node {
     member: [u8; 1 + INLINE_MAX],
 }
 
-/// Predecessors of a position at every level, and their 1-based ranks.
-type Update = [u32; MAX_LEVEL];
+/// A node and the index in `links` of its level-1 link (levels 1..level
+/// follow; NIL for a node of one level). Nodes do not store the index: a
+/// walk learns it from the link that led to the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Pos {
+    node: u32,
+    upper: u32,
+}
+
+/// The header, whose links come first in `links`.
+const HEAD_POS: Pos = Pos {
+    node: HEAD,
+    upper: 0,
+};
+
+/// Predecessors of a position at every level.
+type Update = [Pos; MAX_LEVEL];
 
 #[inline]
 fn member_of<'a>(nodes: &'a ChunkedVec<Node>, heap: &'a [u8], x: u32) -> &'a [u8] {
@@ -156,7 +168,7 @@ struct Appender {
 impl Appender {
     fn new() -> Appender {
         Appender {
-            last: [HEAD; MAX_LEVEL],
+            last: [HEAD_POS; MAX_LEVEL],
             last_rank: [0; MAX_LEVEL],
         }
     }
@@ -178,7 +190,6 @@ impl SkipList {
             score: 0.0,
             prev: NIL,
             next: NIL,
-            upper: 0,
             level: MAX_LEVEL as u8,
             member: [0; 1 + INLINE_MAX],
         });
@@ -262,61 +273,45 @@ impl SkipList {
     }
 
     #[inline]
-    fn link_at(&self, x: u32, i: usize) -> usize {
-        self.nodes[x as usize].upper as usize + i - 1
+    fn link_at(p: Pos, i: usize) -> usize {
+        p.upper as usize + i - 1
     }
 
     #[inline]
-    fn fwd(&self, x: u32, i: usize) -> u32 {
+    fn fwd(&self, p: Pos, i: usize) -> u32 {
         if i == 0 {
-            self.nodes[x as usize].next
+            self.nodes[p.node as usize].next
         } else {
-            self.links[self.link_at(x, i)].next
+            self.links[Self::link_at(p, i)].next
         }
     }
 
     #[inline]
-    fn span(&self, x: u32, i: usize) -> usize {
+    fn span(&self, p: Pos, i: usize) -> usize {
         if i == 0 {
             1
         } else {
-            self.links[self.link_at(x, i)].span as usize
-        }
-    }
-
-    /// The link of level `i >= 1` pointing at node `next` with `span`.
-    #[inline]
-    fn link_to(&self, next: u32, span: usize) -> Link {
-        match self.nodes.get(next as usize) {
-            Some(n) => Link {
-                next,
-                span: span as u32,
-                next_upper: n.upper,
-                next_score: n.score,
-            },
-            None => Link {
-                span: span as u32,
-                ..EMPTY_LINK
-            },
+            self.links[Self::link_at(p, i)].span as usize
         }
     }
 
     #[inline]
-    fn set_link(&mut self, x: u32, i: usize, next: u32, span: usize) {
-        if i == 0 {
-            self.nodes[x as usize].next = next;
-        } else {
-            let at = self.link_at(x, i);
-            self.links[at] = self.link_to(next, span);
-        }
-    }
-
-    #[inline]
-    fn set_span(&mut self, x: u32, i: usize, span: usize) {
+    fn set_span(&mut self, p: Pos, i: usize, span: usize) {
         if i > 0 {
-            let at = self.link_at(x, i);
-            self.links[at].span = span as u32;
+            self.links[Self::link_at(p, i)].span = span as u32;
         }
+    }
+
+    /// Where node `x` is, given its predecessors `update` (whose level-1 link
+    /// leads to x when x has upper levels).
+    #[inline]
+    fn pos_of(&self, x: u32, update: &Update) -> Pos {
+        let upper = if self.nodes[x as usize].level > 1 {
+            self.links[Self::link_at(update[1], 1)].next_upper
+        } else {
+            NIL
+        };
+        Pos { node: x, upper }
     }
 
     fn hash(&self, member: &[u8]) -> u64 {
@@ -352,7 +347,7 @@ impl SkipList {
         slot
     }
 
-    fn alloc_node(&mut self, member: &[u8], score: f64, level: usize) -> u32 {
+    fn alloc_node(&mut self, member: &[u8], score: f64, level: usize) -> Pos {
         let slot = self.store_member(member);
         let upper = if level > 1 {
             self.alloc_links(level - 1)
@@ -363,21 +358,21 @@ impl SkipList {
             score,
             prev: NIL,
             next: NIL,
-            upper,
             level: level as u8,
             member: slot,
         };
-        if self.free_node != NIL {
+        let x = if self.free_node != NIL {
             let x = self.free_node;
             self.free_node = self.nodes[x as usize].next;
             self.nodes[x as usize] = node;
             x
         } else {
-            // Node indexes are u32: 4 billion members would need ~150 GB.
+            // Node indexes are u32: 4 billion members would need ~130 GB.
             let x = self.nodes.len() as u32;
             self.nodes.push(node);
             x
-        }
+        };
+        Pos { node: x, upper }
     }
 
     fn alloc_links(&mut self, n: usize) -> u32 {
@@ -396,7 +391,8 @@ impl SkipList {
         }
     }
 
-    fn free_node(&mut self, x: u32) {
+    fn free_node(&mut self, p: Pos) {
+        let x = p.node;
         let n = self.nodes[x as usize];
         if n.member[0] == HEAP_TAG {
             self.heap_garbage +=
@@ -404,8 +400,8 @@ impl SkipList {
         }
         if n.level > 1 {
             let k = n.level as usize - 1;
-            self.links[n.upper as usize].next = self.free_links[k];
-            self.free_links[k] = n.upper;
+            self.links[p.upper as usize].next = self.free_links[k];
+            self.free_links[k] = p.upper;
         }
         let slot = &mut self.nodes[x as usize];
         slot.level = 0;
@@ -438,42 +434,46 @@ impl SkipList {
     fn descend(
         &self,
         mut ahead: impl FnMut(u32, f64, usize) -> bool,
-        mut level_done: impl FnMut(usize, u32, usize) -> bool,
+        mut level_done: impl FnMut(usize, Pos, usize) -> bool,
     ) -> (u32, usize) {
-        let mut x = HEAD;
-        // The header's link block starts at 0.
-        let mut upper = 0usize;
+        let mut x = HEAD_POS;
         let mut r = 0;
         for i in (1..self.level).rev() {
             loop {
-                let l = self.links[upper + i - 1];
+                let l = self.links[Self::link_at(x, i)];
                 let span = l.span as usize;
                 if l.next == NIL || !ahead(l.next, l.next_score, r + span) {
                     break;
                 }
                 r += span;
-                x = l.next;
-                upper = l.next_upper as usize;
+                x = Pos {
+                    node: l.next,
+                    upper: l.next_upper,
+                };
             }
             if !level_done(i, x, r) {
-                return (x, r);
+                return (x.node, r);
             }
         }
         loop {
-            let n = self.nodes[x as usize].next;
+            let n = self.nodes[x.node as usize].next;
             if n == NIL || !ahead(n, self.nodes[n as usize].score, r + 1) {
                 break;
             }
             r += 1;
-            x = n;
+            // Level 0 needs no link block.
+            x = Pos {
+                node: n,
+                upper: NIL,
+            };
         }
         level_done(0, x, r);
-        (x, r)
+        (x.node, r)
     }
 
     /// Predecessors of (score, member) at every level, with their ranks.
     fn search(&self, score: f64, member: &[u8]) -> (Update, [usize; MAX_LEVEL]) {
-        let mut update = [HEAD; MAX_LEVEL];
+        let mut update = [HEAD_POS; MAX_LEVEL];
         let mut rank = [0usize; MAX_LEVEL];
         self.descend(
             |n, s, _| s < score || (s == score && self.member(n) < member),
@@ -486,8 +486,9 @@ impl SkipList {
         (update, rank)
     }
 
-    /// Links the unlinked node `x` (score, member and level set) in place.
-    fn link(&mut self, x: u32) {
+    /// Links the unlinked node at `p` (score, member and level set) in place.
+    fn link(&mut self, p: Pos) {
+        let x = p.node;
         let score = self.score_of(x);
         let level = self.nodes[x as usize].level as usize;
         let (update, mut rank) = self.search(score, self.member(x));
@@ -495,21 +496,21 @@ impl SkipList {
         if level > self.level {
             for i in self.level..level {
                 rank[i] = 0;
-                update[i] = HEAD;
-                self.set_span(HEAD, i, self.len);
+                update[i] = HEAD_POS;
+                self.set_span(HEAD_POS, i, self.len);
             }
             self.level = level;
         }
         for i in 0..level {
             let u = update[i];
             if i == 0 {
-                self.nodes[x as usize].next = self.nodes[u as usize].next;
-                self.nodes[u as usize].next = x;
+                self.nodes[x as usize].next = self.nodes[u.node as usize].next;
+                self.nodes[u.node as usize].next = x;
             } else {
                 // x takes over u's link (and its cached forward node), u
                 // now points at x.
                 let d = rank[0] - rank[i];
-                let (ua, xa) = (self.link_at(u, i), self.link_at(x, i));
+                let (ua, xa) = (Self::link_at(u, i), Self::link_at(p, i));
                 let old = self.links[ua];
                 self.links[xa] = Link {
                     span: (old.span as usize).saturating_sub(d) as u32,
@@ -518,7 +519,7 @@ impl SkipList {
                 self.links[ua] = Link {
                     next: x,
                     span: (d + 1) as u32,
-                    next_upper: self.nodes[x as usize].upper,
+                    next_upper: p.upper,
                     next_score: score,
                 };
             }
@@ -527,8 +528,8 @@ impl SkipList {
             let s = self.span(u, i);
             self.set_span(u, i, s + 1);
         }
-        let p = update[0];
-        self.nodes[x as usize].prev = if p == HEAD { NIL } else { p };
+        let before = update[0].node;
+        self.nodes[x as usize].prev = if before == HEAD { NIL } else { before };
         let n = self.nodes[x as usize].next;
         if n != NIL {
             self.nodes[n as usize].prev = x;
@@ -538,15 +539,16 @@ impl SkipList {
         self.len += 1;
     }
 
-    /// Unlinks node `x` given its predecessors; does not free it.
-    fn unlink(&mut self, x: u32, update: &Update) {
+    /// Unlinks the node at `p` given its predecessors; does not free it.
+    fn unlink(&mut self, p: Pos, update: &Update) {
+        let x = p.node;
         for (i, &u) in update.iter().enumerate().take(self.level) {
             if self.fwd(u, i) == x {
                 if i == 0 {
-                    self.nodes[u as usize].next = self.nodes[x as usize].next;
+                    self.nodes[u.node as usize].next = self.nodes[x as usize].next;
                 } else {
                     // u takes over x's link and its cached forward node.
-                    let (ua, xa) = (self.link_at(u, i), self.link_at(x, i));
+                    let (ua, xa) = (Self::link_at(u, i), Self::link_at(p, i));
                     let (us, xl) = (self.links[ua].span, self.links[xa]);
                     self.links[ua] = Link {
                         span: (us + xl.span).saturating_sub(1),
@@ -558,13 +560,13 @@ impl SkipList {
                 self.set_span(u, i, s);
             }
         }
-        let (p, n) = (self.prev(x), self.next(x));
-        if n != NIL {
-            self.nodes[n as usize].prev = p;
+        let (before, after) = (self.prev(x), self.next(x));
+        if after != NIL {
+            self.nodes[after as usize].prev = before;
         } else {
-            self.tail = p;
+            self.tail = before;
         }
-        while self.level > 1 && self.fwd(HEAD, self.level - 1) == NIL {
+        while self.level > 1 && self.fwd(HEAD_POS, self.level - 1) == NIL {
             self.level -= 1;
         }
         self.len -= 1;
@@ -573,9 +575,10 @@ impl SkipList {
     /// Unlinks, unindexes and frees node `x`.
     fn delete_node(&mut self, x: u32) {
         let (update, _) = self.search(self.score_of(x), self.member(x));
-        self.unlink(x, &update);
+        let p = self.pos_of(x, &update);
+        self.unlink(p, &update);
         self.unindex(x);
-        self.free_node(x);
+        self.free_node(p);
     }
 
     fn push_sorted(&mut self, app: &mut Appender, member: &[u8], score: f64) {
@@ -585,10 +588,20 @@ impl SkipList {
         self.level = self.level.max(level);
         for i in 0..level {
             let p = app.last[i];
-            self.set_link(p, i, x, r - app.last_rank[i]);
+            if i == 0 {
+                self.nodes[p.node as usize].next = x.node;
+            } else {
+                self.links[Self::link_at(p, i)] = Link {
+                    next: x.node,
+                    span: (r - app.last_rank[i]) as u32,
+                    next_upper: x.upper,
+                    next_score: score,
+                };
+            }
             app.last[i] = x;
             app.last_rank[i] = r;
         }
+        let x = x.node;
         self.nodes[x as usize].prev = if self.len == 0 { NIL } else { self.tail };
         self.tail = x;
         self.len += 1;
@@ -641,9 +654,9 @@ impl SkipList {
     /// Adds a member that is not in the set.
     pub fn insert_new(&mut self, member: &[u8], score: f64) {
         let level = self.random_level();
-        let x = self.alloc_node(member, score, level);
-        self.link(x);
-        self.index_insert(x);
+        let p = self.alloc_node(member, score, level);
+        self.link(p);
+        self.index_insert(p.node);
     }
 
     /// Changes the score of node `x`, moving it if its order changes.
@@ -656,17 +669,17 @@ impl SkipList {
             if level > 1 {
                 let (update, _) = self.search(self.score_of(x), self.member(x));
                 for (i, &u) in update.iter().enumerate().take(level).skip(1) {
-                    let at = self.link_at(u, i);
-                    self.links[at].next_score = score;
+                    self.links[Self::link_at(u, i)].next_score = score;
                 }
             }
             self.nodes[x as usize].score = score;
             return;
         }
         let (update, _) = self.search(self.score_of(x), self.member(x));
-        self.unlink(x, &update);
+        let p = self.pos_of(x, &update);
+        self.unlink(p, &update);
         self.nodes[x as usize].score = score;
-        self.link(x);
+        self.link(p);
     }
 
     /// Removes `member`; true when it was there.
@@ -687,7 +700,7 @@ impl SkipList {
         let member = self.member(x);
         let (_, r) = self.descend(
             |n, s, _| s < score || (s == score && (n == x || self.member(n) <= member)),
-            |_, y, _| y != x,
+            |_, y, _| y.node != x,
         );
         r
     }
@@ -760,7 +773,7 @@ impl SkipList {
 
     /// Removes the members in `range`; returns how many.
     pub fn remove_range<B: Bounds>(&mut self, range: &B) -> usize {
-        let mut update = [HEAD; MAX_LEVEL];
+        let mut update = [HEAD_POS; MAX_LEVEL];
         let (x, _) = self.descend(
             |n, s, _| !range.gte_min(s, self.member(n)),
             |i, x, _| {
@@ -772,9 +785,10 @@ impl SkipList {
         let mut removed = 0;
         while x != NIL && range.lte_max(self.score_of(x), self.member(x)) {
             let n = self.next(x);
-            self.unlink(x, &update);
+            let p = self.pos_of(x, &update);
+            self.unlink(p, &update);
             self.unindex(x);
-            self.free_node(x);
+            self.free_node(p);
             removed += 1;
             x = n;
         }
@@ -784,7 +798,7 @@ impl SkipList {
 
     /// Removes 0-based ranks `start..=end`; returns how many.
     pub fn remove_range_by_rank(&mut self, start: usize, end: usize) -> usize {
-        let mut update = [HEAD; MAX_LEVEL];
+        let mut update = [HEAD_POS; MAX_LEVEL];
         let (x, _) = self.descend(
             |_, _, after| after <= start,
             |i, x, _| {
@@ -797,9 +811,10 @@ impl SkipList {
         let mut at = start;
         while x != NIL && at <= end {
             let n = self.next(x);
-            self.unlink(x, &update);
+            let p = self.pos_of(x, &update);
+            self.unlink(p, &update);
             self.unindex(x);
-            self.free_node(x);
+            self.free_node(p);
             removed += 1;
             at += 1;
             x = n;
@@ -810,7 +825,7 @@ impl SkipList {
 
     /// Calls `f` on up to `count` lowest members, lowest first, and removes them.
     pub fn pop_min(&mut self, count: usize, mut f: impl FnMut(&[u8], f64)) -> usize {
-        let heads = [HEAD; MAX_LEVEL];
+        let heads = [HEAD_POS; MAX_LEVEL];
         let mut n = 0;
         while n < count {
             let x = self.first();
@@ -819,9 +834,10 @@ impl SkipList {
             }
             let (m, s) = self.entry(x);
             f(m, s);
-            self.unlink(x, &heads);
+            let p = self.pos_of(x, &heads);
+            self.unlink(p, &heads);
             self.unindex(x);
-            self.free_node(x);
+            self.free_node(p);
             n += 1;
         }
         self.maybe_compact();
@@ -890,27 +906,33 @@ impl SkipList {
         assert_eq!(self.tail, prev);
         assert_eq!(n, self.len);
         assert_eq!(self.index.len(), self.len);
-        // Higher levels: spans equal rank differences.
+        // Higher levels: spans equal rank differences, the cached scores are
+        // the nodes' and every link to a node names the same link block.
+        let mut blocks = std::collections::HashMap::new();
         for i in 1..self.level {
-            let mut x = HEAD;
+            let mut x = HEAD_POS;
             let mut r = 0usize;
             loop {
-                let nx = self.fwd(x, i);
+                let l = self.links[Self::link_at(x, i)];
+                let nx = l.next;
                 if nx == NIL {
                     break;
                 }
                 let nr = ranks[&nx];
-                assert_eq!(self.span(x, i), nr - r, "span at level {i}");
-                let l = self.links[self.link_at(x, i)];
-                let (upper, score) = (self.nodes[nx as usize].upper, self.score_of(nx));
-                assert_eq!({ l.next_upper }, upper, "cached block at level {i}");
+                assert_eq!(l.span as usize, nr - r, "span at level {i}");
+                let score = self.score_of(nx);
                 assert_eq!({ l.next_score }.to_bits(), score.to_bits(), "cached score");
+                let upper = *blocks.entry(nx).or_insert(l.next_upper);
+                assert_eq!({ l.next_upper }, upper, "cached block at level {i}");
                 assert!(self.nodes[nx as usize].level as usize > i);
                 r = nr;
-                x = nx;
+                x = Pos {
+                    node: nx,
+                    upper: l.next_upper,
+                };
             }
         }
-        assert!(self.level == 1 || self.fwd(HEAD, self.level - 1) != NIL);
+        assert!(self.level == 1 || self.fwd(HEAD_POS, self.level - 1) != NIL);
     }
 }
 
@@ -920,7 +942,7 @@ mod tests {
 
     #[test]
     fn node_and_link_sizes() {
-        assert_eq!(std::mem::size_of::<Node>(), 36);
+        assert_eq!(std::mem::size_of::<Node>(), 32);
         assert_eq!(std::mem::size_of::<Link>(), 20);
     }
 
