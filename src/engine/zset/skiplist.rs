@@ -52,7 +52,7 @@ const HEAP_TAG: u8 = 0xFF;
 /// reading the forward node itself (one cache miss per step instead of two).
 /// Packed to 4-byte alignment: 20 bytes instead of 24.
 #[derive(Debug, Clone, Copy)]
-#[repr(packed(4))]
+#[repr(C, packed(4))]
 struct Link {
     next: u32,
     span: u32,
