@@ -582,17 +582,25 @@ proptest! {
     }
 }
 
-/// Fills a set with `n` `m:<id>` members with integer scores and prints
-/// its bytes per member (printed, not asserted).
-fn measure(n: usize) -> f64 {
+/// Fills a set with `n` `m:<id>` members with integer scores, and one with
+/// `m:<12-digit id>` members (the leaderboard bench's form), and prints their
+/// bytes per member (printed, not asserted).
+fn measure(n: usize) {
     let limits = ZSetLimits::default();
-    let mut z = ZSet::new();
-    for i in 0..n {
-        z.insert(format!("m:{i}").as_bytes(), (i * 7 % 10_007) as f64, limits);
+    for wide in [false, true] {
+        let mut z = ZSet::new();
+        for i in 0..n {
+            let m = if wide {
+                format!("m:{i:012}")
+            } else {
+                format!("m:{i}")
+            };
+            z.insert(m.as_bytes(), (i * 7 % 10_007) as f64, limits);
+        }
+        let per = z.memory_usage() as f64 / n as f64;
+        let form = if wide { "m:<12 digits>" } else { "m:<id>" };
+        println!("{n} {form} members ({}): {per:.1} B/member", z.encoding());
     }
-    let per = z.memory_usage() as f64 / n as f64;
-    println!("{n} members ({}): {per:.1} B/member", z.encoding());
-    per
 }
 
 #[test]
