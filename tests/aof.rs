@@ -895,3 +895,39 @@ fn config_set_appendonly_at_run_time() {
     assert_eq!(get(&mut c, "before").as_deref(), Some("1"));
     assert_eq!(get(&mut c, "after").as_deref(), Some("2"));
 }
+
+/// A sparse bitmap (bits near 2^32) is rewritten as a few SETRANGEs, not as a
+/// 512 MB SET, and comes back bit for bit.
+#[test]
+fn rewrite_keeps_sparse_bitmaps_small() {
+    let dir = Dir::new("sparse");
+    let mut node = Node::start(&dir.0, &[]);
+    let mut c = node.conn();
+    for off in [5u64, 4_000_000_000, 4_294_967_295] {
+        let _: i64 = redis::cmd("SETBIT")
+            .arg("votes")
+            .arg(off)
+            .arg(1)
+            .query(&mut c)
+            .unwrap();
+    }
+    let _: () = redis::cmd("SAVE").query(&mut c).unwrap();
+    let size = std::fs::metadata(dir.aof()).expect("aof").len();
+    assert!(size < 1_000_000, "rewritten AOF is {size} bytes");
+    drop(c);
+    node.kill();
+    let node = Node::start(&dir.0, &[]);
+    let mut c = node.conn();
+    let len: i64 = redis::cmd("STRLEN").arg("votes").query(&mut c).unwrap();
+    assert_eq!(len, 536_870_912);
+    let count: i64 = redis::cmd("BITCOUNT").arg("votes").query(&mut c).unwrap();
+    assert_eq!(count, 3);
+    for off in [5u64, 4_000_000_000, 4_294_967_295] {
+        let bit: i64 = redis::cmd("GETBIT")
+            .arg("votes")
+            .arg(off)
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(bit, 1, "bit {off}");
+    }
+}

@@ -119,7 +119,12 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
     };
     // AOF rewrite running: save the shards this command may change first.
     crate::persistence::before_write(server, client, spec, args, &locked);
-    let now_ms = crate::persistence::clock_ms(server);
+    let start = client.clock.last;
+    let now_ms = if server.aof.loading() {
+        0
+    } else {
+        client.clock.unix_ms_at(start)
+    };
     let mut ctx = Ctx {
         server,
         client,
@@ -139,7 +144,8 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
     };
     ctx.keys.db = ctx.client.db;
     let start_db = ctx.keys.db;
-    invoke(&mut ctx, cmd, args);
+    let end = invoke(&mut ctx, cmd, args, start);
+    ctx.client.clock.last = end;
     // AOF: log what changed before the locks go, so the log order is the
     // order in which changes were applied.
     let wait = crate::persistence::feed(server, &mut ctx.keys, start_db, args);
@@ -163,16 +169,17 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
 /// the AOF in the enclosing command's `keys.propagate`.
 pub fn call(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]]) {
     let saved = crate::persistence::nested_begin(ctx);
-    invoke(ctx, cmd, args);
+    invoke(ctx, cmd, args, Instant::now());
     crate::persistence::nested_end(ctx, saved, args);
 }
 
-/// Runs a resolved command's handler (the dispatcher's last step).
-fn invoke(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]]) {
-    let start = Instant::now();
+/// Runs a resolved command's handler (the dispatcher's last step), timed
+/// from `start`; returns when it ended.
+fn invoke(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]], start: Instant) -> Instant {
     let reply_start = ctx.out.len();
     let result = (cmd.spec.handler)(ctx, args);
-    let us = start.elapsed().as_micros() as u64;
+    let end = Instant::now();
+    let us = end.saturating_duration_since(start).as_micros() as u64;
     let failed = match result {
         Ok(()) => false,
         Err(e) => {
@@ -191,6 +198,7 @@ fn invoke(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]]) {
         ctx.server
             .slowlog_push(us, args, &ctx.client.info.addr, &name);
     }
+    end
 }
 
 /// Looks a command up and checks its arity.
@@ -274,6 +282,20 @@ pub fn flush_stats(server: &Server, client: &mut ClientState) {
             .stats
             .commands_processed
             .fetch_add(processed, Ordering::Relaxed);
+    }
+    let hits = std::mem::take(&mut client.pending_hits);
+    if hits > 0 {
+        server
+            .stats
+            .keyspace_hits
+            .fetch_add(hits, Ordering::Relaxed);
+    }
+    let misses = std::mem::take(&mut client.pending_misses);
+    if misses > 0 {
+        server
+            .stats
+            .keyspace_misses
+            .fetch_add(misses, Ordering::Relaxed);
     }
 }
 

@@ -581,13 +581,21 @@ fn msetnx(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 
 /// Adds `by` to the integer under `key` (0 when absent), keeping its TTL.
 fn incr_by(ctx: &mut Ctx, key: &[u8], by: i64) -> CmdResult {
-    let current = match get_str_mut(&mut ctx.keys, key)? {
-        Some(s) => s.as_i64().ok_or(CmdError::NotInteger)?,
-        None => 0,
+    let n = match get_str_mut(&mut ctx.keys, key)? {
+        Some(s) => {
+            let current = s.as_i64().ok_or(CmdError::NotInteger)?;
+            let n = current.checked_add(by).ok_or(CmdError::Overflow)?;
+            // In place: the key keeps its TTL, as in Redis.
+            s.set_i64(n);
+            ctx.keys.modified(key)?;
+            n
+        }
+        None => {
+            // A stale key was removed above, so keeping "its" TTL is right.
+            store(&mut ctx.keys, key, StrValue::from_i64(by), true, None)?;
+            by
+        }
     };
-    let n = current.checked_add(by).ok_or(CmdError::Overflow)?;
-    // A stale key was removed above, so keeping "its" TTL is right.
-    store(&mut ctx.keys, key, StrValue::from_i64(n), true, None)?;
     ctx.out.int(n);
     Ok(())
 }

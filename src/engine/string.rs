@@ -70,6 +70,21 @@ impl StrValue {
         }
     }
 
+    /// Replaces the value by the integer `n` in place (INCR), reusing the
+    /// buffer.
+    pub fn set_i64(&mut self, n: i64) {
+        let mut buf = itoa::Buffer::new();
+        let text = buf.format(n).as_bytes();
+        match &mut self.repr {
+            Repr::Bytes(v) => {
+                v.clear();
+                v.extend_from_slice(text);
+            }
+            Repr::Sparse(_) => self.repr = Repr::Bytes(text.to_vec()),
+        }
+        self.enc = StrEncoding::Int;
+    }
+
     /// A value built by changing bytes in place (APPEND, SETRANGE, SETBIT,
     /// BITOP): always `raw`, as in Redis.
     pub fn raw(data: Vec<u8>) -> Self {

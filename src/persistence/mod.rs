@@ -280,17 +280,6 @@ pub fn aof_path(server: &Server) -> PathBuf {
     PathBuf::from(&c.dir).join(&c.appendfilename)
 }
 
-/// The command clock: the real time, or 0 while loading the file so that
-/// no key expires half-way through the replay (the file holds a DEL for
-/// every key that expired).
-pub fn clock_ms(server: &Server) -> u64 {
-    if server.aof.loading() {
-        0
-    } else {
-        unix_ms()
-    }
-}
-
 /// Start-up: loads the AOF when `appendonly` is on (before any client is
 /// accepted), opens it for appending, and starts the writer and rewrite
 /// threads. An error means the server must not start.

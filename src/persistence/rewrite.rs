@@ -27,8 +27,10 @@ use super::encode::{write_command, write_select};
 use super::writer::{check_fault, error_text};
 use super::{aof_path, Stream};
 use crate::commands::table::{flags, CommandSpec, KeySpec};
+use crate::engine::bitmap::CHUNK_BYTES;
 use crate::engine::keyspace::{Locked, Shard, ShardGuard, SHARD_COUNT};
 use crate::engine::set::{Member, SetValue};
+use crate::engine::string::StrValue;
 use crate::engine::zset::ZSet;
 use crate::engine::Value;
 use crate::protocol::number::{format_double, MAX_DOUBLE_CHARS};
@@ -143,9 +145,41 @@ pub fn write_sadds<'a>(
     flush(&mut batch, out);
 }
 
+/// A compressed (sparse) bitmap as SETRANGE commands: its last byte first
+/// (which sets the length), then each block holding a set bit, so the
+/// rewrite never builds the whole zero-filled string.
+fn write_sparse_string(out: &mut Vec<u8>, key: &[u8], s: &StrValue) {
+    let len = s.len() as u64;
+    if len == 0 {
+        write_command(out, [&b"SET"[..], key, b""].into_iter());
+        return;
+    }
+    let mut num = itoa::Buffer::new();
+    let mut last = [0u8; 1];
+    s.read_bytes(len - 1, &mut last);
+    write_command(
+        out,
+        [&b"SETRANGE"[..], key, num.format(len - 1).as_bytes(), &last].into_iter(),
+    );
+    let mut block = vec![0u8; CHUNK_BYTES];
+    for k in s.nonzero_blocks() {
+        let start = k * CHUNK_BYTES as u64;
+        let n = (len - start.min(len)).min(CHUNK_BYTES as u64) as usize;
+        let Some(buf) = block.get_mut(..n) else {
+            continue;
+        };
+        s.read_bytes(start, buf);
+        write_command(
+            out,
+            [&b"SETRANGE"[..], key, num.format(start).as_bytes(), buf].into_iter(),
+        );
+    }
+}
+
 /// Appends the commands that recreate `key` holding `value`.
 pub fn write_value(out: &mut Vec<u8>, key: &[u8], value: &Value) {
     match value {
+        Value::Str(s) if s.is_compressed() => write_sparse_string(out, key, s),
         Value::Str(s) => write_command(out, [&b"SET"[..], key, &s.as_bytes()].into_iter()),
         Value::ZSet(z) => write_zadds(out, key, zset_items(z)),
         Value::Set(s) => write_sadds(out, key, set_members(s)),

@@ -144,6 +144,7 @@ impl Conn {
             max_multibulk_len: i32::MAX as usize,
             authenticated: self.client.authenticated,
         };
+        self.client.clock.reset();
         while self.client.blocked.is_none() && !self.client.close_after_reply {
             match self.parser.parse(&self.rbuf, &limits) {
                 Ok(None) => break,
@@ -159,6 +160,7 @@ impl Conn {
                     }
                     if self.out.len() >= FLUSH_AT {
                         self.send().await?;
+                        self.client.clock.reset();
                     }
                 }
                 Err(e) => {
@@ -214,6 +216,7 @@ impl Conn {
             self.out.null_array();
         } else {
             let args: Vec<&[u8]> = block.args.iter().map(|a| a.as_slice()).collect();
+            self.client.clock.reset();
             commands::execute(&self.server, &mut self.client, &mut self.out, &args);
             // Still nothing to take: keep waiting until the original deadline.
             if let Some(b) = self.client.blocked.as_mut() {

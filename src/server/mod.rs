@@ -44,13 +44,30 @@ pub async fn run(server: Arc<Server>) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The reply to a non-loopback client refused by protected mode.
+const PROTECTED_MODE_DENIED: &[u8] = b"-DENIED Rostrum is running in protected mode: protected mode is enabled and no password is set for the default user, so only connections from the loopback interface are accepted. To serve other hosts, set a password (requirepass), or turn protected mode off (CONFIG SET protected-mode no from a loopback connection, or --config protected-mode=no at start-up), and restart if needed.\r\n";
+
 async fn accept_loop(server: Arc<Server>, listener: TcpListener) {
     let mut shutdown = server.shutdown.subscribe();
     loop {
         tokio::select! {
             r = listener.accept() => match r {
-                Ok((stream, _)) => {
-                    let max = server.config.read().maxclients as usize;
+                Ok((stream, peer)) => {
+                    let (max, protected) = {
+                        let c = server.config.read();
+                        (c.maxclients as usize, c.protected_mode && c.requirepass.is_none())
+                    };
+                    // Protected mode: without a password only loopback
+                    // clients are served, as in Redis.
+                    if protected && !peer.ip().is_loopback() {
+                        server.stats.rejected_connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        tokio::spawn(async move {
+                            use tokio::io::AsyncWriteExt;
+                            let mut s = stream;
+                            let _ = s.write_all(PROTECTED_MODE_DENIED).await;
+                        });
+                        continue;
+                    }
                     if server.clients.len() >= max {
                         server.stats.rejected_connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         tokio::spawn(async move {
