@@ -58,12 +58,18 @@ pub struct Running {
     pub(crate) eval: AtomicBool,
     /// A FUNCTION LOAD is running library code (stopped after 500 ms).
     loading: AtomicBool,
+    /// Another tokio worker was woken for this script (see [`Running::poll`]).
+    detached: AtomicBool,
     /// Libraries and functions loaded (FUNCTION STATS while a function
     /// holds the VM).
     pub(crate) counts: Mutex<(usize, usize)>,
     /// The running function's name and its FCALL arguments (FUNCTION STATS).
     pub(crate) current: Mutex<Option<(String, Vec<Vec<u8>>)>>,
 }
+
+/// How long a script runs before another tokio worker is woken to serve
+/// the other connections.
+const DETACH_AFTER_MS: u64 = 10;
 
 /// How long FUNCTION LOAD may run a library's code.
 pub const LOAD_TIMEOUT: Duration = Duration::from_millis(500);
@@ -78,6 +84,7 @@ impl Running {
             wrote: AtomicBool::new(false),
             eval: AtomicBool::new(false),
             loading: AtomicBool::new(false),
+            detached: AtomicBool::new(false),
             counts: Mutex::new((0, 0)),
             current: Mutex::new(None),
         }
@@ -101,6 +108,7 @@ impl Running {
         self.wrote.store(false, Ordering::Release);
         self.eval.store(eval, Ordering::Release);
         self.loading.store(loading, Ordering::Release);
+        self.detached.store(false, Ordering::Release);
         self.since_ms.store(self.now(), Ordering::Release);
     }
 
@@ -111,7 +119,28 @@ impl Running {
         *self.current.lock() = None;
     }
 
-    /// Whether the script must stop now (checked by the VM's hook).
+    /// Called by the VM's hook every few thousand instructions: whether the
+    /// script must stop now. Once a script has run a while, it makes sure
+    /// another tokio worker is awake: the script blocks its own worker, and
+    /// an idle worker may be asleep without watching the sockets (it only
+    /// takes over the I/O driver when woken), which would leave every other
+    /// connection unserved — SCRIPT KILL included. A task spawned from
+    /// outside the runtime wakes one.
+    fn poll(&self) -> bool {
+        if !self.detached.load(Ordering::Relaxed)
+            && self.elapsed_ms().is_some_and(|ms| ms >= DETACH_AFTER_MS)
+        {
+            self.detached.store(true, Ordering::Relaxed);
+            if let Ok(h) = tokio::runtime::Handle::try_current() {
+                let _ = std::thread::Builder::new()
+                    .name("script-wake".into())
+                    .spawn(move || drop(h.spawn(async {})));
+            }
+        }
+        self.must_abort()
+    }
+
+    /// Whether the script must stop now.
     fn must_abort(&self) -> bool {
         if self.kill.load(Ordering::Acquire) || self.shutdown.load(Ordering::Acquire) {
             return true;

@@ -311,7 +311,7 @@ impl Vm {
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
             move |_, _| {
-                if hook_running.must_abort() {
+                if hook_running.poll() {
                     Err(mlua::Error::RuntimeError(KILLED.into()))
                 } else {
                     Ok(mlua::VmState::Continue)
@@ -870,5 +870,19 @@ mod tests {
         assert_eq!(error_line(b"-WRONGTYPE Operation"), b"WRONGTYPE Operation");
         assert_eq!(error_line(b"-Oops"), b"ERR Oops");
         assert_eq!(error_line(b"plain message"), b"ERR plain message");
+    }
+}
+
+#[cfg(test)]
+mod hook_tests {
+    use super::*;
+
+    #[test]
+    fn the_hook_stops_a_killed_script() {
+        let running = Arc::new(Running::new());
+        let vm = Vm::new(running.clone()).unwrap();
+        running.kill.store(true, Ordering::Release);
+        let r: mlua::Result<()> = vm.lua.load("while true do end").exec();
+        assert!(r.is_err());
     }
 }
