@@ -289,11 +289,11 @@ fn vm_of(g: &mut Option<Vm>) -> Result<&mut Vm, CmdError> {
         .ok_or_else(|| CmdError::err("Lua VM unavailable"))
 }
 
+/// Arguments of a script: a slice of the command's arguments.
+type Args<'x> = &'x [&'x [u8]];
+
 /// Splits `<name> numkeys key... arg...` into keys and args.
-fn split_keys<'x>(
-    a: &'x [&'x [u8]],
-    not_integer: CmdError,
-) -> Result<(&'x [&'x [u8]], &'x [&'x [u8]]), CmdError> {
+fn split_keys<'x>(a: Args<'x>, not_integer: CmdError) -> Result<(Args<'x>, Args<'x>), CmdError> {
     let n = parse_i64(a[2]).ok_or(not_integer)?;
     if n < 0 {
         return Err(CmdError::err("Number of keys can't be negative"));

@@ -177,7 +177,9 @@ pub fn c_double(d: f64) -> Vec<u8> {
 /// A Lua number as a reply integer: C's truncating cast, where every value
 /// out of range (and NaN) becomes the x86 "integer indefinite" value.
 pub fn lua_number_to_int(d: f64) -> i64 {
-    if d.is_nan() || d >= 9.223_372_036_854_775_808e18 || d < -9.223_372_036_854_775_808e18 {
+    // 2^63: the first double out of range.
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    if d.is_nan() || !(-LIMIT..LIMIT).contains(&d) {
         i64::MIN
     } else {
         d as i64

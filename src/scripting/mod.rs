@@ -58,18 +58,12 @@ pub struct Running {
     pub(crate) eval: AtomicBool,
     /// A FUNCTION LOAD is running library code (stopped after 500 ms).
     loading: AtomicBool,
-    /// Another tokio worker was woken for this script (see [`Running::poll`]).
-    detached: AtomicBool,
     /// Libraries and functions loaded (FUNCTION STATS while a function
     /// holds the VM).
     pub(crate) counts: Mutex<(usize, usize)>,
     /// The running function's name and its FCALL arguments (FUNCTION STATS).
     pub(crate) current: Mutex<Option<(String, Vec<Vec<u8>>)>>,
 }
-
-/// How long a script runs before another tokio worker is woken to serve
-/// the other connections.
-const DETACH_AFTER_MS: u64 = 10;
 
 /// How long FUNCTION LOAD may run a library's code.
 pub const LOAD_TIMEOUT: Duration = Duration::from_millis(500);
@@ -84,7 +78,6 @@ impl Running {
             wrote: AtomicBool::new(false),
             eval: AtomicBool::new(false),
             loading: AtomicBool::new(false),
-            detached: AtomicBool::new(false),
             counts: Mutex::new((0, 0)),
             current: Mutex::new(None),
         }
@@ -108,7 +101,6 @@ impl Running {
         self.wrote.store(false, Ordering::Release);
         self.eval.store(eval, Ordering::Release);
         self.loading.store(loading, Ordering::Release);
-        self.detached.store(false, Ordering::Release);
         self.since_ms.store(self.now(), Ordering::Release);
     }
 
@@ -119,28 +111,8 @@ impl Running {
         *self.current.lock() = None;
     }
 
-    /// Called by the VM's hook every few thousand instructions: whether the
-    /// script must stop now. Once a script has run a while, it makes sure
-    /// another tokio worker is awake: the script blocks its own worker, and
-    /// an idle worker may be asleep without watching the sockets (it only
-    /// takes over the I/O driver when woken), which would leave every other
-    /// connection unserved — SCRIPT KILL included. A task spawned from
-    /// outside the runtime wakes one.
-    fn poll(&self) -> bool {
-        if !self.detached.load(Ordering::Relaxed)
-            && self.elapsed_ms().is_some_and(|ms| ms >= DETACH_AFTER_MS)
-        {
-            self.detached.store(true, Ordering::Relaxed);
-            if let Ok(h) = tokio::runtime::Handle::try_current() {
-                let _ = std::thread::Builder::new()
-                    .name("script-wake".into())
-                    .spawn(move || drop(h.spawn(async {})));
-            }
-        }
-        self.must_abort()
-    }
-
-    /// Whether the script must stop now.
+    /// Whether the script must stop now (the VM's hook asks every few
+    /// thousand instructions).
     fn must_abort(&self) -> bool {
         if self.kill.load(Ordering::Acquire) || self.shutdown.load(Ordering::Acquire) {
             return true;
@@ -258,6 +230,21 @@ pub fn wait_not_busy(server: &Server, spec: &CommandSpec) -> Result<(), CmdError
             tokio::task::block_in_place(wait)
         }
         _ => wait(),
+    }
+}
+
+/// Runs a script. On a tokio worker, the worker's core (its queued tasks,
+/// and the duty of watching sockets) is first offered to a fresh thread,
+/// which takes it over if the script runs long: a script blocks its thread,
+/// and the other connections must keep getting their BUSY replies, SCRIPT
+/// KILL among them. A short script usually ends before the fresh thread
+/// wakes, and its thread then keeps the core.
+pub fn run_script<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
     }
 }
 
