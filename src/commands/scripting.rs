@@ -372,7 +372,8 @@ fn script_exists(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let vm = vm_of(&mut g)?;
     ctx.out.array(a.len() - 2);
     for sha in &a[2..] {
-        let known = std::str::from_utf8(sha).is_ok_and(|s| vm.script_exists(s));
+        let known =
+            std::str::from_utf8(sha).is_ok_and(|s| vm.script_exists(&s.to_ascii_lowercase()));
         ctx.out.int(known as i64);
     }
     Ok(())

@@ -200,11 +200,16 @@ end
 -- The message handler of a script run: an error table with where it was
 -- raised (the first frame of user code).
 local function handler(e)
+  local source, line = prims.where()
+  local from_rust = type(e) == 'userdata'
   e = error_text(e)
   if type(e) ~= 'table' then
+    -- A library function's error names its caller's line, as luaL_error.
+    if from_rust and source then
+      e = string_sub(source, 2) .. ':' .. tostring(line) .. ': ' .. tostring(e)
+    end
     e = { err = 'ERR ' .. tostring(e) }
   end
-  local source, line = prims.where()
   if source then
     rawset(e, 'source', source)
     rawset(e, 'line', line)
