@@ -467,6 +467,10 @@ fn sandbox_protects_globals_and_removes_unsafe_functions() {
     // Chunks built by loadstring are sandboxed too.
     let e = err_line(eval(&mut c, "local f = loadstring('y = 2') f() return 1"));
     assert!(e.contains("Attempt to modify a readonly table"), "{e}");
+    // The string metatable is out of reach; string methods still work.
+    assert_eq!(eval(&mut c, "return ('abc'):upper()").unwrap(), bulk("ABC"));
+    let e = err_line(eval(&mut c, "getmetatable('').__index = {} return 1"));
+    assert!(e.contains("attempt to index a boolean value"), "{e}");
     // Locals and fresh tables are free; pairs sees the globals.
     assert_eq!(
         eval(&mut c, "local t = {} t.x = 1 return t.x").unwrap(),
@@ -628,12 +632,14 @@ fn bundled_libraries() {
     }
     let e = err_line(eval(&mut c, "return cjson.encode({[20]=1})"));
     assert!(
-        e.starts_with("ERR Cannot serialise table: excessively sparse array script:"),
+        e.starts_with(
+            "ERR user_script:1: Cannot serialise table: excessively sparse array script:"
+        ),
         "{e}"
     );
     let e = err_line(eval(&mut c, "return cjson.decode('[1,')"));
     assert!(
-        e.starts_with("ERR Expected value but found T_END at character 4 script:"),
+        e.starts_with("ERR user_script:1: Expected value but found T_END at character 4 script:"),
         "{e}"
     );
 }

@@ -47,6 +47,13 @@ end
 for _, name in ipairs({ 'string', 'math', 'table', 'coroutine' }) do
   G[name] = protect(_G[name])
 end
+-- Strings' methods come from the read-only `string`, and their metatable
+-- is out of reach, so no script can change what the next one sees.
+do
+  local string_meta = getmetatable('')
+  string_meta.__index = G.string
+  string_meta.__metatable = false
+end
 -- Redis's own generator behind math.random (lrand48), as in Redis.
 math.random = prims.random
 math.randomseed = prims.randomseed
