@@ -546,7 +546,10 @@ fn one_vote_per_user_per_topic() {
         for ((_, t), was) in batch.iter().zip(old) {
             if was == 0 {
                 tally[*t as usize] += 1;
-                p.cmd("ZINCRBY").arg("topic_rank").arg(1).arg(format!("topic_{t}"));
+                p.cmd("ZINCRBY")
+                    .arg("topic_rank")
+                    .arg(1)
+                    .arg(format!("topic_{t}"));
             }
         }
         let _: redis::Value = p.query(&mut c).unwrap();

@@ -9,6 +9,7 @@ pub mod ctx;
 pub mod keys;
 pub mod long_double;
 pub mod persistence;
+pub mod scripting;
 pub mod server;
 pub mod set;
 pub mod string;
@@ -39,6 +40,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     transaction::COMMANDS,
     persistence::COMMANDS,
     zset::COMMANDS,
+    scripting::COMMANDS,
 ];
 
 /// Commands that run at once even inside MULTI.
@@ -78,6 +80,11 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
     }
     // AOF: writes are refused while the file can't be written (MISCONF).
     if let Some(e) = crate::persistence::refuse_write(server, client, spec) {
+        reject(server, client, out, Some(cmd), &e);
+        return finish_reply_mode(client, out, start_len);
+    }
+    // A script running: wait for it, or BUSY past busy-reply-threshold.
+    if let Err(e) = crate::scripting::wait_not_busy(server, spec) {
         reject(server, client, out, Some(cmd), &e);
         return finish_reply_mode(client, out, start_len);
     }

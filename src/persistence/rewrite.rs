@@ -326,14 +326,17 @@ fn rewrite_once(server: &Server) -> Result<u64, String> {
     let file =
         File::create(&temp).map_err(|e| io_err(&format!("Can't create {}", temp.display()), e))?;
     let job = Arc::new(Job::new());
+    let libraries;
     {
         // T0: no command is running while the rewrite starts collecting.
         let _all = server.keyspace.lock_all(true);
+        // Function libraries change only with every shard locked.
+        libraries = server.scripting.library_codes();
         aof.feed.lock().rewrite = Some(Stream::default());
         *aof.job.write() = Some(job.clone());
         aof.set_rewriting(true);
     }
-    let result = write_and_swap(server, &job, file, &temp, &path);
+    let result = write_and_swap(server, &job, &libraries, file, &temp, &path);
     if result.is_err() {
         abandon(server, &temp);
     }
@@ -343,6 +346,7 @@ fn rewrite_once(server: &Server) -> Result<u64, String> {
 fn write_and_swap(
     server: &Server,
     job: &Job,
+    libraries: &[Vec<u8>],
     file: File,
     temp: &Path,
     path: &Path,
@@ -350,6 +354,9 @@ fn write_and_swap(
     let aof = &server.aof;
     let mut w = BufWriter::with_capacity(1 << 20, file);
     let mut chunk = Vec::new();
+    for code in libraries {
+        write_command(&mut chunk, [&b"FUNCTION"[..], b"LOAD", code].into_iter());
+    }
     for i in 0..SHARD_COUNT {
         if job.abort.load(Ordering::Acquire) {
             return Err("rewrite aborted".into());

@@ -125,6 +125,8 @@ pub struct Server {
     pub info_marks: InfoMarks,
     /// The append-only file.
     pub aof: crate::persistence::Aof,
+    /// The Lua VM, its scripts and function libraries.
+    pub scripting: crate::scripting::Scripting,
 }
 
 impl Server {
@@ -162,6 +164,7 @@ impl Server {
             shutting_down: AtomicBool::new(false),
             run_id,
             info_marks: InfoMarks::default(),
+            scripting: crate::scripting::Scripting::new(),
         })
     }
 
@@ -184,6 +187,7 @@ impl Server {
     /// Asks every connection and the listener to stop.
     pub fn request_shutdown(&self) {
         self.shutting_down.store(true, Ordering::Release);
+        self.scripting.abort();
         let _ = self.shutdown.send(true);
     }
 

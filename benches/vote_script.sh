@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# The polls scenario's vote script (scenario 4), run with EVALSHA by
+# redis-benchmark against redis-server and a release Rostrum side by side.
+#
+# Usage: benches/vote_script.sh [-n REQUESTS] [-c CLIENTS] [-r USERS]
+#   defaults: -n 200000 -c 50 -r 1000000 (user ids drawn from 0..USERS-1,
+#   so some votes are duplicates and refused)
+# Environment:
+#   ROSTRUM_BIN       use this rostrum binary instead of `cargo build --release`
+#   CARGO_TARGET_DIR  where cargo puts the release build (default: ./target)
+#
+# Both servers listen on free ports on 127.0.0.1 and are stopped on exit.
+# Run it on an otherwise idle machine: the servers and the benchmark share
+# the CPU. A server without ZINCRBY gets the tally as INCRBY instead (noted).
+set -euo pipefail
+
+requests=200000
+clients=50
+users=1000000
+while getopts "n:c:r:h" opt; do
+    case "$opt" in
+        n) requests=$OPTARG ;;
+        c) clients=$OPTARG ;;
+        r) users=$OPTARG ;;
+        *) sed -n '2,14p' "$0"; exit 2 ;;
+    esac
+done
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+for tool in redis-server redis-benchmark redis-cli; do
+    command -v "$tool" >/dev/null || { echo "error: $tool is not in PATH" >&2; exit 1; }
+done
+
+if [[ -n "${ROSTRUM_BIN:-}" ]]; then
+    rostrum_bin=$ROSTRUM_BIN
+else
+    echo "building rostrum (release)..." >&2
+    cargo build --release --quiet --manifest-path "$root/Cargo.toml" --bin rostrum
+    rostrum_bin="${CARGO_TARGET_DIR:-$root/target}/release/rostrum"
+fi
+[[ -x "$rostrum_bin" ]] || { echo "error: no rostrum binary at $rostrum_bin" >&2; exit 1; }
+
+work=$(mktemp -d -t rostrum-vote.XXXXXX)
+pids=()
+cleanup() {
+    local pid
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() {
+    local port
+    for _ in $(seq 1 100); do
+        port=$((20000 + RANDOM % 40000))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            echo "$port"
+            return 0
+        fi
+    done
+    echo "error: no free port found" >&2
+    return 1
+}
+
+wait_ready() {
+    local port=$1 pid=$2
+    for _ in $(seq 1 200); do
+        kill -0 "$pid" 2>/dev/null || return 1
+        [[ "$(redis-cli -p "$port" PING 2>/dev/null)" == PONG ]] && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+redis_port=$(free_port)
+redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
+    --daemonize no --dir "$work" --logfile "$work/redis.log" &
+pids+=($!)
+wait_ready "$redis_port" "$!" || { echo "error: redis-server did not start" >&2; exit 1; }
+
+rostrum_port=$(free_port)
+(cd "$work" && exec "$rostrum_bin" --port "$rostrum_port" --bind 127.0.0.1 --loglevel warning) \
+    >"$work/rostrum.log" 2>&1 &
+pids+=($!)
+wait_ready "$rostrum_port" "$!" || { echo "error: rostrum did not start" >&2; cat "$work/rostrum.log" >&2; exit 1; }
+
+# The script as users write it. redis-benchmark's __rand_int__ is zero
+# padded, hence tonumber() for the bit offset.
+vote_script() {
+    local tally=$1
+    cat <<LUA
+if redis.call('GETBIT', KEYS[1], tonumber(ARGV[1])) == 1 then
+  return 0
+end
+redis.call('SETBIT', KEYS[1], tonumber(ARGV[1]), 1)
+$tally
+return 1
+LUA
+}
+
+# Loads the script into the server on port $1; prints its SHA1.
+load_script() {
+    local port=$1 tally
+    if [[ "$(redis-cli -p "$port" COMMAND INFO zincrby | head -1)" == zincrby ]]; then
+        tally="redis.call('ZINCRBY', KEYS[2], 1, ARGV[2])"
+    else
+        echo "  note: no ZINCRBY on port $port, the tally uses INCRBY" >&2
+        tally="redis.call('INCRBY', KEYS[2] .. ':' .. ARGV[2], 1)"
+    fi
+    redis-cli -p "$port" SCRIPT LOAD "$(vote_script "$tally")"
+}
+
+# Runs the votes against port $1; prints the requests per second.
+measure() {
+    local port=$1 sha
+    sha=$(load_script "$port")
+    redis-benchmark -p "$port" -n "$requests" -c "$clients" -r "$users" --csv \
+        EVALSHA "$sha" 2 vote:topic:7 topic_rank __rand_int__ topic_7 2>"$work/bench.err" |
+        awk -F'","' 'NR > 1 && NF > 1 { gsub(/"/, "", $2); print $2 }'
+    if grep -qiE 'error' "$work/bench.err"; then
+        sed 's/^/    /' "$work/bench.err" >&2
+    fi
+    local accepted
+    accepted=$(redis-cli -p "$port" BITCOUNT vote:topic:7)
+    echo "  port $port: $accepted distinct voters recorded" >&2
+}
+
+echo "EVALSHA vote script: -n $requests -c $clients -r $users" >&2
+redis_rps=$(measure "$redis_port")
+rostrum_rps=$(measure "$rostrum_port")
+printf '%-14s %14s %14s %8s\n' test "redis rps" "rostrum rps" ratio
+awk -v r="$redis_rps" -v q="$rostrum_rps" 'BEGIN {
+    ratio = (r > 0 && q != "") ? sprintf("%.2f", q / r) : "-"
+    printf "%-14s %14s %14s %8s\n", "EVALSHA vote", r, q, ratio }'

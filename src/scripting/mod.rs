@@ -1,0 +1,268 @@
+//! Lua scripting (EVAL and friends) and Redis 7 functions (FUNCTION LOAD,
+//! FCALL): one Lua 5.1 VM shared by every connection, behind a mutex.
+//!
+//! - [`vm`] owns the VM: the sandbox, the script cache, the libraries, and
+//!   running a script against a command context (every shard locked by the
+//!   dispatcher, so a script is atomic);
+//! - [`convert`] turns command replies into Lua values and Lua values into
+//!   replies, with Redis's rules for RESP2 and RESP3;
+//! - [`library`] parses `#!lua` headers and the FUNCTION DUMP payload;
+//! - [`libs`] holds the Lua libraries Redis bundles (bit, struct, cjson,
+//!   cmsgpack), written for this server.
+//!
+//! The command handlers are in `commands::scripting`; this module knows the
+//! dispatcher only through `commands::call`.
+//!
+//! Scripts are atomic, so one VM behind a mutex costs nothing: two scripts
+//! never run at once anyway. A running script is visible to the dispatcher
+//! through [`Running`], so that other clients get `BUSY` once it has run
+//! longer than `busy-reply-threshold` instead of waiting on its locks.
+
+pub mod convert;
+pub mod library;
+pub mod libs;
+pub mod vm;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, MutexGuard};
+
+use crate::commands::table::{flags, CommandSpec};
+use crate::error::CmdError;
+use crate::server::state::Server;
+
+pub use vm::Vm;
+
+/// `BUSY` while an EVAL script runs.
+pub const BUSY_EVAL: &str =
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+/// `BUSY` while a function runs.
+pub const BUSY_FUNCTION: &str =
+    "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
+
+/// What the dispatcher and SCRIPT KILL can see of the script running now.
+#[derive(Debug)]
+pub struct Running {
+    base: Instant,
+    /// Milliseconds since `base` + 1 when the script started; 0 when idle.
+    since_ms: AtomicU64,
+    /// SCRIPT KILL / FUNCTION KILL asked the script to stop.
+    pub(crate) kill: AtomicBool,
+    /// The server is shutting down: stop whatever runs.
+    shutdown: AtomicBool,
+    /// The script ran a write command (it can no longer be killed).
+    pub(crate) wrote: AtomicBool,
+    /// The running script is an EVAL (not a function).
+    pub(crate) eval: AtomicBool,
+    /// A FUNCTION LOAD is running library code (stopped after 500 ms).
+    loading: AtomicBool,
+    /// Libraries and functions loaded (FUNCTION STATS while a function
+    /// holds the VM).
+    pub(crate) counts: Mutex<(usize, usize)>,
+    /// The running function's name and its FCALL arguments (FUNCTION STATS).
+    pub(crate) current: Mutex<Option<(String, Vec<Vec<u8>>)>>,
+}
+
+/// How long FUNCTION LOAD may run a library's code.
+pub const LOAD_TIMEOUT: Duration = Duration::from_millis(500);
+
+impl Running {
+    fn new() -> Self {
+        Running {
+            base: Instant::now(),
+            since_ms: AtomicU64::new(0),
+            kill: AtomicBool::new(false),
+            shutdown: AtomicBool::new(false),
+            wrote: AtomicBool::new(false),
+            eval: AtomicBool::new(false),
+            loading: AtomicBool::new(false),
+            counts: Mutex::new((0, 0)),
+            current: Mutex::new(None),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.base.elapsed().as_millis() as u64 + 1
+    }
+
+    /// How long the running script has run; `None` when none runs.
+    pub fn elapsed_ms(&self) -> Option<u64> {
+        match self.since_ms.load(Ordering::Acquire) {
+            0 => None,
+            t => Some(self.now().saturating_sub(t)),
+        }
+    }
+
+    /// Marks the start of a script (or of a library's load).
+    fn start(&self, eval: bool, loading: bool) {
+        self.kill.store(false, Ordering::Release);
+        self.wrote.store(false, Ordering::Release);
+        self.eval.store(eval, Ordering::Release);
+        self.loading.store(loading, Ordering::Release);
+        self.since_ms.store(self.now(), Ordering::Release);
+    }
+
+    /// Marks the end of the running script.
+    fn stop(&self) {
+        self.since_ms.store(0, Ordering::Release);
+        self.loading.store(false, Ordering::Release);
+        *self.current.lock() = None;
+    }
+
+    /// Whether the script must stop now (the VM's hook asks every few
+    /// thousand instructions).
+    fn must_abort(&self) -> bool {
+        if self.kill.load(Ordering::Acquire) || self.shutdown.load(Ordering::Acquire) {
+            return true;
+        }
+        self.loading.load(Ordering::Acquire)
+            && self
+                .elapsed_ms()
+                .is_some_and(|ms| ms > LOAD_TIMEOUT.as_millis() as u64)
+    }
+
+    /// Whether the running script was killed (SCRIPT KILL or shutdown).
+    pub fn killed(&self) -> bool {
+        self.kill.load(Ordering::Acquire) || self.shutdown.load(Ordering::Acquire)
+    }
+}
+
+/// The scripting state of a server (`Server::scripting`).
+pub struct Scripting {
+    vm: Mutex<Option<Vm>>,
+    /// The running script, for BUSY and SCRIPT KILL.
+    pub running: Arc<Running>,
+}
+
+impl Default for Scripting {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Scripting {
+    /// No VM yet: it is created on first use.
+    pub fn new() -> Self {
+        Scripting {
+            vm: Mutex::new(None),
+            running: Arc::new(Running::new()),
+        }
+    }
+
+    /// The VM, created on first use.
+    pub fn vm(&self) -> Result<MutexGuard<'_, Option<Vm>>, CmdError> {
+        let mut g = self.vm.lock();
+        if g.is_none() {
+            *g = Some(Vm::new(self.running.clone())?);
+        }
+        Ok(g)
+    }
+
+    /// The VM for a command that does not hold the shards (SCRIPT LOAD,
+    /// FUNCTION LIST, ...): waits while a script runs, and gives up with
+    /// `BUSY` once it has run past the threshold.
+    pub fn vm_waiting(&self, server: &Server) -> Result<MutexGuard<'_, Option<Vm>>, CmdError> {
+        loop {
+            if let Some(mut g) = self.vm.try_lock_for(Duration::from_millis(2)) {
+                if g.is_none() {
+                    *g = Some(Vm::new(self.running.clone())?);
+                }
+                return Ok(g);
+            }
+            if let Some(e) = busy_error(server) {
+                return Err(e);
+            }
+        }
+    }
+
+    /// SHUTDOWN: stops a running script.
+    pub fn abort(&self) {
+        self.running.shutdown.store(true, Ordering::Release);
+    }
+
+    /// The code of every library, for the AOF rewrite (FUNCTION LOAD each).
+    pub fn library_codes(&self) -> Vec<Vec<u8>> {
+        match self.vm.lock().as_ref() {
+            Some(vm) => vm.library_codes(),
+            None => Vec::new(),
+        }
+    }
+}
+
+/// The `BUSY` error other clients get when a script has run longer than
+/// `busy-reply-threshold`, `None` otherwise.
+pub fn busy_error(server: &Server) -> Option<CmdError> {
+    let running = &server.scripting.running;
+    let elapsed = running.elapsed_ms()?;
+    let threshold = server.config.read().busy_reply_threshold;
+    if elapsed < threshold {
+        return None;
+    }
+    Some(CmdError::line(if running.eval.load(Ordering::Acquire) {
+        BUSY_EVAL
+    } else {
+        BUSY_FUNCTION
+    }))
+}
+
+/// Dispatcher hook, before a command locks anything: while a script runs,
+/// a command not flagged ALLOW_BUSY waits for it to end, and gets `BUSY`
+/// once it has run past `busy-reply-threshold`. The wait leaves the tokio
+/// worker to the other connections (SCRIPT KILL must get through).
+pub fn wait_not_busy(server: &Server, spec: &CommandSpec) -> Result<(), CmdError> {
+    let running = &server.scripting.running;
+    if running.elapsed_ms().is_none() || spec.has(flags::ALLOW_BUSY) {
+        return Ok(());
+    }
+    let wait = || loop {
+        if running.elapsed_ms().is_none() {
+            return Ok(());
+        }
+        if let Some(e) = busy_error(server) {
+            return Err(e);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(wait)
+        }
+        _ => wait(),
+    }
+}
+
+/// Runs a script. On a tokio worker, the worker's core (its queued tasks,
+/// and the duty of watching sockets) is first offered to a fresh thread,
+/// which takes it over if the script runs long: a script blocks its thread,
+/// and the other connections must keep getting their BUSY replies, SCRIPT
+/// KILL among them. A short script usually ends before the fresh thread
+/// wakes, and its thread then keeps the core.
+pub fn run_script<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
+/// The SHA1 of `body` in lower-case hex (script names, redis.sha1hex).
+pub fn sha1_hex(body: &[u8]) -> String {
+    sha1_smol::Sha1::from(body).digest().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sha1_of_scripts() {
+        assert_eq!(sha1_hex(b""), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+        assert_eq!(
+            sha1_hex(b"return 1"),
+            "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
+        );
+    }
+}
