@@ -28,3 +28,47 @@ pub fn is(arg: &[u8], word: &str) -> bool {
 pub fn text(arg: &[u8]) -> String {
     String::from_utf8_lossy(arg).into_owned()
 }
+
+/// A SCAN / SSCAN / ZSCAN cursor as Redis reads it (`strtoul` base 10): an
+/// optional sign and decimal digits only (`+5` is 5, `-1` wraps to 2^64-1,
+/// `007` is 7), nothing else; the empty string reads as 0.
+pub fn scan_cursor(arg: &[u8]) -> Option<u64> {
+    let (neg, digits) = match arg.split_first() {
+        None => return Some(0),
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        Some(_) => (false, arg),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scan_cursor;
+
+    #[test]
+    fn scan_cursor_reads_like_strtoul() {
+        assert_eq!(scan_cursor(b"0"), Some(0));
+        assert_eq!(scan_cursor(b""), Some(0));
+        assert_eq!(scan_cursor(b"+7"), Some(7));
+        assert_eq!(scan_cursor(b"007"), Some(7));
+        assert_eq!(scan_cursor(b"-1"), Some(u64::MAX));
+        assert_eq!(scan_cursor(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(scan_cursor(b"18446744073709551616"), None);
+        assert_eq!(scan_cursor(b" 0"), None);
+        assert_eq!(scan_cursor(b"1 "), None);
+        assert_eq!(scan_cursor(b"0x"), None);
+        assert_eq!(scan_cursor(b"-"), None);
+        assert_eq!(scan_cursor(b"x"), None);
+    }
+}

@@ -547,28 +547,6 @@ impl ScanCursor {
     }
 }
 
-/// Parses a SCAN cursor as Redis does with `strtoul`: optional sign and
-/// decimal digits (`-1` wraps), nothing else; the empty string reads as 0.
-fn parse_cursor(arg: &[u8]) -> Option<u64> {
-    let (neg, digits) = match arg.first() {
-        None => return Some(0),
-        Some(b'-') => (true, &arg[1..]),
-        Some(b'+') => (false, &arg[1..]),
-        Some(_) => (false, arg),
-    };
-    if digits.is_empty() {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-    }
-    Some(if neg { v.wrapping_neg() } else { v })
-}
-
 /// SCAN's filters, applied after keys are visited (so, as in Redis, COUNT
 /// counts visited keys, not returned ones).
 struct ScanFilter<'a> {
@@ -623,7 +601,7 @@ fn scan_part(
 }
 
 fn scan(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
-    let cursor = parse_cursor(a[1]).ok_or_else(|| CmdError::err("invalid cursor"))?;
+    let cursor = args::scan_cursor(a[1]).ok_or_else(|| CmdError::err("invalid cursor"))?;
     let mut count: i64 = 10;
     let mut filter = ScanFilter {
         pattern: None,
@@ -1196,20 +1174,6 @@ fn object_freq(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cursor_parses_like_strtoul() {
-        assert_eq!(parse_cursor(b"0"), Some(0));
-        assert_eq!(parse_cursor(b""), Some(0));
-        assert_eq!(parse_cursor(b"+7"), Some(7));
-        assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
-        assert_eq!(parse_cursor(b"18446744073709551615"), Some(u64::MAX));
-        assert_eq!(parse_cursor(b"18446744073709551616"), None);
-        assert_eq!(parse_cursor(b" 0"), None);
-        assert_eq!(parse_cursor(b"0x"), None);
-        assert_eq!(parse_cursor(b"-"), None);
-        assert_eq!(parse_cursor(b"1 "), None);
-    }
 
     #[test]
     fn cursor_round_trips() {

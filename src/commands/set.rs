@@ -554,7 +554,7 @@ fn smove(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 }
 
 fn sscan(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
-    let cursor = parse_scan_cursor(a[2]).ok_or_else(|| CmdError::err("invalid cursor"))?;
+    let cursor = args::scan_cursor(a[2]).ok_or_else(|| CmdError::err("invalid cursor"))?;
     let Some(s) = read_set(&mut ctx.keys, a[1])? else {
         ctx.out.array(2);
         ctx.out.bulk(b"0");
@@ -595,30 +595,6 @@ fn sscan(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         ctx.out.bulk(m);
     }
     Ok(())
-}
-
-/// A SCAN cursor as Redis reads it (`strtoul` base 10, no leading space,
-/// nothing after the digits): `+5` is 5, `-1` wraps to 2^64-1, an empty
-/// string is 0.
-fn parse_scan_cursor(arg: &[u8]) -> Option<u64> {
-    let (neg, digits) = match arg.first() {
-        Some(b'-') => (true, &arg[1..]),
-        Some(b'+') => (false, &arg[1..]),
-        _ => (false, arg),
-    };
-    if digits.is_empty() {
-        // strtoul parsed nothing: the cursor is 0 if the string was empty
-        // (a lone sign leaves text behind, which is an error).
-        return arg.is_empty().then_some(0);
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
-    }
-    Some(if neg { v.wrapping_neg() } else { v })
 }
 
 // ---------------------------------------------------------------------------
@@ -760,21 +736,6 @@ fn sdiffstore(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn scan_cursor_reads_like_strtoul() {
-        assert_eq!(parse_scan_cursor(b"0"), Some(0));
-        assert_eq!(parse_scan_cursor(b""), Some(0));
-        assert_eq!(parse_scan_cursor(b"+7"), Some(7));
-        assert_eq!(parse_scan_cursor(b"007"), Some(7));
-        assert_eq!(parse_scan_cursor(b"-1"), Some(u64::MAX));
-        assert_eq!(parse_scan_cursor(b"18446744073709551615"), Some(u64::MAX));
-        assert_eq!(parse_scan_cursor(b"18446744073709551616"), None);
-        assert_eq!(parse_scan_cursor(b" 1"), None);
-        assert_eq!(parse_scan_cursor(b"1 "), None);
-        assert_eq!(parse_scan_cursor(b"-"), None);
-        assert_eq!(parse_scan_cursor(b"x"), None);
-    }
 
     #[test]
     fn sintercard_finds_numkeys_keys() {

@@ -165,31 +165,9 @@ fn distinct_sample(out: &mut Reply, z: &ZSet, count: usize, withscores: bool) {
     }
 }
 
-/// A SCAN cursor as Redis's `parseScanCursorOrReply` reads it (`strtoul`
-/// base 10: optional sign, digits only, a negative value wraps; an empty
-/// string is 0).
-fn parse_cursor(arg: &[u8]) -> Option<u64> {
-    let (neg, digits) = match arg.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        Some((b'+', rest)) => (false, rest),
-        _ => (false, arg),
-    };
-    if digits.is_empty() {
-        return arg.is_empty().then_some(0);
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
-    }
-    Some(if neg { v.wrapping_neg() } else { v })
-}
-
 /// `ZSCAN key cursor [MATCH pattern] [COUNT count]`
 pub(super) fn zscan(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
-    let cursor = parse_cursor(a[2]).ok_or_else(|| CmdError::line("ERR invalid cursor"))?;
+    let cursor = args::scan_cursor(a[2]).ok_or_else(|| CmdError::line("ERR invalid cursor"))?;
     let Some(z) = read_zset(&mut ctx.keys, a[1])? else {
         ctx.out.array(2);
         ctx.out.bulk(b"0");
@@ -231,21 +209,4 @@ pub(super) fn zscan(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     ctx.out.array(found * 2);
     ctx.out.raw(&body.buf);
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scan_cursor_reads_like_strtoul() {
-        assert_eq!(parse_cursor(b"0"), Some(0));
-        assert_eq!(parse_cursor(b""), Some(0));
-        assert_eq!(parse_cursor(b"+7"), Some(7));
-        assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
-        assert_eq!(parse_cursor(b"18446744073709551616"), None);
-        assert_eq!(parse_cursor(b" 1"), None);
-        assert_eq!(parse_cursor(b"-"), None);
-        assert_eq!(parse_cursor(b"x"), None);
-    }
 }
