@@ -137,6 +137,12 @@ pub fn run(server: &Server) {
         };
         if !f.stop && !wait.is_zero() {
             aof.wake_writer.wait_for(&mut f, wait);
+            // A rewrite may have swapped the file while we waited: what is
+            // fed from now on belongs to the new file, so install it first
+            // (writing it to the old, replaced file would lose it).
+            if f.install.is_some() || f.close {
+                continue;
+            }
         }
         let stop = f.stop;
         let retry_due = !failing || Instant::now() >= next_retry || stop;
