@@ -26,53 +26,8 @@ while getopts "n:c:r:h" opt; do
     esac
 done
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-for tool in redis-server redis-benchmark redis-cli; do
-    command -v "$tool" >/dev/null || { echo "error: $tool is not in PATH" >&2; exit 1; }
-done
-
-if [[ -n "${ROSTRUM_BIN:-}" ]]; then
-    rostrum_bin=$ROSTRUM_BIN
-else
-    echo "building rostrum (release)..." >&2
-    cargo build --release --quiet --manifest-path "$root/Cargo.toml" --bin rostrum
-    rostrum_bin="${CARGO_TARGET_DIR:-$root/target}/release/rostrum"
-fi
-[[ -x "$rostrum_bin" ]] || { echo "error: no rostrum binary at $rostrum_bin" >&2; exit 1; }
-
-work=$(mktemp -d -t rostrum-vote.XXXXXX)
-pids=()
-cleanup() {
-    local pid
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-free_port() {
-    local port
-    for _ in $(seq 1 100); do
-        port=$((20000 + RANDOM % 40000))
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            echo "$port"
-            return 0
-        fi
-    done
-    echo "error: no free port found" >&2
-    return 1
-}
-
-wait_ready() {
-    local port=$1 pid=$2
-    for _ in $(seq 1 200); do
-        kill -0 "$pid" 2>/dev/null || return 1
-        [[ "$(redis-cli -p "$port" PING 2>/dev/null)" == PONG ]] && return 0
-        sleep 0.05
-    done
-    return 1
-}
+# shellcheck source=benches/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 redis_port=$(free_port)
 redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \

@@ -1,0 +1,58 @@
+# Shared by the benchmark scripts (source it; it sets `root`, `rostrum_bin`,
+# `work` and `pids`, and defines `free_port` and `wait_ready`): checks the
+# Redis tools, builds or takes the Rostrum binary ($ROSTRUM_BIN), makes a
+# work folder, and on exit stops every process in `pids` and removes it.
+root=$(cd "$(dirname "$0")/.." && pwd)
+for tool in redis-server redis-benchmark redis-cli awk; do
+    command -v "$tool" >/dev/null || { echo "error: $tool is not in PATH" >&2; exit 1; }
+done
+
+if [[ -n "${ROSTRUM_BIN:-}" ]]; then
+    rostrum_bin=$ROSTRUM_BIN
+else
+    echo "building rostrum (release)..." >&2
+    cargo build --release --quiet --manifest-path "$root/Cargo.toml" --bin rostrum
+    rostrum_bin="${CARGO_TARGET_DIR:-$root/target}/release/rostrum"
+fi
+[[ -x "$rostrum_bin" ]] || { echo "error: no rostrum binary at $rostrum_bin" >&2; exit 1; }
+
+work=$(mktemp -d -t rostrum-bench.XXXXXX)
+pids=()
+cleanup() {
+    local pid
+    for pid in "${pids[@]}"; do
+        kill "$pid" 2>/dev/null || true
+    done
+    for pid in "${pids[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# A port nothing listens on (and that the kernel hands out freely).
+free_port() {
+    local port
+    for _ in $(seq 1 100); do
+        port=$((20000 + RANDOM % 40000))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            echo "$port"
+            return 0
+        fi
+    done
+    echo "error: no free port found" >&2
+    return 1
+}
+
+# Waits until the server on $1 (process $2) answers PING, at most 10 s.
+wait_ready() {
+    local port=$1 pid=$2
+    for _ in $(seq 1 200); do
+        kill -0 "$pid" 2>/dev/null || return 1
+        [[ "$(redis-cli -p "$port" PING 2>/dev/null)" == PONG ]] && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
