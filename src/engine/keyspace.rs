@@ -67,6 +67,20 @@ impl Entry {
     }
 }
 
+/// Expired keys logged in some [`Db`] and not yet taken, over every
+/// keyspace of the process: when it is 0, no shard has any to take, and the
+/// AOF feed need not look (it runs after every command). A push or take
+/// happens under its shard's write lock, so a thread holding that lock sees
+/// the shard's own pushes; entries of other keyspaces or shards can only
+/// make it look for nothing.
+static PENDING_EXPIRED_LOG: AtomicU64 = AtomicU64::new(0);
+
+/// Whether some [`Db`] may hold expired keys not yet taken
+/// ([`Db::take_expired`]).
+pub fn expired_log_pending() -> bool {
+    PENDING_EXPIRED_LOG.load(Ordering::Relaxed) != 0
+}
+
 /// The keys of one database that fall into one shard.
 #[derive(Debug)]
 pub struct Db {
@@ -80,6 +94,12 @@ pub struct Db {
     /// Keys removed because they expired, not yet taken by the AOF (which
     /// writes a DEL for each, so that loading needs no clock).
     expired_log: Vec<Bytes>,
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        PENDING_EXPIRED_LOG.fetch_sub(self.expired_log.len() as u64, Ordering::Relaxed);
+    }
 }
 
 impl Db {
@@ -159,7 +179,7 @@ impl Db {
         if expired {
             self.remove(key);
             self.expired_count += 1;
-            self.expired_log.push(Bytes::copy_from_slice(key));
+            self.log_expired(Bytes::copy_from_slice(key));
         }
         expired
     }
@@ -171,7 +191,14 @@ impl Db {
 
     /// The keys removed because they expired since the last call.
     pub fn take_expired(&mut self) -> Vec<Bytes> {
-        std::mem::take(&mut self.expired_log)
+        let taken = std::mem::take(&mut self.expired_log);
+        PENDING_EXPIRED_LOG.fetch_sub(taken.len() as u64, Ordering::Relaxed);
+        taken
+    }
+
+    fn log_expired(&mut self, key: Bytes) {
+        PENDING_EXPIRED_LOG.fetch_add(1, Ordering::Relaxed);
+        self.expired_log.push(key);
     }
 
     /// Stores `value` under `key`, replacing any value. The expiry is kept
@@ -271,7 +298,7 @@ impl Db {
             self.map.remove(&key[..]);
             self.expired_count += 1;
             self.touch_watched(&key);
-            self.expired_log.push(key);
+            self.log_expired(key);
             removed += 1;
         }
         (removed, true)

@@ -454,6 +454,9 @@ pub fn nested_end(ctx: &mut Ctx<'_, '_>, saved: Nested, args: &[&[u8]]) {
 /// for writing (to log a DEL for each).
 fn take_expired(locked: &mut Locked<'_>) -> Vec<(usize, Bytes)> {
     let mut out = Vec::new();
+    if !crate::engine::keyspace::expired_log_pending() {
+        return out;
+    }
     for g in locked.guards_mut() {
         let Some(shard) = g.shard_mut() else {
             continue;

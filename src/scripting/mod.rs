@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::commands::table::{flags, CommandSpec};
 use crate::error::CmdError;
@@ -63,10 +63,24 @@ pub struct Running {
     pub(crate) counts: Mutex<(usize, usize)>,
     /// The running function's name and its FCALL arguments (FUNCTION STATS).
     pub(crate) current: Mutex<Option<(String, Vec<Vec<u8>>)>>,
+    /// When (in `now()` terms) the running script last offered its tokio
+    /// worker's core to another thread; 0 when it has not.
+    offered_ms: AtomicU64,
+    /// Signalled when a script ends (commands waiting in
+    /// [`wait_not_busy`]).
+    ended_lock: Mutex<()>,
+    ended: Condvar,
 }
 
 /// How long FUNCTION LOAD may run a library's code.
 pub const LOAD_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// A script running this long hands its tokio worker's core to another
+/// thread (see [`Running::offer_core_if_long`]).
+const OFFER_CORE_AFTER: Duration = Duration::from_millis(2);
+/// How often a long script offers the core again if the first hand-off
+/// did not take.
+const OFFER_CORE_EVERY: Duration = Duration::from_millis(10);
 
 impl Running {
     fn new() -> Self {
@@ -80,6 +94,9 @@ impl Running {
             loading: AtomicBool::new(false),
             counts: Mutex::new((0, 0)),
             current: Mutex::new(None),
+            offered_ms: AtomicU64::new(0),
+            ended_lock: Mutex::new(()),
+            ended: Condvar::new(),
         }
     }
 
@@ -101,19 +118,57 @@ impl Running {
         self.wrote.store(false, Ordering::Release);
         self.eval.store(eval, Ordering::Release);
         self.loading.store(loading, Ordering::Release);
+        self.offered_ms.store(0, Ordering::Release);
         self.since_ms.store(self.now(), Ordering::Release);
     }
 
-    /// Marks the end of the running script.
+    /// Marks the end of the running script and wakes the commands waiting
+    /// for it.
     fn stop(&self) {
         self.since_ms.store(0, Ordering::Release);
         self.loading.store(false, Ordering::Release);
         *self.current.lock() = None;
+        // Taken so that a waiter between its check and its wait cannot
+        // miss the signal (it checks `since_ms` under this lock).
+        let _g = self.ended_lock.lock();
+        self.ended.notify_all();
+    }
+
+    /// Called by the VM's hook while a script runs: once the script has run
+    /// [`OFFER_CORE_AFTER`], and again every [`OFFER_CORE_EVERY`] until
+    /// it ends, offers its tokio worker's core (its queued connections and
+    /// the I/O driver) to a fresh thread, so that the other connections
+    /// keep being served (and get their BUSY replies, SCRIPT KILL among
+    /// them) while this thread runs the script. A short script never pays
+    /// for the hand-off.
+    fn offer_core_if_long(&self) {
+        let Some(elapsed) = self.elapsed_ms() else {
+            return;
+        };
+        if elapsed < OFFER_CORE_AFTER.as_millis() as u64 {
+            return;
+        }
+        let now = self.now();
+        let last = self.offered_ms.load(Ordering::Acquire);
+        if last != 0 && now.saturating_sub(last) < OFFER_CORE_EVERY.as_millis() as u64 {
+            return;
+        }
+        self.offered_ms.store(now, Ordering::Release);
+        if let Ok(h) = tokio::runtime::Handle::try_current() {
+            if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+                // block_in_place hands the core to a fresh thread, and takes
+                // it back when the closure returns if that thread has not
+                // started yet; the short sleep lets it start. Once the core
+                // is gone, later calls just run the closure.
+                tokio::task::block_in_place(|| std::thread::sleep(Duration::from_micros(200)));
+            }
+        }
     }
 
     /// Whether the script must stop now (the VM's hook asks every few
     /// thousand instructions).
     fn must_abort(&self) -> bool {
+        self.offer_core_if_long();
         if self.kill.load(Ordering::Acquire) || self.shutdown.load(Ordering::Acquire) {
             return true;
         }
@@ -209,42 +264,30 @@ pub fn busy_error(server: &Server) -> Option<CmdError> {
 
 /// Dispatcher hook, before a command locks anything: while a script runs,
 /// a command not flagged ALLOW_BUSY waits for it to end, and gets `BUSY`
-/// once it has run past `busy-reply-threshold`. The wait leaves the tokio
-/// worker to the other connections (SCRIPT KILL must get through).
+/// once it has run past `busy-reply-threshold`. The wait blocks this
+/// thread as Redis blocks its event loop: scripts are short, and a long one
+/// hands its own core to another thread (`Running::offer_core_if_long`),
+/// so connections keep being read and get their BUSY once the threshold
+/// has passed.
 pub fn wait_not_busy(server: &Server, spec: &CommandSpec) -> Result<(), CmdError> {
     let running = &server.scripting.running;
     if running.elapsed_ms().is_none() || spec.has(flags::ALLOW_BUSY) {
         return Ok(());
     }
-    let wait = || loop {
-        if running.elapsed_ms().is_none() {
+    let threshold = server.config.read().busy_reply_threshold;
+    let mut g = running.ended_lock.lock();
+    loop {
+        let Some(elapsed) = running.elapsed_ms() else {
             return Ok(());
+        };
+        if elapsed >= threshold {
+            drop(g);
+            return busy_error(server).map_or(Ok(()), Err);
         }
-        if let Some(e) = busy_error(server) {
-            return Err(e);
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    };
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(wait)
-        }
-        _ => wait(),
-    }
-}
-
-/// Runs a script. On a tokio worker, the worker's core (its queued tasks,
-/// and the duty of watching sockets) is first offered to a fresh thread,
-/// which takes it over if the script runs long: a script blocks its thread,
-/// and the other connections must keep getting their BUSY replies, SCRIPT
-/// KILL among them. A short script usually ends before the fresh thread
-/// wakes, and its thread then keeps the core.
-pub fn run_script<R>(f: impl FnOnce() -> R) -> R {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(f)
-        }
-        _ => f(),
+        // Woken when the script ends; the timeout is the threshold.
+        running
+            .ended
+            .wait_for(&mut g, Duration::from_millis(threshold - elapsed));
     }
 }
 

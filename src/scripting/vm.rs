@@ -604,42 +604,37 @@ impl Vm {
         let saved_deny = std::mem::replace(&mut ctx.client.deny_blocking, true);
         let cell = RefCell::new(&mut *ctx);
         let run_state = &self.run_state;
-        let result = super::run_script(|| {
-            lua.scope(|scope| {
-                let bind = |raise_errors: bool| {
-                    let (cell, running) = (&cell, &running);
-                    scope.create_function(move |lua, argv: Variadic<Value>| {
-                        let resp: u8 = run_state.raw_get("resp")?;
-                        let mut guard = cell.borrow_mut();
-                        match call_command(lua, &mut guard, running, resp, argv, kind.deny_writes)?
-                        {
-                            Ok(v) => Ok(v),
-                            Err(line) if raise_errors => {
-                                Err(mlua::Error::external(ScriptError(line)))
-                            }
-                            Err(line) => {
-                                let t = lua.create_table_with_capacity(0, 1)?;
-                                t.raw_set("err", lua.create_string(line)?)?;
-                                Ok(Value::Table(t))
-                            }
-                        }
-                    })
-                };
-                self.redis.raw_set("call", bind(true)?)?;
-                self.redis.raw_set("pcall", bind(false)?)?;
-                run_state.raw_set("resp", 2)?;
-                let (ok, value): (bool, Value) =
-                    self.run_fn
-                        .call((func.clone(), keys_t, args_t, !kind.eval))?;
-                let mut guard = cell.borrow_mut();
-                if ok {
+        let result = lua.scope(|scope| {
+            let bind = |raise_errors: bool| {
+                let (cell, running) = (&cell, &running);
+                scope.create_function(move |lua, argv: Variadic<Value>| {
                     let resp: u8 = run_state.raw_get("resp")?;
-                    lua_to_reply(guard.out, &value, resp);
-                    Ok(Ok(()))
-                } else {
-                    Ok(Err(script_error(&value, &kind.name, running.killed())))
-                }
-            })
+                    let mut guard = cell.borrow_mut();
+                    match call_command(lua, &mut guard, running, resp, argv, kind.deny_writes)? {
+                        Ok(v) => Ok(v),
+                        Err(line) if raise_errors => Err(mlua::Error::external(ScriptError(line))),
+                        Err(line) => {
+                            let t = lua.create_table_with_capacity(0, 1)?;
+                            t.raw_set("err", lua.create_string(line)?)?;
+                            Ok(Value::Table(t))
+                        }
+                    }
+                })
+            };
+            self.redis.raw_set("call", bind(true)?)?;
+            self.redis.raw_set("pcall", bind(false)?)?;
+            run_state.raw_set("resp", 2)?;
+            let (ok, value): (bool, Value) =
+                self.run_fn
+                    .call((func.clone(), keys_t, args_t, !kind.eval))?;
+            let mut guard = cell.borrow_mut();
+            if ok {
+                let resp: u8 = run_state.raw_get("resp")?;
+                lua_to_reply(guard.out, &value, resp);
+                Ok(Ok(()))
+            } else {
+                Ok(Err(script_error(&value, &kind.name, running.killed())))
+            }
         });
         running.stop();
         ctx.client.deny_blocking = saved_deny;
