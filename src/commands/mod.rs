@@ -46,8 +46,79 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
 /// Commands that run at once even inside MULTI.
 const MULTI_IMMEDIATE: &[&str] = &["exec", "discard", "multi", "watch", "quit", "reset"];
 
+/// The shard locks of a connection's last command, kept while it runs the
+/// commands it has pipelined: consecutive commands on the same shards (a
+/// pipeline of ZADDs to one board) take the locks once, instead of once
+/// per command, and do not contend with other threads at every command.
+///
+/// Held only between the commands of one batch of parsed input, never
+/// across a wait: a command that needs other shards, or none, or all,
+/// drops it before locking anything (locks are only ever taken by a thread
+/// holding none), and it is reused at most [`LockCache::MAX_REUSE`] times
+/// in a row so other connections get their turn.
+#[derive(Default)]
+pub struct LockCache<'s> {
+    held: Option<Locked<'s>>,
+    write: bool,
+    reused: u32,
+}
+
+impl<'s> LockCache<'s> {
+    /// Consecutive commands served by one taking of the locks.
+    pub const MAX_REUSE: u32 = 32;
+
+    /// An empty cache.
+    pub fn new() -> Self {
+        LockCache {
+            held: None,
+            write: false,
+            reused: 0,
+        }
+    }
+
+    /// The held locks if they are exactly the shards `idx` (ascending,
+    /// deduplicated) in a mode good for `write`; otherwise releases them.
+    fn take_covering(&mut self, idx: &[usize], write: bool) -> Option<Locked<'s>> {
+        let held = self.held.take()?;
+        let fits = (self.write || !write)
+            && self.reused < Self::MAX_REUSE
+            && held.shards().eq(idx.iter().copied());
+        if fits {
+            self.reused += 1;
+            Some(held)
+        } else {
+            None
+        }
+    }
+
+    fn keep(&mut self, locked: Locked<'s>, write: bool, fresh: bool) {
+        if fresh {
+            self.reused = 0;
+            self.write = write;
+        }
+        self.held = Some(locked);
+    }
+
+    /// Releases the held locks.
+    pub fn clear(&mut self) {
+        self.held = None;
+    }
+}
+
 /// Runs one command from a client and writes its reply to `out`.
 pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args: &[&[u8]]) {
+    execute_cached(server, client, out, args, &mut LockCache::new());
+}
+
+/// [`execute`] for a command of a pipeline: may reuse, and leaves in
+/// `cache`, the shard locks of keyed commands (see [`LockCache`]).
+pub fn execute_cached<'s>(
+    server: &'s Server,
+    client: &mut ClientState,
+    out: &mut Reply,
+    args: &[&[u8]],
+    cache: &mut LockCache<'s>,
+) {
     let start_len = out.len();
     let cmd = match resolve(args) {
         Ok(c) => c,
@@ -83,10 +154,35 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
         reject(server, client, out, Some(cmd), &e);
         return finish_reply_mode(client, out, start_len);
     }
-    // A script running: wait for it, or BUSY past busy-reply-threshold.
-    if let Err(e) = crate::scripting::wait_not_busy(server, spec) {
-        reject(server, client, out, Some(cmd), &e);
-        return finish_reply_mode(client, out, start_len);
+    let write = spec.has(flags::WRITE) || spec.lock_write;
+    let ks = &server.keyspace;
+    // The shards of a keyed command, ascending; locks still held from the
+    // previous command are reused when they are exactly these.
+    let shards = match spec.keys {
+        KeySpec::Range { .. } | KeySpec::Find(_) => {
+            let mut idx: smallvec::SmallVec<[usize; 4]> = spec
+                .key_indexes(args)
+                .iter()
+                .map(|&i| ks.shard_of(args[i]))
+                .collect();
+            idx.sort_unstable();
+            idx.dedup();
+            Some(idx)
+        }
+        KeySpec::None | KeySpec::All => None,
+    };
+    let reused = match &shards {
+        Some(idx) if client.multi.is_none() => cache.take_covering(idx, write),
+        _ => None,
+    };
+    if reused.is_none() {
+        // Nothing may be held past here: waits and fresh locks follow.
+        cache.clear();
+        // A script running: wait for it, or BUSY past busy-reply-threshold.
+        if let Err(e) = crate::scripting::wait_not_busy(server, spec) {
+            reject(server, client, out, Some(cmd), &e);
+            return finish_reply_mode(client, out, start_len);
+        }
     }
     if client.multi.is_some() && !MULTI_IMMEDIATE.contains(&spec.name) {
         if spec.has(flags::NO_MULTI) {
@@ -108,16 +204,13 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
         return finish_reply_mode(client, out, start_len);
     }
 
-    let write = spec.has(flags::WRITE) || spec.lock_write;
-    let ks = &server.keyspace;
-    let locked = match spec.keys {
-        KeySpec::None => Locked::none(),
+    let fresh = reused.is_none();
+    let locked = match (reused, &shards) {
+        (Some(locked), _) => locked,
+        (None, Some(idx)) => ks.lock_sorted(idx, write),
         // Keyspace-wide commands (EXEC, FLUSHALL, SWAPDB, KEYS) run alone.
-        KeySpec::All => ks.lock_all(true),
-        _ => {
-            let idx = spec.key_indexes(args);
-            ks.lock_shards(idx.iter().map(|&i| args[i]), write)
-        }
+        (None, None) if matches!(spec.keys, KeySpec::All) => ks.lock_all(true),
+        (None, None) => Locked::none(),
     };
     // AOF rewrite running: save the shards this command may change first.
     crate::persistence::before_write(server, client, spec, args, &locked);
@@ -156,7 +249,15 @@ pub fn execute(server: &Server, client: &mut ClientState, out: &mut Reply, args:
     }
     let (hits, misses) = (ctx.keys.hits, ctx.keys.misses);
     let ready = std::mem::take(&mut ctx.keys.ready);
+    let locked = std::mem::replace(&mut ctx.keys.locked, Locked::none());
     drop(ctx);
+    // Keep the locks for the next pipelined command unless this one
+    // blocked (its connection waits now) or opened a transaction.
+    if shards.is_some() && client.blocked.is_none() && client.multi.is_none() {
+        cache.keep(locked, write, fresh);
+    } else {
+        drop(locked);
+    }
     if !ready.is_empty() {
         server.signal_ready(&ready);
     }
@@ -344,5 +445,48 @@ fn finish_reply_mode(client: &mut ClientState, out: &mut Reply, start_len: usize
             out.truncate(start_len);
             client.reply_mode = ReplyMode::On;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Keyspace;
+
+    #[test]
+    fn lock_cache_reuses_only_the_same_shards_in_a_fitting_mode() {
+        let ks = Keyspace::new(1);
+        let (a, b) = (ks.shard_of(b"a"), ks.shard_of(b"b"));
+        let mut cache = LockCache::new();
+        // A read lock serves reads, not writes.
+        cache.keep(ks.lock_sorted(&[a], false), false, true);
+        assert!(cache.take_covering(&[a], true).is_none());
+        assert!(cache.held.is_none(), "a miss releases the locks");
+        cache.keep(ks.lock_sorted(&[a], false), false, true);
+        let l = cache.take_covering(&[a], false).expect("same shard, read");
+        cache.keep(l, false, false);
+        // A write lock serves both.
+        cache.clear();
+        cache.keep(ks.lock_sorted(&[a], true), true, true);
+        let l = cache
+            .take_covering(&[a], false)
+            .expect("write serves a read");
+        cache.keep(l, false, false);
+        let l = cache
+            .take_covering(&[a], true)
+            .expect("still the write lock");
+        cache.keep(l, true, false);
+        // Other shards: released, so the caller can lock afresh.
+        if a != b {
+            assert!(cache.take_covering(&[b], true).is_none());
+            assert!(ks.lock_sorted(&[a], true).shards().eq([a]));
+        }
+        // Reused at most MAX_REUSE times in a row.
+        cache.keep(ks.lock_sorted(&[a], true), true, true);
+        for _ in 0..LockCache::MAX_REUSE {
+            let l = cache.take_covering(&[a], true).expect("within the bound");
+            cache.keep(l, true, false);
+        }
+        assert!(cache.take_covering(&[a], true).is_none());
     }
 }

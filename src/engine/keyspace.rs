@@ -468,6 +468,11 @@ impl<'a> Locked<'a> {
         }
     }
 
+    /// The indexes of the held shards, ascending.
+    pub fn shards(&self) -> impl Iterator<Item = usize> + '_ {
+        self.guards.iter().map(|(i, _)| *i)
+    }
+
     /// Whether every shard is held (EXEC, scripts, keyspace-wide commands).
     pub fn holds_all(&self) -> bool {
         self.all
@@ -541,6 +546,13 @@ impl Keyspace {
             .into_iter()
             .map(|i| (i, self.lock_one(i, write)))
             .collect();
+        Locked { guards, all: false }
+    }
+
+    /// Locks the shards `idx` (ascending, deduplicated, as
+    /// [`Keyspace::shard_of`] gives them).
+    pub fn lock_sorted(&self, idx: &[usize], write: bool) -> Locked<'_> {
+        let guards = idx.iter().map(|&i| (i, self.lock_one(i, write))).collect();
         Locked { guards, all: false }
     }
 

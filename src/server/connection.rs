@@ -21,6 +21,18 @@ const FLUSH_AT: usize = 64 * 1024;
 /// Read buffer size for ordinary traffic.
 const READ_CHUNK: usize = 16 * 1024;
 
+/// How [`Conn::run_parsed`] stopped.
+enum Batch {
+    /// No complete command left (or the client blocked or is closing).
+    Done,
+    /// The replies reached the flush size: send them, then go on.
+    Flush,
+    /// The client was killed.
+    Killed,
+    /// The input is not the protocol: reply this error and close.
+    ProtocolError(String),
+}
+
 /// Why the connection ends.
 enum Stop {
     Close,
@@ -145,33 +157,58 @@ impl Conn {
             authenticated: self.client.authenticated,
         };
         self.client.clock.reset();
-        while self.client.blocked.is_none() && !self.client.close_after_reply {
-            match self.parser.parse(&self.rbuf, &limits) {
-                Ok(None) => break,
-                Ok(Some(Parsed::Skip { consumed })) => self.rbuf.advance(consumed),
-                Ok(Some(Parsed::Command { consumed })) => {
-                    {
-                        let args = self.parser.args(&self.rbuf);
-                        commands::execute(&self.server, &mut self.client, &mut self.out, &args);
-                    }
-                    self.rbuf.advance(consumed);
-                    if self.info.killed.load(Ordering::Acquire) {
-                        return Err(Stop::Close);
-                    }
-                    if self.out.len() >= FLUSH_AT {
-                        self.send().await?;
-                        self.client.clock.reset();
-                    }
+        loop {
+            match self.run_parsed(&limits) {
+                Batch::Done => return Ok(()),
+                Batch::Flush => {
+                    self.send().await?;
+                    self.client.clock.reset();
                 }
-                Err(e) => {
-                    self.out.error(&e.to_string());
+                Batch::Killed => return Err(Stop::Close),
+                Batch::ProtocolError(e) => {
+                    self.out.error(&e);
                     tracing::debug!(client = self.info.id, error = %e, "protocol error");
                     let _ = self.send().await;
                     return Err(Stop::Close);
                 }
             }
         }
-        Ok(())
+    }
+
+    /// Runs the complete commands in the read buffer until none is left,
+    /// the replies must be sent first, or the client is blocked, killed or
+    /// closing. Consecutive commands on the same shards share one taking of
+    /// their locks (`commands::LockCache`), released when this returns.
+    fn run_parsed(&mut self, limits: &Limits) -> Batch {
+        let server: &Server = &self.server;
+        let mut cache = commands::LockCache::new();
+        while self.client.blocked.is_none() && !self.client.close_after_reply {
+            match self.parser.parse(&self.rbuf, limits) {
+                Ok(None) => break,
+                Ok(Some(Parsed::Skip { consumed })) => self.rbuf.advance(consumed),
+                Ok(Some(Parsed::Command { consumed })) => {
+                    {
+                        let args = self.parser.args(&self.rbuf);
+                        commands::execute_cached(
+                            server,
+                            &mut self.client,
+                            &mut self.out,
+                            &args,
+                            &mut cache,
+                        );
+                    }
+                    self.rbuf.advance(consumed);
+                    if self.info.killed.load(Ordering::Acquire) {
+                        return Batch::Killed;
+                    }
+                    if self.out.len() >= FLUSH_AT {
+                        return Batch::Flush;
+                    }
+                }
+                Err(e) => return Batch::ProtocolError(e.to_string()),
+            }
+        }
+        Batch::Done
     }
 
     /// Waits while blocked: reruns the command when woken, replies null on

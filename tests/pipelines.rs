@@ -1,0 +1,153 @@
+//! Pipelined commands share their shard locks (`commands::LockCache`):
+//! these tests run long pipelines on a hot key while other connections run
+//! what takes locks differently (multi-key commands, EXEC, scripts,
+//! keyspace-wide commands, blocking pops woken by the pipeline) and check
+//! that nothing deadlocks and no update is lost.
+
+mod common;
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use common::TestServer;
+
+/// Pipelines sent by the writer, and commands in each.
+const BATCHES: usize = 40;
+const PER_BATCH: usize = 100;
+/// Transactions, scripts and other commands run by the other connections.
+const OTHERS: usize = 200;
+
+fn run_bounded(jobs: Vec<Box<dyn FnOnce() + Send>>) {
+    let (tx, rx) = mpsc::channel();
+    let n = jobs.len();
+    for job in jobs {
+        let tx = tx.clone();
+        thread::spawn(move || {
+            job();
+            let _ = tx.send(());
+        });
+    }
+    for _ in 0..n {
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("a connection did not finish: deadlock or lost reply");
+    }
+}
+
+#[test]
+fn pipelines_on_a_hot_key_alongside_transactions_scripts_and_blocking_pops() {
+    let server = TestServer::start(&[]);
+    let url = server.url();
+    let mut jobs: Vec<Box<dyn FnOnce() + Send>> = Vec::new();
+
+    // The writer: pipelines of ZINCRBY on one board and INCR on a counter,
+    // with a multi-key MSET (other shards) and a ZADD to the queue a
+    // blocked client waits on, in every batch.
+    let u = url.clone();
+    jobs.push(Box::new(move || {
+        let mut c = redis::Client::open(u.as_str())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        for b in 0..BATCHES {
+            let mut p = redis::pipe();
+            for i in 0..PER_BATCH {
+                match i % 10 {
+                    3 => p.cmd("MSET").arg("a").arg(b).arg("b").arg(i).ignore(),
+                    7 => p
+                        .cmd("ZADD")
+                        .arg("queue")
+                        .arg(i)
+                        .arg(format!("{b}:{i}"))
+                        .ignore(),
+                    _ => p.cmd("ZINCRBY").arg("board").arg(1).arg("m:1").ignore(),
+                };
+                p.cmd("INCR").arg("hits").ignore();
+            }
+            let () = p.query(&mut c).unwrap();
+        }
+    }));
+
+    // Transactions and scripts on the same keys.
+    let u = url.clone();
+    jobs.push(Box::new(move || {
+        let mut c = redis::Client::open(u.as_str())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        for _ in 0..OTHERS {
+            let (): () = redis::pipe()
+                .atomic()
+                .cmd("ZINCRBY")
+                .arg("board")
+                .arg(1)
+                .arg("m:1")
+                .ignore()
+                .cmd("INCR")
+                .arg("hits")
+                .ignore()
+                .query(&mut c)
+                .unwrap();
+            let _: i64 = redis::cmd("EVAL")
+                .arg("redis.call('ZINCRBY', KEYS[1], 1, 'm:1') return redis.call('INCR', KEYS[2])")
+                .arg(2)
+                .arg("board")
+                .arg("hits")
+                .query(&mut c)
+                .unwrap();
+            let _: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut c).unwrap();
+        }
+    }));
+
+    // A client blocked on the queue, woken by the writer's ZADDs.
+    let u = url.clone();
+    jobs.push(Box::new(move || {
+        let mut c = redis::Client::open(u.as_str())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let mut popped = 0;
+        while popped < 50 {
+            let r: Option<(String, String, String)> = redis::cmd("BZPOPMIN")
+                .arg("queue")
+                .arg(5)
+                .query(&mut c)
+                .unwrap();
+            assert!(r.is_some(), "BZPOPMIN timed out although the writer adds");
+            popped += 1;
+        }
+    }));
+
+    // Readers pipelining on the hot key.
+    let u = url.clone();
+    jobs.push(Box::new(move || {
+        let mut c = redis::Client::open(u.as_str())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        for _ in 0..BATCHES {
+            let mut p = redis::pipe();
+            for _ in 0..PER_BATCH {
+                p.cmd("ZSCORE").arg("board").arg("m:1");
+            }
+            let scores: Vec<Option<f64>> = p.query(&mut c).unwrap();
+            assert!(scores.windows(2).all(|w| w[0] <= w[1]), "a score went back");
+        }
+    }));
+
+    run_bounded(jobs);
+
+    let mut c = server.conn();
+    let writer_incrs = BATCHES * PER_BATCH;
+    let writer_zincr = BATCHES * PER_BATCH * 8 / 10;
+    let hits: usize = redis::cmd("GET").arg("hits").query(&mut c).unwrap();
+    assert_eq!(hits, writer_incrs + 2 * OTHERS);
+    let score: f64 = redis::cmd("ZSCORE")
+        .arg("board")
+        .arg("m:1")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(score as usize, writer_zincr + 2 * OTHERS);
+    let queued: usize = redis::cmd("ZCARD").arg("queue").query(&mut c).unwrap();
+    assert_eq!(queued, BATCHES * PER_BATCH / 10 - 50);
+}
