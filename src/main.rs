@@ -71,6 +71,14 @@ enum Tool {
     },
 }
 
+/// The `worker-threads` parameter, 0 meaning one per core.
+fn worker_threads(config: &Config) -> usize {
+    match config.worker_threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+}
+
 fn build_config(cli: &Cli) -> Result<Config, String> {
     let mut c = Config::default();
     if let Some(path) = &cli.config_file {
@@ -142,6 +150,7 @@ fn main() {
     );
 
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(worker_threads(&config))
         .enable_all()
         .build()
     {

@@ -694,7 +694,18 @@ fn reply_conversions_resp2_and_resp3() {
 
 #[test]
 fn busy_script_answers_busy_and_script_kill_stops_it() {
-    let s = TestServer::start(&[]);
+    busy_script_case(&[]);
+}
+
+/// With one worker thread, the looping script must hand that worker's
+/// connections to another thread, or nobody would get BUSY.
+#[test]
+fn busy_script_with_one_worker_thread() {
+    busy_script_case(&["--config", "worker-threads=1"]);
+}
+
+fn busy_script_case(extra: &[&str]) {
+    let s = TestServer::start(extra);
     let mut c = s.conn();
     let _: () = redis::cmd("CONFIG")
         .arg("SET")

@@ -14,6 +14,8 @@ pub struct Config {
     pub loglevel: String,
     pub logfile: String,
     pub databases: usize,
+    /// Threads serving connections (a Rostrum parameter); 0: one per core.
+    pub worker_threads: usize,
     pub proto_max_bulk_len: u64,
     pub client_query_buffer_limit: u64,
     pub maxclients: u64,
@@ -57,6 +59,7 @@ impl Default for Config {
             loglevel: "notice".into(),
             logfile: String::new(),
             databases: 16,
+            worker_threads: 0,
             proto_max_bulk_len: 512 * 1024 * 1024,
             client_query_buffer_limit: 1024 * 1024 * 1024,
             maxclients: 10000,
@@ -329,6 +332,8 @@ pub static PARAMS: &[Param] = &[
     ),
     immutable(stored("io-threads", &[], int(1, 128), "1")),
     immutable(stored("io-threads-do-reads", &[], BOOL, "no")),
+    // Rostrum's own: the threads that serve connections and run commands.
+    immutable(num_field!("worker-threads", &[], int(0, 1024), worker_threads)),
     // General.
     text_field!("loglevel", Kind::Enum(LOGLEVELS), loglevel),
     immutable(text_field!("logfile", Kind::Text, logfile)),
