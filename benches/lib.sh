@@ -1,20 +1,24 @@
 # Shared by the benchmark scripts (source it; it sets `root`, `rostrum_bin`,
-# `work` and `pids`, and defines `free_port` and `wait_ready`): checks the
-# Redis tools, builds or takes the Rostrum binary ($ROSTRUM_BIN), makes a
-# work folder, and on exit stops every process in `pids` and removes it.
+# `rostrum_args`, `work` and `pids`, and defines `free_port` and
+# `wait_ready`): checks the Redis tools, builds or takes the Rostrum binary
+# ($ROSTRUM_BIN), takes extra server arguments from $ROSTRUM_ARGS (e.g.
+# "--config worker-threads=1"), makes a work folder, and on exit stops
+# every process in `pids` and removes it.
 root=$(cd "$(dirname "$0")/.." && pwd)
 for tool in redis-server redis-benchmark redis-cli awk; do
     command -v "$tool" >/dev/null || { echo "error: $tool is not in PATH" >&2; exit 1; }
 done
 
 if [[ -n "${ROSTRUM_BIN:-}" ]]; then
-    rostrum_bin=$ROSTRUM_BIN
+    # Absolute: the scripts start the server from their work folder.
+    rostrum_bin=$(realpath "$ROSTRUM_BIN")
 else
     echo "building rostrum (release)..." >&2
     cargo build --release --quiet --manifest-path "$root/Cargo.toml" --bin rostrum
     rostrum_bin="${CARGO_TARGET_DIR:-$root/target}/release/rostrum"
 fi
 [[ -x "$rostrum_bin" ]] || { echo "error: no rostrum binary at $rostrum_bin" >&2; exit 1; }
+read -r -a rostrum_args <<<"${ROSTRUM_ARGS:-}"
 
 work=$(mktemp -d -t rostrum-bench.XXXXXX)
 pids=()

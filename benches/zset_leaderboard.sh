@@ -48,7 +48,7 @@ pids+=($!)
 wait_ready "$redis_port" "$!" || { echo "error: redis-server did not start" >&2; cat "$work/redis.log" >&2; exit 1; }
 
 rostrum_port=$(free_port)
-(cd "$work" && exec "$rostrum_bin" --port "$rostrum_port" --bind 127.0.0.1 --loglevel warning) \
+(cd "$work" && exec "$rostrum_bin" --port "$rostrum_port" --bind 127.0.0.1 --loglevel warning "${rostrum_args[@]}") \
     >"$work/rostrum.log" 2>&1 &
 pids+=($!)
 wait_ready "$rostrum_port" "$!" || { echo "error: rostrum did not start" >&2; cat "$work/rostrum.log" >&2; exit 1; }

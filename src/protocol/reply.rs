@@ -304,6 +304,31 @@ mod tests {
     }
 
     #[test]
+    fn headers_and_doubles_byte_for_byte() {
+        let mut r = Reply::new(false);
+        for n in [0, 9, 10, 99, 100, -1, i64::MIN] {
+            r.int(n);
+        }
+        r.bulk(&[b'x'; 10]);
+        r.double(1.5);
+        r.double(-1234567890.0);
+        r.double(f64::INFINITY);
+        r.double(0.1);
+        let mut want =
+            b":0\r\n:9\r\n:10\r\n:99\r\n:100\r\n:-1\r\n:-9223372036854775808\r\n".to_vec();
+        want.extend_from_slice(b"$10\r\nxxxxxxxxxx\r\n$3\r\n1.5\r\n$11\r\n-1234567890\r\n");
+        want.extend_from_slice(b"$3\r\ninf\r\n$19\r\n0.10000000000000001\r\n");
+        assert_eq!(
+            String::from_utf8_lossy(&r.buf),
+            String::from_utf8_lossy(&want)
+        );
+        let mut r = Reply::new(true);
+        r.double(1.5);
+        r.double(-0.0);
+        assert_eq!(r.buf, b",1.5\r\n,-0\r\n");
+    }
+
+    #[test]
     fn resp2_fallbacks() {
         let mut r = Reply::new(false);
         r.map(1);

@@ -333,7 +333,12 @@ pub static PARAMS: &[Param] = &[
     immutable(stored("io-threads", &[], int(1, 128), "1")),
     immutable(stored("io-threads-do-reads", &[], BOOL, "no")),
     // Rostrum's own: the threads that serve connections and run commands.
-    immutable(num_field!("worker-threads", &[], int(0, 1024), worker_threads)),
+    immutable(num_field!(
+        "worker-threads",
+        &[],
+        int(0, 1024),
+        worker_threads
+    )),
     // General.
     text_field!("loglevel", Kind::Enum(LOGLEVELS), loglevel),
     immutable(text_field!("logfile", Kind::Text, logfile)),
