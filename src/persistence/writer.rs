@@ -87,6 +87,12 @@ fn fsync(aof: &Aof, t: &Target) -> io::Result<()> {
     t.file.sync_data()
 }
 
+/// Under `everysec` and `no`, the least time between two writes: what is
+/// fed meanwhile goes out in one write(2) instead of one per command (as
+/// Redis writes once per event loop turn), so a busy server does not wake
+/// this thread for every write command. `always` writes at once.
+const WRITE_EVERY: Duration = Duration::from_micros(500);
+
 /// The writer loop; returns when the server shuts down.
 pub fn run(server: &Server) {
     let aof = &server.aof;
@@ -99,7 +105,14 @@ pub fn run(server: &Server) {
     let mut last_tick = Instant::now();
     let mut failing = false;
     let mut next_retry = Instant::now();
+    let mut last_write = Instant::now();
     loop {
+        if aof.fsync() != Fsync::Always {
+            let since = last_write.elapsed();
+            if since < WRITE_EVERY {
+                std::thread::sleep(WRITE_EVERY - since);
+            }
+        }
         let mut f = aof.feed.lock();
         if let Some((file, size)) = f.install.take() {
             // A rewrite replaced the file with one holding everything fed
@@ -159,6 +172,7 @@ pub fn run(server: &Server) {
         let policy = aof.fsync();
         if let Some(t) = target.as_mut() {
             if !pending.is_empty() && retry_due {
+                last_write = Instant::now();
                 match write_out(aof, t, &mut pending) {
                     Ok(()) => {
                         unsynced = true;
