@@ -127,10 +127,6 @@ G.load = function(reader, name)
   return load_text(table.concat(parts), name)
 end
 
--- Per-run state: the RESP version redis.call asks for (set by
--- redis.setresp, read by the Rust side).
-local run_state = prims.run_state
-
 -- An error raised by a Rust primitive arrives as userdata: its message, or
 -- the error table of a Redis-style error.
 local function error_text(e)

@@ -12,11 +12,12 @@
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use mlua::chunk::ChunkMode;
 use mlua::{Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value, Variadic};
+use smallvec::SmallVec;
 
 use super::convert::{c_double, lua_to_reply, reply_to_lua, Decoded};
 use super::library::{self, Shebang};
@@ -86,7 +87,8 @@ pub struct Vm {
     lua: Lua,
     /// The real table behind `redis` (call and pcall are set per run).
     redis: Table,
-    run_state: Table,
+    /// The RESP version redis.call asks for (redis.setresp), 2 at each run.
+    resp: Arc<AtomicU8>,
     env: Table,
     function_env: Table,
     run_fn: Function,
@@ -163,16 +165,14 @@ impl Vm {
             LuaOptions::default(),
         )?;
         let prims = lua.create_table()?;
-        let run_state = lua.create_table()?;
-        run_state.raw_set("resp", 2)?;
-        prims.raw_set("run_state", run_state.clone())?;
+        let resp = Arc::new(AtomicU8::new(2));
         prims.raw_set(
             "no_call",
             lua.create_function(|_, _: Variadic<Value>| -> mlua::Result<()> {
                 Err(raise("redis.call is only available while a script runs"))
             })?,
         )?;
-        let rs = run_state.clone();
+        let rs = resp.clone();
         prims.raw_set(
             "setresp",
             lua.create_function(move |_, argv: Variadic<Value>| {
@@ -185,7 +185,8 @@ impl Vm {
                     Some(Value::Number(n)) if *n == 2.0 || *n == 3.0 => *n as i64,
                     _ => return Err(raise("RESP version must be 2 or 3.")),
                 };
-                rs.raw_set("resp", v)
+                rs.store(v as u8, Ordering::Relaxed);
+                Ok(())
             })?,
         )?;
         prims.raw_set(
@@ -320,7 +321,7 @@ impl Vm {
         )?;
         Ok(Vm {
             redis: api.raw_get("redis")?,
-            run_state,
+            resp,
             env: api.raw_get("env")?,
             function_env: api.raw_get("function_env")?,
             run_fn: api.raw_get("run")?,
@@ -603,14 +604,21 @@ impl Vm {
         let saved_db = ctx.client.db;
         let saved_deny = std::mem::replace(&mut ctx.client.deny_blocking, true);
         let cell = RefCell::new(&mut *ctx);
-        let run_state = &self.run_state;
+        let resp = &self.resp;
+        // Buffers reused by every redis.call of this run.
+        let scratch = RefCell::new(Scratch::default());
         let result = lua.scope(|scope| {
             let bind = |raise_errors: bool| {
-                let (cell, running) = (&cell, &running);
+                let (cell, running, scratch) = (&cell, &running, &scratch);
                 scope.create_function(move |lua, argv: Variadic<Value>| {
-                    let resp: u8 = run_state.raw_get("resp")?;
+                    let resp = resp.load(Ordering::Relaxed);
                     let mut guard = cell.borrow_mut();
-                    match call_command(lua, &mut guard, running, resp, argv, kind.deny_writes)? {
+                    let mut scratch = scratch.borrow_mut();
+                    let call = Call {
+                        resp,
+                        deny_writes: kind.deny_writes,
+                    };
+                    match call_command(lua, &mut guard, running, &mut scratch, call, argv)? {
                         Ok(v) => Ok(v),
                         Err(line) if raise_errors => Err(mlua::Error::external(ScriptError(line))),
                         Err(line) => {
@@ -623,14 +631,13 @@ impl Vm {
             };
             self.redis.raw_set("call", bind(true)?)?;
             self.redis.raw_set("pcall", bind(false)?)?;
-            run_state.raw_set("resp", 2)?;
+            resp.store(2, Ordering::Relaxed);
             let (ok, value): (bool, Value) =
                 self.run_fn
                     .call((func.clone(), keys_t, args_t, !kind.eval))?;
             let mut guard = cell.borrow_mut();
             if ok {
-                let resp: u8 = run_state.raw_get("resp")?;
-                lua_to_reply(guard.out, &value, resp);
+                lua_to_reply(guard.out, &value, resp.load(Ordering::Relaxed));
                 Ok(Ok(()))
             } else {
                 Ok(Err(script_error(&value, &kind.name, running.killed())))
@@ -805,28 +812,52 @@ fn script_error(v: &Value, name: &str, killed: bool) -> CmdError {
 
 /// What `redis.call` / `redis.pcall` do: runs one command and returns its
 /// reply for Lua, or the error line (which `redis.call` raises).
+/// Buffers a run's redis.call reuses: the arguments' bytes and the reply.
+#[derive(Default)]
+struct Scratch {
+    args: Vec<u8>,
+    ends: Vec<usize>,
+    reply: Vec<u8>,
+}
+
+/// How a redis.call runs: the RESP version asked for, and whether writes
+/// are refused (read-only scripts and functions).
+struct Call {
+    resp: u8,
+    deny_writes: bool,
+}
+
 fn call_command(
     lua: &Lua,
     ctx: &mut Ctx<'_, '_>,
     running: &Running,
-    resp: u8,
+    scratch: &mut Scratch,
+    call: Call,
     argv: Variadic<Value>,
-    deny_writes: bool,
 ) -> mlua::Result<Result<Value, Vec<u8>>> {
     let fail = |msg: &[u8]| -> mlua::Result<Result<Value, Vec<u8>>> { Ok(Err(msg.to_vec())) };
     if argv.is_empty() {
         return fail(b"ERR Please specify at least one argument for this redis lib call");
     }
-    let mut args: Vec<Vec<u8>> = Vec::with_capacity(argv.len());
+    // Every argument's bytes in one buffer.
+    let Scratch { args, ends, reply } = scratch;
+    args.clear();
+    ends.clear();
     for v in argv.iter() {
         match v {
-            Value::String(s) => args.push(s.as_bytes().to_vec()),
-            Value::Integer(i) => args.push(itoa::Buffer::new().format(*i).as_bytes().to_vec()),
-            Value::Number(n) => args.push(c_double(*n)),
+            Value::String(s) => args.extend_from_slice(&s.as_bytes()),
+            Value::Integer(i) => args.extend_from_slice(itoa::Buffer::new().format(*i).as_bytes()),
+            Value::Number(n) => args.extend_from_slice(&c_double(*n)),
             _ => return fail(b"ERR Lua redis lib command arguments must be strings or integers"),
         }
+        ends.push(args.len());
     }
-    let refs: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+    let mut refs: SmallVec<[&[u8]; 8]> = SmallVec::with_capacity(ends.len());
+    let mut start = 0;
+    for &end in ends.iter() {
+        refs.push(&args[start..end]);
+        start = end;
+    }
     let cmd = match table().lookup(&refs) {
         Lookup::Found(c) if c.spec.arity_ok(refs.len()) => c,
         Lookup::Found(_) | Lookup::MissingSub(_) => {
@@ -840,16 +871,21 @@ fn call_command(
         return fail(b"ERR This Redis command is not allowed from script");
     }
     if cmd.spec.has(flags::WRITE) {
-        if deny_writes {
+        if call.deny_writes {
             return fail(b"ERR Write commands are not allowed from read-only scripts.");
         }
         running.wrote.store(true, Ordering::Release);
     }
-    let mut scratch = Reply::new(resp == 3);
-    std::mem::swap(&mut *ctx.out, &mut scratch);
+    reply.clear();
+    let mut out = Reply {
+        buf: std::mem::take(reply),
+        resp3: call.resp == 3,
+    };
+    std::mem::swap(&mut *ctx.out, &mut out);
     commands::call(ctx, cmd, &refs);
-    std::mem::swap(&mut *ctx.out, &mut scratch);
-    match reply_to_lua(lua, &scratch.buf)? {
+    std::mem::swap(&mut *ctx.out, &mut out);
+    *reply = out.buf;
+    match reply_to_lua(lua, reply)? {
         Decoded::Value(v) => Ok(Ok(v)),
         Decoded::Error(line) => {
             let mut raw = b"-".to_vec();
