@@ -327,6 +327,34 @@ impl ZSet {
         }
     }
 
+    /// Stops keeping a skiplist-encoded set's order, so that ZADD, ZINCRBY
+    /// and ZREM cost a hash lookup each (the AOF loader, on big boards).
+    /// Until [`ZSet::restore_order`] only `len`, `score`, `contains`,
+    /// `zadd`, `insert`, `incr`, `remove`, `encoding` and `memory_usage` may
+    /// be called. Returns false (and changes nothing) for a listpack.
+    pub fn defer_order(&mut self) -> bool {
+        match &mut self.repr {
+            Repr::Listpack(_) => false,
+            Repr::Skiplist(sl) => {
+                sl.defer_order();
+                true
+            }
+        }
+    }
+
+    /// Whether the order is deferred ([`ZSet::defer_order`]).
+    pub fn order_deferred(&self) -> bool {
+        matches!(&self.repr, Repr::Skiplist(sl) if sl.order_deferred())
+    }
+
+    /// Sorts the members again after [`ZSet::defer_order`] (O(n log n));
+    /// nothing to do when the order was kept.
+    pub fn restore_order(&mut self) {
+        if let Repr::Skiplist(sl) = &mut self.repr {
+            sl.restore_order();
+        }
+    }
+
     /// Length of the longest member.
     pub fn max_member_len(&self) -> usize {
         self.iter().map(|(m, _)| m.len()).max().unwrap_or(0)

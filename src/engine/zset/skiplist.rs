@@ -148,6 +148,9 @@ pub(super) struct SkipList {
     len: usize,
     level: usize,
     rng: u64,
+    /// The order is not kept (see [`SkipList::defer_order`]): the nodes
+    /// hold members and scores, the index finds them, the links are stale.
+    unordered: bool,
 }
 
 impl fmt::Debug for SkipList {
@@ -208,6 +211,7 @@ impl SkipList {
             len: 0,
             level: 1,
             rng,
+            unordered: false,
         }
     }
 
@@ -257,6 +261,7 @@ impl SkipList {
     /// The first element, or NIL.
     #[inline]
     pub fn first(&self) -> u32 {
+        debug_assert!(!self.unordered, "order read while deferred");
         self.nodes[HEAD as usize].next
     }
 
@@ -436,6 +441,7 @@ impl SkipList {
         mut ahead: impl FnMut(u32, f64, usize) -> bool,
         mut level_done: impl FnMut(usize, Pos, usize) -> bool,
     ) -> (u32, usize) {
+        debug_assert!(!self.unordered, "order read while deferred");
         let mut x = HEAD_POS;
         let mut r = 0;
         for i in (1..self.level).rev() {
@@ -651,8 +657,56 @@ impl SkipList {
             .copied()
     }
 
+    /// Stops keeping the order, to apply many changes cheaply (AOF loading):
+    /// until [`SkipList::restore_order`], only `len`, `find`, `entry`,
+    /// `insert_new`, `update_score`, `remove` and `memory_usage` may be
+    /// called. A change then costs a hash lookup instead of two walks.
+    pub fn defer_order(&mut self) {
+        self.unordered = true;
+    }
+
+    /// Whether the order is deferred.
+    pub fn order_deferred(&self) -> bool {
+        self.unordered
+    }
+
+    /// Puts the members back in order after [`SkipList::defer_order`]:
+    /// sorts them and builds fresh, dense arenas (O(n log n)).
+    pub fn restore_order(&mut self) {
+        if !self.unordered {
+            return;
+        }
+        let mut live: Vec<(f64, u32)> = Vec::with_capacity(self.len);
+        for x in 1..self.nodes.len() {
+            let n = &self.nodes[x];
+            if n.level != 0 {
+                live.push((n.score, x as u32));
+            }
+        }
+        // Scores are never NaN; -0 and 0 tie, then members order (memcmp).
+        live.sort_unstable_by(|a, b| {
+            a.0.partial_cmp(&b.0)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then_with(|| self.member(a.1).cmp(self.member(b.1)))
+        });
+        let mut fresh = SkipList::build(live.len(), self.hasher.clone(), self.rng);
+        let mut app = Appender::new();
+        for &(score, x) in &live {
+            fresh.push_sorted(&mut app, self.member(x), score);
+        }
+        fresh.finish(&app);
+        *self = fresh;
+    }
+
     /// Adds a member that is not in the set.
     pub fn insert_new(&mut self, member: &[u8], score: f64) {
+        if self.unordered {
+            // Levels are drawn when the order is restored.
+            let p = self.alloc_node(member, score, 1);
+            self.index_insert(p.node);
+            self.len += 1;
+            return;
+        }
         let level = self.random_level();
         let p = self.alloc_node(member, score, level);
         self.link(p);
@@ -661,6 +715,10 @@ impl SkipList {
 
     /// Changes the score of node `x`, moving it if its order changes.
     pub fn update_score(&mut self, x: u32, score: f64) {
+        if self.unordered {
+            self.nodes[x as usize].score = score;
+            return;
+        }
         let (p, n) = (self.prev(x), self.next(x));
         if (p == NIL || self.score_of(p) < score) && (n == NIL || self.score_of(n) > score) {
             // The order holds; only the copies of the score in the links
@@ -685,6 +743,18 @@ impl SkipList {
     /// Removes `member`; true when it was there.
     pub fn remove(&mut self, member: &[u8]) -> bool {
         match self.find(member) {
+            Some(x) if self.unordered => {
+                self.unindex(x);
+                // Its link block (if it had upper levels before the order
+                // was deferred) is dropped with the old arenas on restore.
+                self.nodes[x as usize].level = 1;
+                self.free_node(Pos {
+                    node: x,
+                    upper: NIL,
+                });
+                self.len -= 1;
+                true
+            }
             Some(x) => {
                 self.delete_node(x);
                 self.maybe_compact();
@@ -994,6 +1064,59 @@ mod tests {
         assert_eq!(sl.remove_range_by_rank(10, 19), 10);
         sl.check();
         assert_eq!(sl.len(), 990);
+    }
+
+    #[test]
+    fn deferred_order_gives_the_same_set() {
+        // The same changes applied to a set kept in order and to one whose
+        // order is deferred, then restored: same members, scores and order.
+        let mut kept = SkipList::with_capacity(0);
+        let mut deferred = SkipList::with_capacity(0);
+        let name = |i: u64| {
+            if i.is_multiple_of(5) {
+                format!("a-long-member-past-the-inline-size-{i}").into_bytes()
+            } else {
+                format!("m:{i:012}").into_bytes()
+            }
+        };
+        for i in 0..3000u64 {
+            kept.insert_new(&name(i), (i % 50) as f64);
+            deferred.insert_new(&name(i), (i % 50) as f64);
+        }
+        deferred.defer_order();
+        let mut rng = 7u64;
+        for step in 0..20_000u64 {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let m = name((rng >> 33) % 4000);
+            // Ties, -0 and 0, infinities and big moves.
+            let score = match step % 7 {
+                0 => -0.0,
+                1 => f64::INFINITY,
+                2 => ((rng >> 20) % 1000) as f64 * 1e6,
+                _ => ((rng >> 40) % 60) as f64,
+            };
+            for sl in [&mut kept, &mut deferred] {
+                match (step % 4, sl.find(&m)) {
+                    (0, Some(_)) => assert!(sl.remove(&m)),
+                    (_, Some(x)) => sl.update_score(x, score),
+                    (_, None) => sl.insert_new(&m, score),
+                }
+            }
+            assert_eq!(kept.len(), deferred.len());
+        }
+        assert!(deferred.order_deferred());
+        deferred.restore_order();
+        assert!(!deferred.order_deferred());
+        deferred.check();
+        let (mut a, mut b) = (kept.first(), deferred.first());
+        while a != NIL {
+            let ((ma, sa), (mb, sb)) = (kept.entry(a), deferred.entry(b));
+            assert_eq!((ma, sa.to_bits()), (mb, sb.to_bits()));
+            (a, b) = (kept.next(a), deferred.next(b));
+        }
+        assert_eq!(b, NIL);
     }
 
     #[test]
