@@ -590,6 +590,14 @@ impl SkipList {
     fn push_sorted(&mut self, app: &mut Appender, member: &[u8], score: f64) {
         let level = self.random_level();
         let x = self.alloc_node(member, score, level);
+        self.append(app, x);
+        self.index_insert(x.node);
+    }
+
+    /// Links the node at `x` (score and level set) after every other one.
+    fn append(&mut self, app: &mut Appender, x: Pos) {
+        let score = self.score_of(x.node);
+        let level = self.nodes[x.node as usize].level as usize;
         let r = self.len + 1;
         self.level = self.level.max(level);
         for i in 0..level {
@@ -609,9 +617,9 @@ impl SkipList {
         }
         let x = x.node;
         self.nodes[x as usize].prev = if self.len == 0 { NIL } else { self.tail };
+        self.nodes[x as usize].next = NIL;
         self.tail = x;
         self.len += 1;
-        self.index_insert(x);
     }
 
     fn finish(&mut self, app: &Appender) {
@@ -671,7 +679,8 @@ impl SkipList {
     }
 
     /// Puts the members back in order after [`SkipList::defer_order`]:
-    /// sorts them and builds fresh, dense arenas (O(n log n)).
+    /// sorts them (O(n log n)) and links the nodes where they are, with
+    /// fresh levels and link blocks; the index and members stay as they are.
     pub fn restore_order(&mut self) {
         if !self.unordered {
             return;
@@ -689,13 +698,27 @@ impl SkipList {
                 .unwrap_or(std::cmp::Ordering::Equal)
                 .then_with(|| self.member(a.1).cmp(self.member(b.1)))
         });
-        let mut fresh = SkipList::build(live.len(), self.hasher.clone(), self.rng);
+        self.links = Vec::new();
+        self.links = Vec::with_capacity(MAX_LEVEL - 1 + live.len() / 3);
+        self.links.resize(MAX_LEVEL - 1, EMPTY_LINK);
+        self.free_links = [NIL; MAX_LEVEL];
+        self.nodes[HEAD as usize].next = NIL;
+        self.tail = NIL;
+        self.len = 0;
+        self.level = 1;
+        self.unordered = false;
         let mut app = Appender::new();
-        for &(score, x) in &live {
-            fresh.push_sorted(&mut app, self.member(x), score);
+        for &(_, x) in &live {
+            let level = self.random_level();
+            self.nodes[x as usize].level = level as u8;
+            let upper = if level > 1 {
+                self.alloc_links(level - 1)
+            } else {
+                NIL
+            };
+            self.append(&mut app, Pos { node: x, upper });
         }
-        fresh.finish(&app);
-        *self = fresh;
+        self.finish(&app);
     }
 
     /// Adds a member that is not in the set.
