@@ -7,10 +7,12 @@
 # a leaderboard mix: ZINCRBY and ZADD on the board (integer and fractional
 # scores), SETBIT on vote bitmaps, SET ... PXAT locks, ZADD on daily boards,
 # and MULTI/EXEC blocks of a vote (SETBIT + ZINCRBY), as a server writes
-# them (one SELECT at the top).
+# them (one SELECT at the top). With -w zincrby the rest is only
+# `ZINCRBY board 1 m:<id>` (what redis-benchmark's ZINCRBY test writes).
 #
-# Usage: benches/aof_load.sh [-s MB] [-k FILE]
+# Usage: benches/aof_load.sh [-s MB] [-w mix|zincrby] [-k FILE]
 #   -s MB    size of the file in megabytes (default 1000)
+#   -w MIX   the commands after the board: mix (default) or zincrby
 #   -k FILE  load FILE instead of writing one (it is not removed)
 # Environment: ROSTRUM_BIN to use a given binary instead of building one.
 #
@@ -20,21 +22,25 @@
 set -euo pipefail
 
 size_mb=1000
+mix=mix
 given=""
-while getopts "s:k:h" opt; do
+while getopts "s:w:k:h" opt; do
     case "$opt" in
         s) size_mb=$OPTARG ;;
+        w) mix=$OPTARG ;;
         k) given=$OPTARG ;;
-        *) sed -n '2,19p' "$0"; exit 2 ;;
+        *) sed -n '2,22p' "$0"; exit 2 ;;
     esac
 done
 
 # shellcheck source=benches/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-# Writes the file: $1 megabytes to stdout.
+[[ "$mix" == mix || "$mix" == zincrby ]] || { echo "error: -w takes mix or zincrby" >&2; exit 2; }
+
+# Writes the file: $1 megabytes of mix $2 to stdout.
 write_aof() {
-    awk -v target="$(($1 * 1000000))" '
+    awk -v target="$(($1 * 1000000))" -v mix="$2" '
         function cmd2(a, b) { return sprintf("*2\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", length(a), a, length(b), b) }
         function cmd4(a, b, c, d) {
             return sprintf("*4\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n",
@@ -58,9 +64,9 @@ write_aof() {
                 emit(s)
             }
             while (bytes < target) {
-                r = int(rand() * 100)
+                r = mix == "zincrby" ? 0 : int(rand() * 100)
                 if (r < 55) {
-                    emit(cmd4("ZINCRBY", "board", int(rand() * 100) + 1 "", member()))
+                    emit(cmd4("ZINCRBY", "board", mix == "zincrby" ? "1" : int(rand() * 100) + 1 "", member()))
                 } else if (r < 65) {
                     emit(cmd4("ZADD", "board", int(rand() * 100000000) "", member()))
                 } else if (r < 75) {
@@ -87,8 +93,8 @@ if [[ -n "$given" ]]; then
     aof=$given
 else
     aof="$work/appendonly.aof"
-    echo "writing a ${size_mb} MB AOF..." >&2
-    write_aof "$size_mb" > "$aof"
+    echo "writing a ${size_mb} MB AOF ($mix)..." >&2
+    write_aof "$size_mb" "$mix" > "$aof"
 fi
 bytes=$(stat -c %s "$aof")
 
