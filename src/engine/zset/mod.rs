@@ -41,6 +41,9 @@
 //!   [`ZSet::range_by_score`], [`ZSet::range_by_lex`]. A `Range` is `Clone`:
 //!   `range.clone().count()` gives the reply length before writing it.
 //! - range arguments: [`RangeByScore`], [`RangeByLex`] ([`range`]).
+//! - bulk changes: [`ZSet::defer_order`] / [`ZSet::restore_order`] (the AOF
+//!   loader: while deferred, a skiplist set takes ZADD / ZINCRBY / ZREM at
+//!   the cost of a hash lookup and is sorted once at the end).
 //!
 //! # Memory
 //! Measured with jemalloc's `stats.allocated` (and matched by

@@ -22,6 +22,10 @@
 //!   are computed from the member bytes stored in the node, so each member's
 //!   bytes exist once.
 //!
+//! The order can be deferred for bulk changes (AOF loading): the index
+//! alone then serves lookups and updates, and the nodes are sorted and
+//! linked again in place when the order is restored.
+//!
 //! The search, insert, delete and rank walks are those of Redis's `zsl*`
 //! functions (p = 1/4, at most 32 levels), so range lookups on sets whose
 //! order is not monotonic in the range's key (lex ranges over mixed scores)
