@@ -41,6 +41,9 @@
 //!   [`ZSet::range_by_score`], [`ZSet::range_by_lex`]. A `Range` is `Clone`:
 //!   `range.clone().count()` gives the reply length before writing it.
 //! - range arguments: [`RangeByScore`], [`RangeByLex`] ([`range`]).
+//! - bulk changes: [`ZSet::defer_order`] / [`ZSet::restore_order`] (the AOF
+//!   loader: while deferred, a skiplist set takes ZADD / ZINCRBY / ZREM at
+//!   the cost of a hash lookup and is sorted once at the end).
 //!
 //! # Memory
 //! Measured with jemalloc's `stats.allocated` (and matched by
@@ -324,6 +327,34 @@ impl ZSet {
         match &self.repr {
             Repr::Listpack(lp) => lp.check(),
             Repr::Skiplist(sl) => sl.check(),
+        }
+    }
+
+    /// Stops keeping a skiplist-encoded set's order, so that ZADD, ZINCRBY
+    /// and ZREM cost a hash lookup each (the AOF loader, on big boards).
+    /// Until [`ZSet::restore_order`] only `len`, `score`, `contains`,
+    /// `zadd`, `insert`, `incr`, `remove`, `encoding` and `memory_usage` may
+    /// be called. Returns false (and changes nothing) for a listpack.
+    pub fn defer_order(&mut self) -> bool {
+        match &mut self.repr {
+            Repr::Listpack(_) => false,
+            Repr::Skiplist(sl) => {
+                sl.defer_order();
+                true
+            }
+        }
+    }
+
+    /// Whether the order is deferred ([`ZSet::defer_order`]).
+    pub fn order_deferred(&self) -> bool {
+        matches!(&self.repr, Repr::Skiplist(sl) if sl.order_deferred())
+    }
+
+    /// Sorts the members again after [`ZSet::defer_order`] (O(n log n));
+    /// nothing to do when the order was kept.
+    pub fn restore_order(&mut self) {
+        if let Repr::Skiplist(sl) = &mut self.repr {
+            sl.restore_order();
         }
     }
 

@@ -22,6 +22,10 @@
 //!   are computed from the member bytes stored in the node, so each member's
 //!   bytes exist once.
 //!
+//! The order can be deferred for bulk changes (AOF loading): the index
+//! alone then serves lookups and updates, and the nodes are sorted and
+//! linked again in place when the order is restored.
+//!
 //! The search, insert, delete and rank walks are those of Redis's `zsl*`
 //! functions (p = 1/4, at most 32 levels), so range lookups on sets whose
 //! order is not monotonic in the range's key (lex ranges over mixed scores)
@@ -148,6 +152,9 @@ pub(super) struct SkipList {
     len: usize,
     level: usize,
     rng: u64,
+    /// The order is not kept (see [`SkipList::defer_order`]): the nodes
+    /// hold members and scores, the index finds them, the links are stale.
+    unordered: bool,
 }
 
 impl fmt::Debug for SkipList {
@@ -208,6 +215,7 @@ impl SkipList {
             len: 0,
             level: 1,
             rng,
+            unordered: false,
         }
     }
 
@@ -257,6 +265,7 @@ impl SkipList {
     /// The first element, or NIL.
     #[inline]
     pub fn first(&self) -> u32 {
+        debug_assert!(!self.unordered, "order read while deferred");
         self.nodes[HEAD as usize].next
     }
 
@@ -436,6 +445,7 @@ impl SkipList {
         mut ahead: impl FnMut(u32, f64, usize) -> bool,
         mut level_done: impl FnMut(usize, Pos, usize) -> bool,
     ) -> (u32, usize) {
+        debug_assert!(!self.unordered, "order read while deferred");
         let mut x = HEAD_POS;
         let mut r = 0;
         for i in (1..self.level).rev() {
@@ -584,6 +594,14 @@ impl SkipList {
     fn push_sorted(&mut self, app: &mut Appender, member: &[u8], score: f64) {
         let level = self.random_level();
         let x = self.alloc_node(member, score, level);
+        self.append(app, x);
+        self.index_insert(x.node);
+    }
+
+    /// Links the node at `x` (score and level set) after every other one.
+    fn append(&mut self, app: &mut Appender, x: Pos) {
+        let score = self.score_of(x.node);
+        let level = self.nodes[x.node as usize].level as usize;
         let r = self.len + 1;
         self.level = self.level.max(level);
         for i in 0..level {
@@ -603,9 +621,9 @@ impl SkipList {
         }
         let x = x.node;
         self.nodes[x as usize].prev = if self.len == 0 { NIL } else { self.tail };
+        self.nodes[x as usize].next = NIL;
         self.tail = x;
         self.len += 1;
-        self.index_insert(x);
     }
 
     fn finish(&mut self, app: &Appender) {
@@ -651,8 +669,71 @@ impl SkipList {
             .copied()
     }
 
+    /// Stops keeping the order, to apply many changes cheaply (AOF loading):
+    /// until [`SkipList::restore_order`], only `len`, `find`, `entry`,
+    /// `insert_new`, `update_score`, `remove` and `memory_usage` may be
+    /// called. A change then costs a hash lookup instead of two walks.
+    pub fn defer_order(&mut self) {
+        self.unordered = true;
+    }
+
+    /// Whether the order is deferred.
+    pub fn order_deferred(&self) -> bool {
+        self.unordered
+    }
+
+    /// Puts the members back in order after [`SkipList::defer_order`]:
+    /// sorts them (O(n log n)) and links the nodes where they are, with
+    /// fresh levels and link blocks; the index and members stay as they are.
+    pub fn restore_order(&mut self) {
+        if !self.unordered {
+            return;
+        }
+        let mut live: Vec<(f64, u32)> = Vec::with_capacity(self.len);
+        for x in 1..self.nodes.len() {
+            let n = &self.nodes[x];
+            if n.level != 0 {
+                live.push((n.score, x as u32));
+            }
+        }
+        // Scores are never NaN; -0 and 0 tie, then members order (memcmp).
+        live.sort_unstable_by(|a, b| {
+            a.0.partial_cmp(&b.0)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then_with(|| self.member(a.1).cmp(self.member(b.1)))
+        });
+        self.links = Vec::new();
+        self.links = Vec::with_capacity(MAX_LEVEL - 1 + live.len() / 3);
+        self.links.resize(MAX_LEVEL - 1, EMPTY_LINK);
+        self.free_links = [NIL; MAX_LEVEL];
+        self.nodes[HEAD as usize].next = NIL;
+        self.tail = NIL;
+        self.len = 0;
+        self.level = 1;
+        self.unordered = false;
+        let mut app = Appender::new();
+        for &(_, x) in &live {
+            let level = self.random_level();
+            self.nodes[x as usize].level = level as u8;
+            let upper = if level > 1 {
+                self.alloc_links(level - 1)
+            } else {
+                NIL
+            };
+            self.append(&mut app, Pos { node: x, upper });
+        }
+        self.finish(&app);
+    }
+
     /// Adds a member that is not in the set.
     pub fn insert_new(&mut self, member: &[u8], score: f64) {
+        if self.unordered {
+            // Levels are drawn when the order is restored.
+            let p = self.alloc_node(member, score, 1);
+            self.index_insert(p.node);
+            self.len += 1;
+            return;
+        }
         let level = self.random_level();
         let p = self.alloc_node(member, score, level);
         self.link(p);
@@ -661,6 +742,10 @@ impl SkipList {
 
     /// Changes the score of node `x`, moving it if its order changes.
     pub fn update_score(&mut self, x: u32, score: f64) {
+        if self.unordered {
+            self.nodes[x as usize].score = score;
+            return;
+        }
         let (p, n) = (self.prev(x), self.next(x));
         if (p == NIL || self.score_of(p) < score) && (n == NIL || self.score_of(n) > score) {
             // The order holds; only the copies of the score in the links
@@ -685,6 +770,18 @@ impl SkipList {
     /// Removes `member`; true when it was there.
     pub fn remove(&mut self, member: &[u8]) -> bool {
         match self.find(member) {
+            Some(x) if self.unordered => {
+                self.unindex(x);
+                // Its link block (if it had upper levels before the order
+                // was deferred) is dropped with the old arenas on restore.
+                self.nodes[x as usize].level = 1;
+                self.free_node(Pos {
+                    node: x,
+                    upper: NIL,
+                });
+                self.len -= 1;
+                true
+            }
             Some(x) => {
                 self.delete_node(x);
                 self.maybe_compact();
@@ -994,6 +1091,59 @@ mod tests {
         assert_eq!(sl.remove_range_by_rank(10, 19), 10);
         sl.check();
         assert_eq!(sl.len(), 990);
+    }
+
+    #[test]
+    fn deferred_order_gives_the_same_set() {
+        // The same changes applied to a set kept in order and to one whose
+        // order is deferred, then restored: same members, scores and order.
+        let mut kept = SkipList::with_capacity(0);
+        let mut deferred = SkipList::with_capacity(0);
+        let name = |i: u64| {
+            if i.is_multiple_of(5) {
+                format!("a-long-member-past-the-inline-size-{i}").into_bytes()
+            } else {
+                format!("m:{i:012}").into_bytes()
+            }
+        };
+        for i in 0..3000u64 {
+            kept.insert_new(&name(i), (i % 50) as f64);
+            deferred.insert_new(&name(i), (i % 50) as f64);
+        }
+        deferred.defer_order();
+        let mut rng = 7u64;
+        for step in 0..20_000u64 {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let m = name((rng >> 33) % 4000);
+            // Ties, -0 and 0, infinities and big moves.
+            let score = match step % 7 {
+                0 => -0.0,
+                1 => f64::INFINITY,
+                2 => ((rng >> 20) % 1000) as f64 * 1e6,
+                _ => ((rng >> 40) % 60) as f64,
+            };
+            for sl in [&mut kept, &mut deferred] {
+                match (step % 4, sl.find(&m)) {
+                    (0, Some(_)) => assert!(sl.remove(&m)),
+                    (_, Some(x)) => sl.update_score(x, score),
+                    (_, None) => sl.insert_new(&m, score),
+                }
+            }
+            assert_eq!(kept.len(), deferred.len());
+        }
+        assert!(deferred.order_deferred());
+        deferred.restore_order();
+        assert!(!deferred.order_deferred());
+        deferred.check();
+        let (mut a, mut b) = (kept.first(), deferred.first());
+        while a != NIL {
+            let ((ma, sa), (mb, sb)) = (kept.entry(a), deferred.entry(b));
+            assert_eq!((ma, sa.to_bits()), (mb, sb.to_bits()));
+            (a, b) = (kept.next(a), deferred.next(b));
+        }
+        assert_eq!(b, NIL);
     }
 
     #[test]
