@@ -17,6 +17,8 @@
 
 use std::fmt;
 
+use smallvec::SmallVec;
+
 use super::zset::alloc_size;
 
 /// Bits in one chunk.
@@ -27,6 +29,12 @@ pub const CHUNK_BYTES: usize = (CHUNK_BITS / 8) as usize;
 const ARRAY_MAX: usize = CHUNK_BYTES / 2;
 /// A bitset whose ones drop to this many turns back into an array.
 const ARRAY_RETURN: usize = ARRAY_MAX / 2;
+/// Positions an array chunk holds in its entry before it takes a buffer of
+/// its own (so a chunk entry is one 64-byte cache line).
+const INLINE_ONES: usize = 24;
+/// The positions of an array chunk.
+type Positions = SmallVec<[u16; INLINE_ONES]>;
+
 /// Fewest chunks found through a table rather than the sorted list.
 const TABLE_MIN: usize = 32;
 /// Table slots (4 bytes each) allowed per chunk: a table is built once it
@@ -48,7 +56,7 @@ fn chunk_of(bit: u64) -> (u64, u16) {
 #[derive(Clone)]
 enum Chunk {
     /// Sorted positions of the set bits.
-    Array(Vec<u16>),
+    Array(Positions),
     /// The chunk's 8 KiB of string, and how many ones it holds.
     Bitset {
         bits: Box<[u8; CHUNK_BYTES]>,
@@ -64,7 +72,7 @@ impl Chunk {
         if ones == 0 {
             None
         } else if ones as usize <= ARRAY_MAX {
-            let mut v = Vec::with_capacity(ones as usize);
+            let mut v = Positions::with_capacity(ones as usize);
             push_positions(block, &mut v);
             Some(Chunk::Array(v))
         } else {
@@ -89,7 +97,8 @@ impl Chunk {
 
     fn heap_bytes(&self) -> usize {
         match self {
-            Chunk::Array(v) => alloc_size(v.capacity() * 2),
+            Chunk::Array(v) if v.spilled() => alloc_size(v.capacity() * 2),
+            Chunk::Array(_) => 0,
             Chunk::Bitset { .. } => CHUNK_BYTES,
         }
     }
@@ -147,7 +156,7 @@ impl Chunk {
                     }
                 }
                 Chunk::Bitset { bits, ones } => {
-                    let mut v = Vec::with_capacity(*ones as usize);
+                    let mut v = Positions::with_capacity(*ones as usize);
                     push_positions(&bits[..], &mut v);
                     Chunk::Array(v)
                 }
@@ -218,7 +227,7 @@ impl Chunk {
 }
 
 /// Appends the positions of the ones of `block` to `out`, in order.
-fn push_positions(block: &[u8], out: &mut Vec<u16>) {
+fn push_positions(block: &[u8], out: &mut Positions) {
     for (i, &b) in block.iter().enumerate() {
         let mut b = b;
         while b != 0 {
@@ -503,7 +512,7 @@ impl SparseBitmap {
             }
             None => {
                 if on {
-                    let c = Chunk::Array(vec![p]);
+                    let c = Chunk::Array(smallvec::smallvec![p]);
                     self.heap += c.heap_bytes();
                     self.chunks.insert(k, c);
                 }
@@ -897,6 +906,20 @@ mod tests {
         assert_eq!(s.chunks.len(), 0);
         assert_eq!(s.heap, 0);
         assert_eq!(s.len(), (ARRAY_MAX as u64 * 3) / 8 + 1);
+    }
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn chunk_entry_is_a_cache_line() {
+        assert_eq!(std::mem::size_of::<Chunk>(), 64);
+        let mut s = SparseBitmap::new();
+        for p in 0..INLINE_ONES as u64 {
+            s.set_bit(p * 3, true);
+        }
+        assert_eq!(s.heap, 0);
+        s.set_bit(1, true);
+        assert!(s.heap > 0);
+        assert_eq!(s.count_ones(0, u64::MAX), INLINE_ONES as u64 + 1);
     }
 
     #[test]
