@@ -4,45 +4,28 @@
 # another key) through `redis-cli --pipe`, then the same GETBITs; prints the
 # time and rate of each run and the used memory (INFO used_memory growth)
 # of each bitmap for both servers (after a warm-up pipe of as many PINGs,
-# so allocator caches filled by a big pipe are not counted as the bitmap).
+# so buffers a big pipe leaves behind are not counted as the bitmap).
 #
 # Usage: benches/bitmap_benchmark.sh [-n BITS]      (default 1000000)
-# Environment: ROSTRUM_BIN to use a given binary instead of building one.
+# Environment:
+#   ROSTRUM_BIN       use this rostrum binary instead of `cargo build --release`
+#   ROSTRUM_ARGS      extra server arguments (e.g. "--config worker-threads=1")
+#   CARGO_TARGET_DIR  where cargo puts the release build (default: ./target)
 set -euo pipefail
 
 bits=1000000
 while getopts "n:h" opt; do
     case "$opt" in
         n) bits=$OPTARG ;;
-        *) sed -n '2,10p' "$0"; exit 2 ;;
+        *) sed -n '2,14p' "$0"; exit 2 ;;
     esac
 done
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-if [[ -n "${ROSTRUM_BIN:-}" ]]; then
-    rostrum_bin=$ROSTRUM_BIN
-else
-    cargo build --release --quiet --manifest-path "$root/Cargo.toml" --bin rostrum
-    rostrum_bin="${CARGO_TARGET_DIR:-$root/target}/release/rostrum"
-fi
-
-work=$(mktemp -d -t rostrum-bitbench.XXXXXX)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_ready() {
-    for _ in $(seq 1 200); do
-        redis-cli -p "$1" ping >/dev/null 2>&1 && return 0
-        sleep 0.05
-    done
-    echo "server on port $1 did not start" >&2; exit 1
-}
+# shellcheck source=benches/lib.sh
+source "$(dirname "$0")/lib.sh"
+for tool in python3 bc; do
+    command -v "$tool" >/dev/null || { echo "error: $tool is not in PATH" >&2; exit 1; }
+done
 
 # The command files: RESP, generated once, sent to both servers.
 python3 - "$bits" "$work" <<'PY'
@@ -69,13 +52,16 @@ with open(f"{work}/warmup", "wb") as f:
 PY
 
 redis_port=$(free_port)
-redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" >/dev/null 2>&1 &
+redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
+    --daemonize no --dir "$work" --logfile "$work/redis.log" &
 pids+=($!)
+wait_ready "$redis_port" "$!" || { echo "error: redis-server did not start" >&2; exit 1; }
+
 rostrum_port=$(free_port)
-"$rostrum_bin" --port "$rostrum_port" --loglevel warning --dir "$work" >/dev/null 2>&1 &
+(cd "$work" && exec "$rostrum_bin" --port "$rostrum_port" --bind 127.0.0.1 --loglevel warning "${rostrum_args[@]}") \
+    >"$work/rostrum.log" 2>&1 &
 pids+=($!)
-wait_ready "$redis_port"
-wait_ready "$rostrum_port"
+wait_ready "$rostrum_port" "$!" || { echo "error: rostrum did not start" >&2; cat "$work/rostrum.log" >&2; exit 1; }
 
 used() { redis-cli -p "$1" info memory | tr -d '\r' | awk -F: '$1=="used_memory"{print $2}'; }
 run() { # port file -> seconds
@@ -86,8 +72,9 @@ run() { # port file -> seconds
     echo "$t1 - $t0" | bc -l
 }
 
-# A pipe of the same size first, so the memory an allocator keeps cached
-# after a big pipe is already there before the bitmaps are measured.
+# A pipe of the same size first, so buffers a big pipe leaves in place (and
+# allocator caches, for a server that would count them) are already there
+# before the bitmaps are measured.
 for port in "$redis_port" "$rostrum_port"; do
     redis-cli -p "$port" --pipe < "$work/warmup" >/dev/null
 done

@@ -648,3 +648,74 @@ fn memory_of_a_million_setbits() {
     assert!(sparse_alloc <= 536_920_600 / 50);
     assert!(dense_alloc * 10 <= 131_160 * 11);
 }
+
+/// INFO used_memory, as a number.
+fn used_memory(c: &mut redis::Connection) -> i64 {
+    let info: String = redis::cmd("INFO").arg("memory").query(c).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap()
+}
+
+/// Sets the last bit of each of the first `bytes` bytes of `key`, in order
+/// (the string grows a byte at a time, as with SETBITs at 0..8 * bytes).
+fn fill_in_order(c: &mut redis::Connection, key: &str, bytes: u64) {
+    for start in (0..bytes).step_by(10_000) {
+        let mut p = redis::pipe();
+        for i in start..(start + 10_000).min(bytes) {
+            p.cmd("SETBIT").arg(key).arg(i * 8 + 7).arg(1).ignore();
+        }
+        p.query::<()>(c).unwrap();
+    }
+}
+
+/// Issue 4's dense case: a bitmap grown in order to 125,000 bytes takes
+/// about what Redis takes (131,120 bytes of MEMORY USAGE, 131,128 of
+/// used_memory growth), and used_memory counts only live memory: not the
+/// buffers the string outgrew, which the allocator's thread caches keep.
+#[test]
+fn dense_bitmap_memory_is_its_bytes() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    // The same pipelines once first, so the connection's buffers are at
+    // their size before the measured run.
+    fill_in_order(&mut c, "warm", 125_000);
+    assert_eq!(int(&mut c, &["DEL", "warm"]), 1);
+    let before = used_memory(&mut c);
+    fill_in_order(&mut c, "dense", 125_000);
+    let grown = used_memory(&mut c) - before;
+    let usage = int(&mut c, &["MEMORY", "USAGE", "dense"]);
+    println!("dense: MEMORY USAGE {usage}, used_memory growth {grown}");
+    assert_eq!(int(&mut c, &["STRLEN", "dense"]), 125_000);
+    assert_eq!(int(&mut c, &["BITCOUNT", "dense"]), 125_000);
+    assert!((125_000..=125_000 * 11 / 10).contains(&usage));
+    assert!(grown <= 131_128 * 11 / 10, "used_memory grew by {grown}");
+}
+
+/// Values freed by DEL leave used_memory, even while the allocator's thread
+/// caches keep their blocks for reuse (as Redis's own counter does).
+#[test]
+fn freed_values_leave_used_memory() {
+    let s = TestServer::start(&[]);
+    let mut c = s.conn();
+    let value = vec![b'x'; 20_000];
+    let keys: Vec<String> = (0..10).map(|i| format!("v{i}")).collect();
+    // Once first, so the connection's buffers are at their size.
+    for round in 0..2 {
+        let before = used_memory(&mut c);
+        for k in &keys {
+            let _: () = redis::cmd("SET").arg(k).arg(&value).query(&mut c).unwrap();
+        }
+        let held = used_memory(&mut c) - before;
+        assert!(held >= 10 * 20_000, "10 values of 20,000 bytes: {held}");
+        for k in &keys {
+            assert_eq!(int(&mut c, &["DEL", k]), 1);
+        }
+        let left = used_memory(&mut c) - before;
+        println!("round {round}: held {held}, left after DEL {left}");
+        if round == 1 {
+            assert!(left < 20_000, "{left} bytes still counted after DEL");
+        }
+    }
+}

@@ -5,14 +5,21 @@
 //! A [`SparseBitmap`] is a string of `len` bytes, almost all zero, kept in
 //! chunks of 65,536 bits (8 KiB of the string): a sorted array of the
 //! positions of its ones while a chunk holds at most 4,096 of them, an 8 KiB
-//! bitset above that. A missing chunk is all zero. Bits are numbered as
-//! Redis numbers them: bit 0 is the most significant bit of byte 0.
+//! bitset above that. A missing chunk is all zero. The chunks are found by
+//! number in a sorted list while they are few or far apart, then in a table
+//! indexed by chunk number (4 bytes a chunk of the string's span, at most
+//! 1/2048 of its length), so a GETBIT on a big sparse bitmap costs one table
+//! step. Bits are numbered as Redis numbers them: bit 0 is the most
+//! significant bit of byte 0.
 //!
 //! Which form a string takes (plain bytes or sparse) and the switch between
 //! the two live in `engine::string`; nothing here knows about commands.
 
-use std::collections::BTreeMap;
 use std::fmt;
+
+use smallvec::SmallVec;
+
+use super::zset::alloc_size;
 
 /// Bits in one chunk.
 pub const CHUNK_BITS: u64 = 1 << 16;
@@ -22,8 +29,17 @@ pub const CHUNK_BYTES: usize = (CHUNK_BITS / 8) as usize;
 const ARRAY_MAX: usize = CHUNK_BYTES / 2;
 /// A bitset whose ones drop to this many turns back into an array.
 const ARRAY_RETURN: usize = ARRAY_MAX / 2;
-/// Estimated bytes a chunk costs besides its contents (its room in the map).
-const CHUNK_OVERHEAD: usize = 48;
+/// Positions an array chunk holds in its entry before it takes a buffer of
+/// its own (so a chunk entry is one 64-byte cache line).
+const INLINE_ONES: usize = 24;
+/// The positions of an array chunk.
+type Positions = SmallVec<[u16; INLINE_ONES]>;
+
+/// Fewest chunks found through a table rather than the sorted list.
+const TABLE_MIN: usize = 32;
+/// Table slots (4 bytes each) allowed per chunk: a table is built once it
+/// costs at most 64 bytes a chunk.
+const SLOTS_PER_CHUNK: usize = 16;
 /// Writes up to this many bytes go bit by bit; longer ones chunk by chunk.
 const SMALL_WRITE: usize = 16;
 
@@ -40,7 +56,7 @@ fn chunk_of(bit: u64) -> (u64, u16) {
 #[derive(Clone)]
 enum Chunk {
     /// Sorted positions of the set bits.
-    Array(Vec<u16>),
+    Array(Positions),
     /// The chunk's 8 KiB of string, and how many ones it holds.
     Bitset {
         bits: Box<[u8; CHUNK_BYTES]>,
@@ -56,7 +72,7 @@ impl Chunk {
         if ones == 0 {
             None
         } else if ones as usize <= ARRAY_MAX {
-            let mut v = Vec::with_capacity(ones as usize);
+            let mut v = Positions::with_capacity(ones as usize);
             push_positions(block, &mut v);
             Some(Chunk::Array(v))
         } else {
@@ -81,7 +97,8 @@ impl Chunk {
 
     fn heap_bytes(&self) -> usize {
         match self {
-            Chunk::Array(v) => v.capacity() * 2,
+            Chunk::Array(v) if v.spilled() => alloc_size(v.capacity() * 2),
+            Chunk::Array(_) => 0,
             Chunk::Bitset { .. } => CHUNK_BYTES,
         }
     }
@@ -139,7 +156,7 @@ impl Chunk {
                     }
                 }
                 Chunk::Bitset { bits, ones } => {
-                    let mut v = Vec::with_capacity(*ones as usize);
+                    let mut v = Positions::with_capacity(*ones as usize);
                     push_positions(&bits[..], &mut v);
                     Chunk::Array(v)
                 }
@@ -210,7 +227,7 @@ impl Chunk {
 }
 
 /// Appends the positions of the ones of `block` to `out`, in order.
-fn push_positions(block: &[u8], out: &mut Vec<u16>) {
+fn push_positions(block: &[u8], out: &mut Positions) {
     for (i, &b) in block.iter().enumerate() {
         let mut b = b;
         while b != 0 {
@@ -221,14 +238,182 @@ fn push_positions(block: &[u8], out: &mut Vec<u16>) {
     }
 }
 
+/// The chunks of a bitmap by chunk number: a sorted list while they are
+/// fewer than [`TABLE_MIN`] or spread over more than [`SLOTS_PER_CHUNK`]
+/// numbers each, else a table of slots indexed by chunk number.
+#[derive(Clone, Default)]
+struct ChunkMap {
+    /// Chunk number of each entry; in order while `slots` is empty.
+    keys: Vec<u64>,
+    /// The chunks, beside their numbers in `keys`.
+    chunks: Vec<Chunk>,
+    /// Empty (sorted list), or by chunk number: its entry's index + 1 (0:
+    /// no chunk). Its last slot is never 0.
+    slots: Vec<u32>,
+}
+
+impl ChunkMap {
+    fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Index of chunk `k`'s entry.
+    fn find(&self, k: u64) -> Option<usize> {
+        if self.slots.is_empty() {
+            self.keys.binary_search(&k).ok()
+        } else {
+            let slot = *self.slots.get(usize::try_from(k).ok()?)?;
+            (slot as usize).checked_sub(1)
+        }
+    }
+
+    fn get(&self, k: u64) -> Option<&Chunk> {
+        self.chunks.get(self.find(k)?)
+    }
+
+    fn get_mut(&mut self, k: u64) -> Option<&mut Chunk> {
+        let i = self.find(k)?;
+        self.chunks.get_mut(i)
+    }
+
+    /// Adds chunk `k`, replacing any chunk of that number.
+    fn insert(&mut self, k: u64, c: Chunk) {
+        if let Some(old) = self.get_mut(k) {
+            *old = c;
+            return;
+        }
+        if self.slots.is_empty() {
+            let i = self.keys.partition_point(|&x| x < k);
+            self.keys.insert(i, k);
+            self.chunks.insert(i, c);
+            self.index();
+            return;
+        }
+        self.keys.push(k);
+        self.chunks.push(c);
+        let span = usize::try_from(k).map_or(usize::MAX, |k| k.saturating_add(1));
+        if span > self.slots.len() && span > self.len() * SLOTS_PER_CHUNK {
+            // Too far out for the table: back to the sorted list.
+            self.sort();
+        } else {
+            let i = self.keys.len() as u32;
+            if let Some(slot) = self.slot_mut(k) {
+                *slot = i;
+            }
+        }
+    }
+
+    /// Removes chunk `k`.
+    fn remove(&mut self, k: u64) -> Option<Chunk> {
+        let i = self.find(k)?;
+        if self.slots.is_empty() {
+            self.keys.remove(i);
+            let c = self.chunks.remove(i);
+            // The chunk may have been the one too far out for a table.
+            self.index();
+            return Some(c);
+        }
+        if let Some(slot) = self.slot_mut(k) {
+            *slot = 0;
+        }
+        self.keys.swap_remove(i);
+        let c = self.chunks.swap_remove(i);
+        if let Some(&moved) = self.keys.get(i) {
+            if let Some(slot) = self.slot_mut(moved) {
+                *slot = i as u32 + 1;
+            }
+        }
+        while self.slots.last() == Some(&0) {
+            self.slots.pop();
+        }
+        if self.len() < TABLE_MIN / 2 || self.slots.len() > 4 * SLOTS_PER_CHUNK * self.len() {
+            self.sort();
+        }
+        Some(c)
+    }
+
+    /// Chunk `k`'s slot in the table, which grows to cover it.
+    fn slot_mut(&mut self, k: u64) -> Option<&mut u32> {
+        let k = usize::try_from(k).ok()?;
+        if k >= self.slots.len() {
+            self.slots.resize(k.checked_add(1)?, 0);
+        }
+        self.slots.get_mut(k)
+    }
+
+    /// Builds the table once the sorted list is long and dense enough.
+    fn index(&mut self) {
+        if !self.slots.is_empty() || self.len() < TABLE_MIN {
+            return;
+        }
+        let span = self
+            .keys
+            .last()
+            .and_then(|&k| usize::try_from(k).ok())
+            .map_or(usize::MAX, |k| k.saturating_add(1));
+        if span > self.len() * SLOTS_PER_CHUNK {
+            return;
+        }
+        let mut slots = vec![0u32; span];
+        for (i, &k) in self.keys.iter().enumerate() {
+            if let Some(slot) = slots.get_mut(k as usize) {
+                *slot = i as u32 + 1;
+            }
+        }
+        self.slots = slots;
+    }
+
+    /// Drops the table and puts the entries in order.
+    fn sort(&mut self) {
+        self.slots = Vec::new();
+        let mut pairs: Vec<(u64, Chunk)> = self.keys.drain(..).zip(self.chunks.drain(..)).collect();
+        pairs.sort_unstable_by_key(|p| p.0);
+        (self.keys, self.chunks) = pairs.into_iter().unzip();
+    }
+
+    /// The chunks numbered `lo..=hi`, in order.
+    fn range(&self, lo: u64, hi: u64) -> impl Iterator<Item = (u64, &Chunk)> + '_ {
+        let (sorted, table) = if self.slots.is_empty() {
+            let a = self.keys.partition_point(|&x| x < lo);
+            let b = self.keys.partition_point(|&x| x <= hi).max(a);
+            let keys = self.keys.get(a..b).unwrap_or(&[]);
+            let chunks = self.chunks.get(a..b).unwrap_or(&[]);
+            (Some(keys.iter().copied().zip(chunks)), None)
+        } else {
+            let n = self.slots.len();
+            let a = usize::try_from(lo).map_or(n, |a| a.min(n));
+            let b = usize::try_from(hi)
+                .map_or(n, |b| b.saturating_add(1).min(n))
+                .max(a);
+            let slots = self.slots.get(a..b).unwrap_or(&[]);
+            let found = slots.iter().enumerate().filter_map(move |(j, &slot)| {
+                let c = self.chunks.get((slot as usize).checked_sub(1)?)?;
+                Some(((a + j) as u64, c))
+            });
+            (None, Some(found))
+        };
+        sorted
+            .into_iter()
+            .flatten()
+            .chain(table.into_iter().flatten())
+    }
+
+    /// Estimated bytes of the lists and the table (not the chunks' contents).
+    fn heap_bytes(&self) -> usize {
+        alloc_size(self.keys.capacity() * 8)
+            + alloc_size(self.chunks.capacity() * std::mem::size_of::<Chunk>())
+            + alloc_size(self.slots.capacity() * 4)
+    }
+}
+
 /// A mostly-zero string stored compressed: see the module documentation.
 #[derive(Clone, Default)]
 pub struct SparseBitmap {
     /// Chunks holding ones, by chunk number (bit offset / 65,536).
-    chunks: BTreeMap<u64, Chunk>,
+    chunks: ChunkMap,
     /// Length of the string in bytes (the highest byte ever touched + 1).
     len: u64,
-    /// Estimated heap bytes of the chunks.
+    /// Estimated heap bytes of the chunks' contents.
     heap: usize,
 }
 
@@ -256,7 +441,7 @@ impl SparseBitmap {
         };
         for (k, block) in bytes.chunks(CHUNK_BYTES).enumerate() {
             if let Some(c) = Chunk::from_block(block) {
-                s.heap += CHUNK_OVERHEAD + c.heap_bytes();
+                s.heap += c.heap_bytes();
                 s.chunks.insert(k as u64, c);
             }
         }
@@ -266,7 +451,7 @@ impl SparseBitmap {
     /// The string's bytes.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = vec![0u8; self.len as usize];
-        for (&k, c) in &self.chunks {
+        for (k, c) in self.chunks.range(0, u64::MAX) {
             let start = k as usize * CHUNK_BYTES;
             let end = (start + CHUNK_BYTES).min(out.len());
             if let Some(dst) = out.get_mut(start..end) {
@@ -288,7 +473,7 @@ impl SparseBitmap {
 
     /// Estimated bytes used, the structure included.
     pub fn memory_usage(&self) -> usize {
-        std::mem::size_of::<Self>() + self.heap
+        std::mem::size_of::<Self>() + self.heap + self.chunks.heap_bytes()
     }
 
     /// Whether plain bytes would take no more room than this form.
@@ -304,7 +489,7 @@ impl SparseBitmap {
     /// The bit at `offset` (zero past the end).
     pub fn get_bit(&self, offset: u64) -> bool {
         let (k, p) = chunk_of(offset);
-        self.chunks.get(&k).is_some_and(|c| c.get(p))
+        self.chunks.get(k).is_some_and(|c| c.get(p))
     }
 
     /// Sets or clears the bit at `offset`, growing the string to cover it;
@@ -312,14 +497,14 @@ impl SparseBitmap {
     pub fn set_bit(&mut self, offset: u64, on: bool) -> bool {
         self.grow(offset / 8 + 1);
         let (k, p) = chunk_of(offset);
-        match self.chunks.get_mut(&k) {
+        match self.chunks.get_mut(k) {
             Some(c) => {
                 let before = c.heap_bytes();
                 let old = c.set(p, on);
                 let after = c.heap_bytes();
                 if c.ones() == 0 {
-                    self.chunks.remove(&k);
-                    self.heap -= before + CHUNK_OVERHEAD;
+                    self.chunks.remove(k);
+                    self.heap -= before;
                 } else {
                     self.heap = self.heap - before + after;
                 }
@@ -327,8 +512,8 @@ impl SparseBitmap {
             }
             None => {
                 if on {
-                    let c = Chunk::Array(vec![p]);
-                    self.heap += CHUNK_OVERHEAD + c.heap_bytes();
+                    let c = Chunk::Array(smallvec::smallvec![p]);
+                    self.heap += c.heap_bytes();
                     self.chunks.insert(k, c);
                 }
                 false
@@ -344,7 +529,7 @@ impl SparseBitmap {
         let (fk, fp) = chunk_of(first);
         let (lk, lp) = chunk_of(last);
         let mut n = 0;
-        for (&k, c) in self.chunks.range(fk..=lk) {
+        for (k, c) in self.chunks.range(fk, lk) {
             let lo = if k == fk { fp } else { 0 };
             let hi = if k == lk { lp } else { u16::MAX };
             n += if lo == 0 && hi == u16::MAX {
@@ -365,7 +550,7 @@ impl SparseBitmap {
         let (lk, lp) = chunk_of(last);
         if bit {
             let (fk, fp) = chunk_of(first);
-            for (&k, c) in self.chunks.range(fk..=lk) {
+            for (k, c) in self.chunks.range(fk, lk) {
                 let lo = if k == fk { fp } else { 0 };
                 let hi = if k == lk { lp } else { u16::MAX };
                 if let Some(p) = c.first(true, lo, hi) {
@@ -377,7 +562,7 @@ impl SparseBitmap {
         let mut pos = first;
         while pos <= last {
             let (k, p) = chunk_of(pos);
-            let Some(c) = self.chunks.get(&k) else {
+            let Some(c) = self.chunks.get(k) else {
                 return Some(pos);
             };
             let hi = if k == lk { lp } else { u16::MAX };
@@ -398,7 +583,7 @@ impl SparseBitmap {
         let end = start + out.len() as u64; // exclusive
         let first = start / CHUNK_BYTES as u64;
         let last = (end - 1) / CHUNK_BYTES as u64;
-        for (&k, c) in self.chunks.range(first..=last) {
+        for (k, c) in self.chunks.range(first, last) {
             let cstart = k * CHUNK_BYTES as u64;
             let lo = start.max(cstart);
             let hi = end.min(cstart + CHUNK_BYTES as u64);
@@ -431,7 +616,7 @@ impl SparseBitmap {
         while k * (CHUNK_BYTES as u64) < end {
             let cstart = k * CHUNK_BYTES as u64;
             block.fill(0);
-            if let Some(c) = self.chunks.get(&k) {
+            if let Some(c) = self.chunks.get(k) {
                 c.fill(0, &mut block);
             }
             let lo = start.max(cstart);
@@ -449,11 +634,11 @@ impl SparseBitmap {
     /// Replaces chunk `k` with `block` (its 8 KiB of string, zero-padded).
     /// The length is not changed.
     pub fn replace_chunk(&mut self, k: u64, block: &[u8]) {
-        if let Some(old) = self.chunks.remove(&k) {
-            self.heap -= CHUNK_OVERHEAD + old.heap_bytes();
+        if let Some(old) = self.chunks.remove(k) {
+            self.heap -= old.heap_bytes();
         }
         if let Some(c) = Chunk::from_block(block) {
-            self.heap += CHUNK_OVERHEAD + c.heap_bytes();
+            self.heap += c.heap_bytes();
             self.chunks.insert(k, c);
         }
     }
@@ -461,7 +646,7 @@ impl SparseBitmap {
     /// Numbers of the chunks holding at least one set bit, in order (chunk
     /// `k` covers bytes `k * CHUNK_BYTES ..`).
     pub fn chunk_numbers(&self) -> impl Iterator<Item = u64> + '_ {
-        self.chunks.keys().copied()
+        self.chunks.range(0, u64::MAX).map(|(k, _)| k)
     }
 }
 
@@ -705,7 +890,7 @@ mod tests {
         for i in 0..=ARRAY_MAX as u64 {
             s.set_bit(i * 3, true);
         }
-        assert!(matches!(s.chunks.get(&0), Some(Chunk::Bitset { .. })));
+        assert!(matches!(s.chunks.get(0), Some(Chunk::Bitset { .. })));
         assert_eq!(s.count_ones(0, u64::MAX), ARRAY_MAX as u64 + 1);
         for i in 0..=ARRAY_MAX as u64 {
             assert!(s.get_bit(i * 3));
@@ -714,13 +899,61 @@ mod tests {
         for i in 0..=ARRAY_MAX as u64 / 2 + 1 {
             assert!(s.set_bit(i * 3, false));
         }
-        assert!(matches!(s.chunks.get(&0), Some(Chunk::Array(_))));
+        assert!(matches!(s.chunks.get(0), Some(Chunk::Array(_))));
         for i in 0..=ARRAY_MAX as u64 {
             s.set_bit(i * 3, false);
         }
-        assert!(s.chunks.is_empty());
+        assert_eq!(s.chunks.len(), 0);
         assert_eq!(s.heap, 0);
         assert_eq!(s.len(), (ARRAY_MAX as u64 * 3) / 8 + 1);
+    }
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn chunk_entry_is_a_cache_line() {
+        assert_eq!(std::mem::size_of::<Chunk>(), 64);
+        let mut s = SparseBitmap::new();
+        for p in 0..INLINE_ONES as u64 {
+            s.set_bit(p * 3, true);
+        }
+        assert_eq!(s.heap, 0);
+        s.set_bit(1, true);
+        assert!(s.heap > 0);
+        assert_eq!(s.count_ones(0, u64::MAX), INLINE_ONES as u64 + 1);
+    }
+
+    #[test]
+    fn chunk_table_comes_and_goes() {
+        let mut s = SparseBitmap::new();
+        for k in 0..1000 {
+            s.set_bit(k * CHUNK_BITS + 5, true);
+        }
+        assert!(!s.chunks.slots.is_empty());
+        let before = s.memory_usage();
+        // A chunk far out would make the table too sparse.
+        s.set_bit((1 << 32) - 1, true);
+        assert!(s.chunks.slots.is_empty());
+        assert!(s.memory_usage() < before + 1000);
+        assert!(s.set_bit((1 << 32) - 1, false));
+        for k in (0..1000).rev() {
+            assert!(s.get_bit(k * CHUNK_BITS + 5));
+            assert!(!s.get_bit(k * CHUNK_BITS + 4));
+        }
+        assert_eq!(s.count_ones(0, u64::MAX), 1000);
+        assert_eq!(s.first_bit(true, 6, u64::MAX), Some(CHUNK_BITS + 5));
+        for k in (0..1000).step_by(2) {
+            assert!(s.set_bit(k * CHUNK_BITS + 5, false));
+        }
+        assert!(!s.chunks.slots.is_empty());
+        assert_eq!(s.count_ones(0, u64::MAX), 500);
+        let ones: Vec<u64> = s.chunk_numbers().collect();
+        assert_eq!(ones, (1..1000).step_by(2).collect::<Vec<u64>>());
+        for k in (1..1000).step_by(2) {
+            assert!(s.set_bit(k * CHUNK_BITS + 5, false));
+        }
+        assert!(s.chunks.slots.is_empty());
+        assert_eq!(s.chunks.len(), 0);
+        assert_eq!(s.heap, 0);
     }
 
     #[test]
@@ -811,21 +1044,36 @@ mod tests {
             .prop_map(|(b, d)| b + d)
     }
 
-    fn op() -> impl Strategy<Value = Op> {
+    /// Offsets in up to 80 chunks, a few positions in each (so chunks come
+    /// and go and the chunk table is built and dropped), and near 2^32.
+    fn spread_offset() -> impl Strategy<Value = u64> {
         prop_oneof![
-            6 => (offset(), any::<bool>()).prop_map(|(o, b)| Op::Set(o, b)),
-            1 => (offset(), prop::collection::vec(any::<u8>(), 0..40))
+            20 => (0u64..80, prop::sample::select(vec![0u64, 1, 9000, CHUNK_BITS - 1]))
+                .prop_map(|(k, p)| k * CHUNK_BITS + p),
+            1 => (0u64..4).prop_map(|d| (1 << 32) - 4 + d),
+        ]
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        op_over(offset().boxed())
+    }
+
+    fn op_over(off: BoxedStrategy<u64>) -> impl Strategy<Value = Op> {
+        let o = || off.clone();
+        prop_oneof![
+            6 => (o(), any::<bool>()).prop_map(|(o, b)| Op::Set(o, b)),
+            1 => (o(), prop::collection::vec(any::<u8>(), 0..40))
                 .prop_map(|(o, d)| Op::Write(o / 8, d)),
-            2 => offset().prop_map(Op::Get),
-            1 => (offset(), offset()).prop_map(|(a, b)| Op::Count(a, b)),
-            1 => (any::<bool>(), offset(), offset()).prop_map(|(bit, a, b)| Op::First(bit, a, b)),
-            1 => (offset(), 0usize..30).prop_map(|(o, n)| Op::Read(o / 8, n)),
+            2 => o().prop_map(Op::Get),
+            1 => (o(), o()).prop_map(|(a, b)| Op::Count(a, b)),
+            1 => (any::<bool>(), o(), o()).prop_map(|(bit, a, b)| Op::First(bit, a, b)),
+            1 => (o(), 0usize..30).prop_map(|(o, n)| Op::Read(o / 8, n)),
         ]
     }
 
     /// Byte index -> byte: the plain string, without its (up to 512 MiB of)
     /// zeros.
-    type Model = BTreeMap<u64, u8>;
+    type Model = std::collections::BTreeMap<u64, u8>;
 
     fn byte(m: &Model, i: u64) -> u8 {
         m.get(&i).copied().unwrap_or(0)
@@ -925,6 +1173,11 @@ mod tests {
         fn sparse_matches_bytes(ops in prop::collection::vec(op(), 1..150),
                                 burst in prop::sample::select(vec![0u64, 4090, 6200])) {
             check(ops, burst)?;
+        }
+
+        #[test]
+        fn many_chunks_match_bytes(ops in prop::collection::vec(op_over(spread_offset().boxed()), 1..400)) {
+            check(ops, 0)?;
         }
 
         #[test]

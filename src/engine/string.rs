@@ -17,6 +17,10 @@ pub const EMBSTR_MAX: usize = 44;
 /// string already holds) switches a plain string to the compressed form.
 const SPARSE_MIN_GAP: u64 = 4096;
 
+/// Most room a growing string reserves beyond its new length (Redis's
+/// `SDS_MAX_PREALLOC`).
+const MAX_PREALLOC: usize = 1024 * 1024;
+
 /// How Redis would encode the string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StrEncoding {
@@ -227,9 +231,7 @@ impl StrValue {
         self.make_room(end, start.saturating_sub(self.len() as u64));
         match &mut self.repr {
             Repr::Bytes(b) => {
-                if b.len() < end as usize {
-                    b.resize(end as usize, 0);
-                }
+                zero_extend(b, end as usize);
                 if let Some(d) = b.get_mut(start as usize..end as usize) {
                     d.copy_from_slice(data);
                 }
@@ -254,11 +256,7 @@ impl StrValue {
         let cur = self.len() as u64;
         self.make_room(len, len.saturating_sub(cur));
         match &mut self.repr {
-            Repr::Bytes(b) => {
-                if (b.len() as u64) < len {
-                    b.resize(len as usize, 0);
-                }
-            }
+            Repr::Bytes(b) => zero_extend(b, len as usize),
             Repr::Sparse(s) => s.grow(len),
         }
     }
@@ -377,6 +375,25 @@ impl StrValue {
     }
 }
 
+/// Zero-extends `b` to `len` bytes. When the buffer must grow it reserves
+/// room as Redis's `sdsMakeRoomFor` does for SETBIT, SETRANGE and APPEND:
+/// twice the new length below 1 MiB, 1 MiB more above (a doubling `Vec`
+/// would hold up to twice a big string's length).
+fn zero_extend(b: &mut Vec<u8>, len: usize) {
+    if len <= b.len() {
+        return;
+    }
+    if len > b.capacity() {
+        let room = if len < MAX_PREALLOC {
+            len.saturating_mul(2)
+        } else {
+            len.saturating_add(MAX_PREALLOC)
+        };
+        b.reserve_exact(room - b.len());
+    }
+    b.resize(len, 0);
+}
+
 fn encoding_for(b: &[u8]) -> StrEncoding {
     if b.len() <= 20 && crate::protocol::number::parse_i64(b).is_some() {
         StrEncoding::Int
@@ -455,6 +472,24 @@ mod tests {
         v.write_bytes(20_000, b"ab");
         assert!(!v.is_compressed());
         assert_eq!(v.len(), 20_002);
+    }
+
+    #[test]
+    fn growth_reserves_as_redis() {
+        let mut dense = StrValue::raw(Vec::new());
+        for o in 0..1_000_000 {
+            dense.set_bit(o, true);
+        }
+        assert!(!dense.is_compressed());
+        assert_eq!(dense.len(), 125_000);
+        // Last grown at 65,535 bytes, to twice that.
+        assert_eq!(dense.memory_usage(), 16 + 131_070);
+        let mut big = StrValue::raw(Vec::new());
+        for i in 0..3000 {
+            big.write_bytes(i * 1000, &[1; 1000]);
+        }
+        assert_eq!(big.len(), 3_000_000);
+        assert!(big.memory_usage() <= 16 + 3_000_000 + MAX_PREALLOC);
     }
 
     #[test]

@@ -350,7 +350,7 @@ fn memory_stats(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
         .enumerate()
         .filter(|(_, d)| d.0 > 0)
         .collect();
-    let dataset = m.allocated.saturating_sub(m.startup);
+    let dataset = m.used.saturating_sub(m.startup);
     let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
     let out = &mut *ctx.out;
     out.map(27 + used_dbs.len());
@@ -359,7 +359,7 @@ fn memory_stats(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
         out.int(v as i64);
     };
     int(out, "peak.allocated", m.peak);
-    int(out, "total.allocated", m.allocated);
+    int(out, "total.allocated", m.used);
     int(out, "startup.allocated", m.startup);
     for k in [
         "replication.backlog",
@@ -387,9 +387,9 @@ fn memory_stats(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     );
     int(out, "dataset.bytes", dataset);
     out.bulk(b"dataset.percentage");
-    out.double(100.0 * ratio(dataset, m.allocated));
+    out.double(100.0 * ratio(dataset, m.used));
     out.bulk(b"peak.percentage");
-    out.double(100.0 * ratio(m.allocated, m.peak));
+    out.double(100.0 * ratio(m.used, m.peak));
     int(out, "allocator.allocated", m.allocated);
     int(out, "allocator.active", m.active);
     int(out, "allocator.resident", m.resident);
@@ -411,23 +411,19 @@ fn memory_stats(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     out.double(ratio(m.rss, m.resident));
     int(out, "rss-overhead.bytes", m.rss.saturating_sub(m.resident));
     out.bulk(b"fragmentation");
-    out.double(ratio(m.rss, m.allocated));
-    int(
-        out,
-        "fragmentation.bytes",
-        m.rss.saturating_sub(m.allocated),
-    );
+    out.double(ratio(m.rss, m.used));
+    int(out, "fragmentation.bytes", m.rss.saturating_sub(m.used));
     Ok(())
 }
 
 fn memory_doctor(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     let m = MemoryFigures::read(ctx.server);
-    let report = if m.allocated < 5 * 1024 * 1024 {
+    let report = if m.used < 5 * 1024 * 1024 {
         "This instance holds very little data: there is nothing for the memory doctor to examine yet.\n".to_string()
     } else {
         format!(
             "No memory problems found: {} bytes allocated, {} bytes resident.\n",
-            m.allocated, m.rss
+            m.used, m.rss
         )
     };
     ctx.out.verbatim(report.as_bytes());

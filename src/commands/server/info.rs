@@ -193,7 +193,13 @@ fn clients_section(server: &Server, l: &mut Lines) {
 
 /// The process's memory figures, from jemalloc and /proc.
 pub struct MemoryFigures {
-    /// Bytes allocated by the application (jemalloc `stats.allocated`).
+    /// Bytes held by live allocations (INFO used_memory): what Redis's
+    /// own allocation counter reports. That is jemalloc's `stats.allocated`
+    /// less the freed blocks the threads' caches keep for reuse, which
+    /// jemalloc counts as allocated until a cache flushes them.
+    pub used: u64,
+    /// Bytes allocated as jemalloc counts them (`stats.allocated`, INFO
+    /// allocator_allocated), thread caches included.
     pub allocated: u64,
     /// Bytes in active pages (jemalloc `stats.active`).
     pub active: u64,
@@ -201,27 +207,34 @@ pub struct MemoryFigures {
     pub resident: u64,
     /// Resident set size of the process.
     pub rss: u64,
-    /// Highest `allocated` seen.
+    /// Highest `used` seen.
     pub peak: u64,
     /// Allocated at start-up (not measured: 0).
     pub startup: u64,
 }
 
+/// jemalloc's name for the bytes every thread cache holds, summed over the
+/// arenas (4096 is its "all arenas" index).
+const TCACHE_BYTES: &[u8] = b"stats.arenas.4096.tcache_bytes\0";
+
 impl MemoryFigures {
     /// Reads the current figures and updates the recorded peak.
     pub fn read(server: &Server) -> Self {
-        use tikv_jemalloc_ctl::{epoch, stats};
+        use tikv_jemalloc_ctl::{epoch, stats, Access, AsName};
         // The statistics are cached until the epoch advances.
         let _ = epoch::advance();
         let allocated = stats::allocated::read().unwrap_or(0) as u64;
+        let cached: usize = TCACHE_BYTES.name().read().unwrap_or(0);
+        let used = allocated.saturating_sub(cached as u64);
         let active = stats::active::read().unwrap_or(0) as u64;
         let resident = stats::resident::read().unwrap_or(0) as u64;
         let peak = server
             .info_marks
             .peak_memory
-            .fetch_max(allocated, Ordering::Relaxed)
-            .max(allocated);
+            .fetch_max(used, Ordering::Relaxed)
+            .max(used);
         MemoryFigures {
+            used,
             allocated,
             active,
             resident,
@@ -274,23 +287,23 @@ fn memory_section(server: &Server, l: &mut Lines) {
     };
     let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
     let total_system = proc_kb("/proc/meminfo", "MemTotal:") * 1024;
-    let dataset = m.allocated.saturating_sub(m.startup);
-    l.put("used_memory", m.allocated);
-    l.put("used_memory_human", human(m.allocated));
+    let dataset = m.used.saturating_sub(m.startup);
+    l.put("used_memory", m.used);
+    l.put("used_memory_human", human(m.used));
     l.put("used_memory_rss", m.rss);
     l.put("used_memory_rss_human", human(m.rss));
     l.put("used_memory_peak", m.peak);
     l.put("used_memory_peak_human", human(m.peak));
     l.put(
         "used_memory_peak_perc",
-        format!("{:.2}%", 100.0 * ratio(m.allocated, m.peak)),
+        format!("{:.2}%", 100.0 * ratio(m.used, m.peak)),
     );
     l.put("used_memory_overhead", m.startup);
     l.put("used_memory_startup", m.startup);
     l.put("used_memory_dataset", dataset);
     l.put(
         "used_memory_dataset_perc",
-        format!("{:.2}%", 100.0 * ratio(dataset, m.allocated)),
+        format!("{:.2}%", 100.0 * ratio(dataset, m.used)),
     );
     l.put("allocator_allocated", m.allocated);
     l.put("allocator_active", m.active);
@@ -338,9 +351,9 @@ fn memory_section(server: &Server, l: &mut Lines) {
     l.put("rss_overhead_bytes", m.rss.saturating_sub(m.resident));
     l.put(
         "mem_fragmentation_ratio",
-        format!("{:.2}", ratio(m.rss, m.allocated)),
+        format!("{:.2}", ratio(m.rss, m.used)),
     );
-    l.put("mem_fragmentation_bytes", m.rss.saturating_sub(m.allocated));
+    l.put("mem_fragmentation_bytes", m.rss.saturating_sub(m.used));
     for name in [
         "mem_not_counted_for_evict",
         "mem_replication_backlog",
