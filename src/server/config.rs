@@ -14,7 +14,8 @@ pub struct Config {
     pub loglevel: String,
     pub logfile: String,
     pub databases: usize,
-    /// Threads serving connections (a Rostrum parameter); 0: one per core.
+    /// Threads serving connections (a Rostrum parameter); 0: one per core
+    /// but one (at least one).
     pub worker_threads: usize,
     pub proto_max_bulk_len: u64,
     pub client_query_buffer_limit: u64,
