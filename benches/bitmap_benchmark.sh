@@ -2,7 +2,9 @@
 # Bitmaps side by side: redis-server and a release Rostrum each receive the
 # same 1,000,000 SETBITs (random offsets below 2^32, then offsets 0..10^6 in
 # another key) through `redis-cli --pipe`, then the same GETBITs; prints the
-# time and rate of each run and the used memory (INFO used_memory growth)
+# rate of each run, the server's CPU time per command (redis-cli --pipe is
+# often the bottleneck, and then the rates say little), and the used memory
+# (INFO used_memory growth)
 # of each bitmap for both servers (after a warm-up pipe of as many PINGs,
 # so buffers a big pipe leaves behind are not counted as the bitmap).
 #
@@ -55,21 +57,26 @@ redis_port=$(free_port)
 redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
     --daemonize no --dir "$work" --logfile "$work/redis.log" &
 pids+=($!)
+declare -A pid_of
+pid_of[$redis_port]=$!
 wait_ready "$redis_port" "$!" || { echo "error: redis-server did not start" >&2; exit 1; }
 
 rostrum_port=$(free_port)
 (cd "$work" && exec "$rostrum_bin" --port "$rostrum_port" --bind 127.0.0.1 --loglevel warning "${rostrum_args[@]}") \
     >"$work/rostrum.log" 2>&1 &
 pids+=($!)
+pid_of[$rostrum_port]=$!
 wait_ready "$rostrum_port" "$!" || { echo "error: rostrum did not start" >&2; cat "$work/rostrum.log" >&2; exit 1; }
 
 used() { redis-cli -p "$1" info memory | tr -d '\r' | awk -F: '$1=="used_memory"{print $2}'; }
-run() { # port file -> seconds
-    local t0 t1
+run() { # port file -> "seconds server-cpu-seconds"
+    local t0 t1 c0 c1
+    c0=$(cpu_seconds "${pid_of[$1]}")
     t0=$(date +%s.%N)
     redis-cli -p "$1" --pipe < "$work/$2" >/dev/null
     t1=$(date +%s.%N)
-    echo "$t1 - $t0" | bc -l
+    c1=$(cpu_seconds "${pid_of[$1]}")
+    echo "$(echo "$t1 - $t0" | bc -l) $(echo "$c1 - $c0" | bc -l)"
 }
 
 # A pipe of the same size first, so buffers a big pipe leaves in place (and
@@ -79,7 +86,8 @@ for port in "$redis_port" "$rostrum_port"; do
     redis-cli -p "$port" --pipe < "$work/warmup" >/dev/null
 done
 
-printf '%-22s %14s %14s %8s\n' "run ($bits commands)" "redis ops/s" "rostrum ops/s" "ratio"
+printf '%-22s %12s %12s %6s %10s %10s %6s\n' "run ($bits commands)" "redis ops/s" "rost. ops/s" "ratio" \
+    "redis us" "rost. us" "ratio"
 declare -A mem
 for case in sparse dense; do
     for port in "$redis_port" "$rostrum_port"; do
@@ -90,10 +98,12 @@ for case in sparse dense; do
         run "$port" "${case}_get" > "$work/t_${port}_${case}_get"
     done
     for op in set get; do
-        r=$(cat "$work/t_${redis_port}_${case}_${op}")
-        o=$(cat "$work/t_${rostrum_port}_${case}_${op}")
-        printf '%-22s %14.0f %14.0f %8.2f\n' "$case SETBIT/GETBIT $op" \
-            "$(echo "$bits / $r" | bc -l)" "$(echo "$bits / $o" | bc -l)" "$(echo "$r / $o" | bc -l)"
+        read -r r rc <"$work/t_${redis_port}_${case}_${op}"
+        read -r o oc <"$work/t_${rostrum_port}_${case}_${op}"
+        printf '%-22s %12.0f %12.0f %6.2f %10.3f %10.3f %6.2f\n' "$case SETBIT/GETBIT $op" \
+            "$(echo "$bits / $r" | bc -l)" "$(echo "$bits / $o" | bc -l)" "$(echo "$r / $o" | bc -l)" \
+            "$(echo "$rc * 1000000 / $bits" | bc -l)" "$(echo "$oc * 1000000 / $bits" | bc -l)" \
+            "$(echo "$rc / $oc" | bc -l)"
     done
 done
 echo

@@ -49,6 +49,13 @@ free_port() {
     return 1
 }
 
+# CPU time (user + system) process $1 has used so far, in seconds: the
+# server's own cost of a run, which stays meaningful when the client is the
+# bottleneck (redis-cli --pipe and redis-benchmark at -P 1 often are).
+cpu_seconds() {
+    awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f\n", ($14 + $15) / hz }' "/proc/$1/stat"
+}
+
 # Waits until the server on $1 (process $2) answers PING, at most 10 s.
 wait_ready() {
     local port=$1 pid=$2
