@@ -7,7 +7,8 @@
 #
 # Usage: benches/aof_benchmark.sh [-m MEMBERS] [-n REQUESTS] [-c CLIENTS]
 #   defaults: -m 1000000 -n 200000 -c 50
-# Environment: ROSTRUM_BIN to use a given binary instead of building one.
+# Environment: ROSTRUM_BIN (a built binary), ROSTRUM_ARGS (extra server
+# arguments), as in benches/lib.sh.
 set -euo pipefail
 
 members=1000000
@@ -22,25 +23,12 @@ while getopts "m:n:c:h" opt; do
     esac
 done
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-if [[ -n "${ROSTRUM_BIN:-}" ]]; then
-    rostrum_bin=$ROSTRUM_BIN
-else
-    cargo build --release --quiet --manifest-path "$root/Cargo.toml" --bin rostrum
-    rostrum_bin="${CARGO_TARGET_DIR:-$root/target}/release/rostrum"
-fi
+# shellcheck source=benches/lib.sh
+source "$(dirname "$0")/lib.sh"
 
-work=$(mktemp -d -t rostrum-aofbench.XXXXXX)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_ready() { # port -> waits until PING answers PONG (loading answers an error)
+# Waits until the server on $1 answers PING with PONG (a loading server
+# answers an error), at most 60 s.
+wait_loaded() {
     for _ in $(seq 1 6000); do
         [[ "$(redis-cli -p "$1" ping 2>/dev/null)" == "PONG" ]] && return 0
         sleep 0.01
@@ -72,10 +60,10 @@ start() {
         redis-server --port "$port" --bind 127.0.0.1 --save '' --dir "$dir" \
             --aof-use-rdb-preamble no "${aof[@]}" >/dev/null 2>&1 &
     else
-        "$rostrum_bin" --port "$port" --loglevel warning --dir "$dir" "${aof[@]}" >/dev/null 2>&1 &
+        "$rostrum_bin" --port "$port" --loglevel warning --dir "$dir" "${aof[@]}" "${rostrum_args[@]}" >/dev/null 2>&1 &
     fi
     pids+=($!)
-    wait_ready "$port"
+    wait_loaded "$port"
 }
 
 stop() { redis-cli -p "$1" shutdown >/dev/null 2>&1 || true; sleep 0.5; }
