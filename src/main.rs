@@ -153,8 +153,14 @@ fn main() {
         rostrum::commands::connection::REDIS_VERSION
     );
 
+    let threads = worker_threads(&config);
+    let server = Server::new(config, cli.config_file.clone());
+    let idle = server.clone();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(worker_threads(&config))
+        .worker_threads(threads)
+        // A worker with nothing left to run: what its clients wrote can go
+        // to disk now (`appendfsync always` groups them in one fsync).
+        .on_thread_park(move || idle.aof.worker_idle())
         .enable_all()
         .build()
     {
@@ -164,7 +170,6 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let server = Server::new(config, cli.config_file.clone());
     // Load the AOF before accepting clients.
     if let Err(e) = rostrum::persistence::start(&server) {
         tracing::error!("{e}");

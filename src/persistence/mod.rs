@@ -110,6 +110,9 @@ pub(crate) struct Feed {
     pub(crate) stop: bool,
     /// The writer has stopped.
     pub(crate) stopped: bool,
+    /// `always`: the fed offset up to which the writer was asked to write
+    /// and fsync now ([`Aof::worker_idle`]).
+    pub(crate) kick_to: u64,
 }
 
 /// Rewrite bookkeeping (INFO, BGREWRITEAOF, SAVE).
@@ -142,6 +145,9 @@ pub struct Aof {
     loading: AtomicBool,
     pub(crate) feed: Mutex<Feed>,
     pub(crate) wake_writer: Condvar,
+    /// `always`: writes were fed that no idle worker has handed to the
+    /// writer yet.
+    unkicked: AtomicBool,
     /// Offset of the fed stream known to be on disk (per the policy).
     pub(crate) synced: watch::Sender<u64>,
     /// The last write or fsync error, `None` when writes succeed.
@@ -174,6 +180,7 @@ impl Aof {
             loading: AtomicBool::new(false),
             feed: Mutex::new(Feed::default()),
             wake_writer: Condvar::new(),
+            unkicked: AtomicBool::new(false),
             synced,
             write_error: Mutex::new(None),
             write_failed: AtomicBool::new(false),
@@ -247,6 +254,22 @@ impl Aof {
     /// A receiver of the durable offset (see [`wait_synced`]).
     pub fn synced_watch(&self) -> watch::Receiver<u64> {
         self.synced.subscribe()
+    }
+
+    /// Called by a tokio worker about to park (it has run every client
+    /// that was ready). Under `appendfsync always` the writer then writes
+    /// and fsyncs everything fed so far in one go, as Redis does before its
+    /// event loop sleeps: one fsync costs about the same for one write or
+    /// fifty, and starting it at the first write of a turn would leave the
+    /// rest of the turn's clients waiting for a second one. (The writer
+    /// does not wait for this longer than its `KICK_WAIT`.)
+    pub fn worker_idle(&self) {
+        if self.unkicked.swap(false, Ordering::AcqRel) {
+            let mut f = self.feed.lock();
+            f.kick_to = f.fed;
+            drop(f);
+            self.wake_writer.notify_one();
+        }
     }
 
     /// Publishes that everything fed up to `offset` is on disk.
@@ -527,7 +550,12 @@ pub fn feed(server: &Server, keys: &mut Keys<'_>, db: usize, args: &[&[u8]]) -> 
         encode::emit(rw, db, &expired, &group);
     }
     drop(f);
-    aof.wake_writer.notify_one();
+    if always {
+        // Handed to the writer when the worker goes idle.
+        aof.unkicked.store(true, Ordering::Release);
+    } else {
+        aof.wake_writer.notify_one();
+    }
     wait
 }
 

@@ -93,6 +93,11 @@ fn fsync(aof: &Aof, t: &Target) -> io::Result<()> {
 /// this thread for every write command. `always` writes at once.
 const WRITE_EVERY: Duration = Duration::from_micros(500);
 
+/// Under `always`, how long fed writes may wait for an idle worker's kick
+/// ([`super::Aof::worker_idle`]) before the writer goes ahead anyway (a
+/// worker that never runs out of clients).
+const KICK_WAIT: Duration = Duration::from_millis(1);
+
 /// The writer loop; returns when the server shuts down.
 pub fn run(server: &Server) {
     let aof = &server.aof;
@@ -145,6 +150,10 @@ pub fn run(server: &Server) {
             next_retry.saturating_duration_since(now)
         } else if f.main.buf.is_empty() && pending.is_empty() {
             Duration::from_millis(1000).saturating_sub(last_tick.elapsed())
+        } else if aof.fsync() == Fsync::Always && pending.is_empty() && f.kick_to <= pending_end {
+            // Until a worker goes idle (`Aof::worker_idle`), at most
+            // KICK_WAIT: the writes of its turn share one fsync.
+            KICK_WAIT
         } else {
             Duration::ZERO
         };
