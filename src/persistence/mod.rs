@@ -264,7 +264,8 @@ impl Aof {
     /// rest of the turn's clients waiting for a second one. (The writer
     /// does not wait for this longer than its `KICK_WAIT`.)
     pub fn worker_idle(&self) {
-        if self.unkicked.swap(false, Ordering::AcqRel) {
+        // The load first: a parking worker with nothing fed writes nothing.
+        if self.unkicked.load(Ordering::Acquire) && self.unkicked.swap(false, Ordering::AcqRel) {
             let mut f = self.feed.lock();
             f.kick_to = f.fed;
             drop(f);
