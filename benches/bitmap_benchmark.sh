@@ -53,20 +53,8 @@ with open(f"{work}/warmup", "wb") as f:
     f.write(cmd("PING") * n)
 PY
 
-redis_port=$(free_port)
-redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
-    --daemonize no --dir "$work" --logfile "$work/redis.log" &
-pids+=($!)
-declare -A pid_of
-pid_of[$redis_port]=$!
-wait_ready "$redis_port" "$!" || { echo "error: redis-server did not start" >&2; exit 1; }
-
-rostrum_port=$(free_port)
-(cd "$work" && exec "$rostrum_bin" --port "$rostrum_port" --bind 127.0.0.1 --loglevel warning "${rostrum_args[@]}") \
-    >"$work/rostrum.log" 2>&1 &
-pids+=($!)
-pid_of[$rostrum_port]=$!
-wait_ready "$rostrum_port" "$!" || { echo "error: rostrum did not start" >&2; cat "$work/rostrum.log" >&2; exit 1; }
+start_both
+declare -A pid_of=([$redis_port]=$redis_pid [$rostrum_port]=$rostrum_pid)
 
 used() { redis-cli -p "$1" info memory | tr -d '\r' | awk -F: '$1=="used_memory"{print $2}'; }
 run() { # port file -> "seconds server-cpu-seconds"
@@ -103,7 +91,7 @@ for case in sparse dense; do
         printf '%-22s %12.0f %12.0f %6.2f %10.3f %10.3f %6.2f\n' "$case SETBIT/GETBIT $op" \
             "$(echo "$bits / $r" | bc -l)" "$(echo "$bits / $o" | bc -l)" "$(echo "$r / $o" | bc -l)" \
             "$(echo "$rc * 1000000 / $bits" | bc -l)" "$(echo "$oc * 1000000 / $bits" | bc -l)" \
-            "$(echo "$rc / $oc" | bc -l)"
+            "$(awk -v r="$rc" -v o="$oc" 'BEGIN { print (o > 0 ? r / o : 0) }')"
     done
 done
 echo

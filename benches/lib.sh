@@ -1,7 +1,7 @@
 # Shared by the benchmark scripts (source it; it sets `root`, `rostrum_bin`,
-# `rostrum_args`, `work` and `pids`, and defines `free_port` and
-# `wait_ready`): checks the Redis tools, builds or takes the Rostrum binary
-# ($ROSTRUM_BIN), takes extra server arguments from $ROSTRUM_ARGS (e.g.
+# `rostrum_args`, `work` and `pids`, and defines `free_port`, `wait_ready`,
+# `cpu_seconds` and `start_both`): checks the Redis tools, builds or takes
+# the Rostrum binary ($ROSTRUM_BIN), takes extra server arguments from $ROSTRUM_ARGS (e.g.
 # "--config worker-threads=1"), makes a work folder, and on exit stops
 # every process in `pids` and removes it.
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -69,3 +69,23 @@ wait_ready() {
     return 1
 }
 
+# Starts redis-server and Rostrum on free loopback ports, both in memory
+# (no AOF), logging into $work; sets redis_port, redis_pid, rostrum_port and
+# rostrum_pid. Exits with their log when either does not answer PING.
+start_both() {
+    redis_port=$(free_port)
+    redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
+        --daemonize no --dir "$work" --logfile "$work/redis.log" &
+    redis_pid=$!
+    pids+=("$redis_pid")
+    wait_ready "$redis_port" "$redis_pid" ||
+        { echo "error: redis-server did not start" >&2; cat "$work/redis.log" >&2; exit 1; }
+
+    rostrum_port=$(free_port)
+    (cd "$work" && exec "$rostrum_bin" --port "$rostrum_port" --bind 127.0.0.1 --loglevel warning \
+        "${rostrum_args[@]}") >"$work/rostrum.log" 2>&1 &
+    rostrum_pid=$!
+    pids+=("$rostrum_pid")
+    wait_ready "$rostrum_port" "$rostrum_pid" ||
+        { echo "error: rostrum did not start" >&2; cat "$work/rostrum.log" >&2; exit 1; }
+}

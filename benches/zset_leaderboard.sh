@@ -41,17 +41,7 @@ done
 # shellcheck source=benches/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-redis_port=$(free_port)
-redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
-    --daemonize no --dir "$work" --logfile "$work/redis.log" &
-pids+=($!)
-wait_ready "$redis_port" "$!" || { echo "error: redis-server did not start" >&2; cat "$work/redis.log" >&2; exit 1; }
-
-rostrum_port=$(free_port)
-(cd "$work" && exec "$rostrum_bin" --port "$rostrum_port" --bind 127.0.0.1 --loglevel warning "${rostrum_args[@]}") \
-    >"$work/rostrum.log" 2>&1 &
-pids+=($!)
-wait_ready "$rostrum_port" "$!" || { echo "error: rostrum did not start" >&2; cat "$work/rostrum.log" >&2; exit 1; }
+start_both
 
 # One INFO memory field of the server on port $1.
 info_field() {
