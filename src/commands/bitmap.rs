@@ -14,12 +14,6 @@ use crate::engine::Value;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number;
 
-const KEY1: KeySpec = KeySpec::Range {
-    first: 1,
-    last: 1,
-    step: 1,
-};
-
 /// BITOP: the destination, then every source.
 const BITOP_KEYS: KeySpec = KeySpec::Range {
     first: 2,
@@ -35,13 +29,8 @@ const fn bitmap(
     handler: super::table::Handler,
     (summary, since, complexity): (&'static str, &'static str, &'static str),
 ) -> CommandSpec {
-    CommandSpec {
-        group: "bitmap",
-        summary,
-        since,
-        complexity,
-        ..CommandSpec::new(name, arity, flags, keys, handler)
-    }
+    CommandSpec::new(name, arity, flags, keys, handler)
+        .documented("bitmap", summary, since, complexity)
 }
 
 /// This family's commands.
@@ -50,7 +39,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "setbit",
         4,
         WRITE | DENYOOM,
-        KEY1,
+        KeySpec::FIRST,
         setbit,
         (
             "Sets or clears the bit at offset in the string value stored at key",
@@ -62,7 +51,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "getbit",
         3,
         READONLY | FAST,
-        KEY1,
+        KeySpec::FIRST,
         getbit,
         (
             "Returns the bit value at offset in the string value stored at key",
@@ -74,7 +63,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "bitcount",
         -2,
         READONLY,
-        KEY1,
+        KeySpec::FIRST,
         bitcount,
         (
             "Count set bits in a string",
@@ -86,7 +75,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "bitpos",
         -3,
         READONLY,
-        KEY1,
+        KeySpec::FIRST,
         bitpos,
         (
             "Find first bit set or clear in a string",
@@ -110,7 +99,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "bitfield",
         -2,
         WRITE | DENYOOM,
-        KEY1,
+        KeySpec::FIRST,
         bitfield,
         (
             "Perform arbitrary bitfield integer operations on strings",
@@ -122,7 +111,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "bitfield_ro",
         -2,
         READONLY | FAST,
-        KEY1,
+        KeySpec::FIRST,
         bitfield_ro,
         (
             "Perform arbitrary bitfield integer operations on strings. Read-only variant of BITFIELD",

@@ -15,18 +15,6 @@ use crate::engine::keyspace::Shard;
 use crate::engine::{glob, Db, Entry, SHARD_COUNT};
 use crate::error::{CmdError, CmdResult};
 
-const KEY1: KeySpec = KeySpec::Range {
-    first: 1,
-    last: 1,
-    step: 1,
-};
-
-const KEYS12: KeySpec = KeySpec::Range {
-    first: 1,
-    last: 2,
-    step: 1,
-};
-
 const ALL_ARGS: KeySpec = KeySpec::Range {
     first: 1,
     last: -1,
@@ -34,12 +22,6 @@ const ALL_ARGS: KeySpec = KeySpec::Range {
 };
 
 /// The key of an OBJECT subcommand.
-const KEY2: KeySpec = KeySpec::Range {
-    first: 2,
-    last: 2,
-    step: 1,
-};
-
 const fn generic(
     name: &'static str,
     arity: i32,
@@ -48,13 +30,8 @@ const fn generic(
     handler: super::table::Handler,
     [summary, since, complexity]: [&'static str; 3],
 ) -> CommandSpec {
-    CommandSpec {
-        group: "generic",
-        summary,
-        since,
-        complexity,
-        ..CommandSpec::new(name, arity, flags, keys, handler)
-    }
+    CommandSpec::new(name, arity, flags, keys, handler)
+        .documented("generic", summary, since, complexity)
 }
 
 /// This family's commands.
@@ -99,7 +76,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "type",
         2,
         READONLY | FAST,
-        KEY1,
+        KeySpec::FIRST,
         type_,
         [
             "Determine the type stored at key",
@@ -159,7 +136,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "rename",
         3,
         WRITE,
-        KEYS12,
+        KeySpec::FIRST_TWO,
         rename,
         [
             "Rename a key",
@@ -171,7 +148,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "renamenx",
         3,
         WRITE | FAST,
-        KEYS12,
+        KeySpec::FIRST_TWO,
         renamenx,
         [
             "Rename a key, only if the new key does not exist",
@@ -183,7 +160,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "copy",
         -3,
         WRITE | DENYOOM,
-        KEYS12,
+        KeySpec::FIRST_TWO,
         copy,
         [
             "Copy a key",
@@ -195,7 +172,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "move",
         3,
         WRITE | FAST,
-        KEY1,
+        KeySpec::FIRST,
         move_,
         [
             "Move a key to another database",
@@ -219,7 +196,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "expire",
         -3,
         WRITE | FAST,
-        KEY1,
+        KeySpec::FIRST,
         expire,
         [
             "Set a key's time to live in seconds",
@@ -231,7 +208,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "pexpire",
         -3,
         WRITE | FAST,
-        KEY1,
+        KeySpec::FIRST,
         pexpire,
         [
             "Set a key's time to live in milliseconds",
@@ -243,7 +220,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "expireat",
         -3,
         WRITE | FAST,
-        KEY1,
+        KeySpec::FIRST,
         expireat,
         [
             "Set the expiration for a key as a UNIX timestamp",
@@ -255,7 +232,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "pexpireat",
         -3,
         WRITE | FAST,
-        KEY1,
+        KeySpec::FIRST,
         pexpireat,
         [
             "Set the expiration for a key as a UNIX timestamp specified in milliseconds",
@@ -267,7 +244,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "ttl",
         2,
         READONLY | FAST,
-        KEY1,
+        KeySpec::FIRST,
         ttl,
         [
             "Get the time to live for a key in seconds",
@@ -279,7 +256,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "pttl",
         2,
         READONLY | FAST,
-        KEY1,
+        KeySpec::FIRST,
         pttl,
         [
             "Get the time to live for a key in milliseconds",
@@ -291,7 +268,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "expiretime",
         2,
         READONLY | FAST,
-        KEY1,
+        KeySpec::FIRST,
         expiretime,
         [
             "Get the expiration Unix timestamp for a key",
@@ -303,7 +280,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "pexpiretime",
         2,
         READONLY | FAST,
-        KEY1,
+        KeySpec::FIRST,
         pexpiretime,
         [
             "Get the expiration Unix timestamp for a key in milliseconds",
@@ -315,7 +292,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "persist",
         2,
         WRITE | FAST,
-        KEY1,
+        KeySpec::FIRST,
         persist,
         [
             "Remove the expiration from a key",
@@ -345,7 +322,7 @@ const OBJECT_SUBS: &[CommandSpec] = &[
         "encoding",
         3,
         READONLY,
-        KEY2,
+        KeySpec::SECOND,
         object_encoding,
         [
             "Inspect the internal encoding of a Redis object",
@@ -357,7 +334,7 @@ const OBJECT_SUBS: &[CommandSpec] = &[
         "freq",
         3,
         READONLY,
-        KEY2,
+        KeySpec::SECOND,
         object_freq,
         [
             "Get the logarithmic access frequency counter of a Redis object",
@@ -381,7 +358,7 @@ const OBJECT_SUBS: &[CommandSpec] = &[
         "idletime",
         3,
         READONLY,
-        KEY2,
+        KeySpec::SECOND,
         object_idletime,
         [
             "Get the time since a Redis object was last accessed",
@@ -393,7 +370,7 @@ const OBJECT_SUBS: &[CommandSpec] = &[
         "refcount",
         3,
         READONLY,
-        KEY2,
+        KeySpec::SECOND,
         object_refcount,
         [
             "Get the number of references to the value of the key",

@@ -31,13 +31,12 @@ const fn cmd(
     summary: &'static str,
     since: &'static str,
 ) -> CommandSpec {
-    CommandSpec {
-        group: "scripting",
+    CommandSpec::new(name, arity, flags, keys, handler).documented(
+        "scripting",
         summary,
         since,
-        complexity: "Depends on the script that is executed.",
-        ..CommandSpec::new(name, arity, flags, keys, handler)
-    }
+        "Depends on the script that is executed.",
+    )
 }
 
 const fn sub(
@@ -49,13 +48,7 @@ const fn sub(
     summary: &'static str,
     since: &'static str,
 ) -> CommandSpec {
-    CommandSpec {
-        group: "scripting",
-        summary,
-        since,
-        complexity: "",
-        ..CommandSpec::new(name, arity, flags, keys, handler)
-    }
+    CommandSpec::new(name, arity, flags, keys, handler).documented("scripting", summary, since, "")
 }
 
 const EVAL_FLAGS: u32 = NOSCRIPT | SKIP_MONITOR | MAY_REPLICATE | STALE;

@@ -14,18 +14,6 @@ use crate::engine::Value;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Reply;
 
-const KEY1: KeySpec = KeySpec::Range {
-    first: 1,
-    last: 1,
-    step: 1,
-};
-
-const KEY1_2: KeySpec = KeySpec::Range {
-    first: 1,
-    last: 2,
-    step: 1,
-};
-
 const ALL_KEYS: KeySpec = KeySpec::Range {
     first: 1,
     last: -1,
@@ -48,13 +36,8 @@ const fn set_cmd(
     since: &'static str,
     complexity: &'static str,
 ) -> CommandSpec {
-    CommandSpec {
-        group: "set",
-        summary,
-        since,
-        complexity,
-        ..CommandSpec::new(name, arity, flags, keys, handler)
-    }
+    CommandSpec::new(name, arity, flags, keys, handler)
+        .documented("set", summary, since, complexity)
 }
 
 /// This family's commands.
@@ -63,7 +46,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "sadd",
         -3,
         WRITE | DENYOOM | FAST,
-        KEY1,
+        KeySpec::FIRST,
         sadd,
         "Add one or more members to a set",
         "1.0.0",
@@ -73,7 +56,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "srem",
         -3,
         WRITE | FAST,
-        KEY1,
+        KeySpec::FIRST,
         srem,
         "Remove one or more members from a set",
         "1.0.0",
@@ -83,7 +66,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "smembers",
         2,
         READONLY,
-        KEY1,
+        KeySpec::FIRST,
         smembers,
         "Get all the members in a set",
         "1.0.0",
@@ -93,7 +76,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "sismember",
         3,
         READONLY | FAST,
-        KEY1,
+        KeySpec::FIRST,
         sismember,
         "Determine if a given value is a member of a set",
         "1.0.0",
@@ -103,7 +86,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "smismember",
         -3,
         READONLY | FAST,
-        KEY1,
+        KeySpec::FIRST,
         smismember,
         "Returns the membership associated with the given elements for a set",
         "6.2.0",
@@ -113,7 +96,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "scard",
         2,
         READONLY | FAST,
-        KEY1,
+        KeySpec::FIRST,
         scard,
         "Get the number of members in a set",
         "1.0.0",
@@ -123,7 +106,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "srandmember",
         -2,
         READONLY,
-        KEY1,
+        KeySpec::FIRST,
         srandmember,
         "Get one or multiple random members from a set",
         "1.0.0",
@@ -133,7 +116,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "spop",
         -2,
         WRITE | FAST,
-        KEY1,
+        KeySpec::FIRST,
         spop,
         "Remove and return one or multiple random members from a set",
         "1.0.0",
@@ -143,7 +126,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "smove",
         4,
         WRITE | FAST,
-        KEY1_2,
+        KeySpec::FIRST_TWO,
         smove,
         "Move a member from one set to another",
         "1.0.0",
@@ -223,7 +206,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "sscan",
         -3,
         READONLY,
-        KEY1,
+        KeySpec::FIRST,
         sscan,
         "Incrementally iterate Set elements",
         "2.8.0",

@@ -91,6 +91,27 @@ pub enum KeySpec {
     All,
 }
 
+impl KeySpec {
+    /// The first argument is the key (GET, ZADD, SADD, ...).
+    pub const FIRST: KeySpec = KeySpec::Range {
+        first: 1,
+        last: 1,
+        step: 1,
+    };
+    /// The first two arguments are keys (RENAME, SMOVE, ZRANGESTORE, ...).
+    pub const FIRST_TWO: KeySpec = KeySpec::Range {
+        first: 1,
+        last: 2,
+        step: 1,
+    };
+    /// The second argument is the key (OBJECT ENCODING key, ...).
+    pub const SECOND: KeySpec = KeySpec::Range {
+        first: 2,
+        last: 2,
+        step: 1,
+    };
+}
+
 /// One command (or subcommand) of the table.
 pub struct CommandSpec {
     /// Lower-case name (`get`, or `get` under `config` for CONFIG GET).
@@ -141,6 +162,23 @@ impl CommandSpec {
             complexity: "",
             subcommands: &[],
             lock_write: false,
+        }
+    }
+
+    /// This spec with its COMMAND DOCS fields (the families' builders).
+    pub const fn documented(
+        self,
+        group: &'static str,
+        summary: &'static str,
+        since: &'static str,
+        complexity: &'static str,
+    ) -> Self {
+        CommandSpec {
+            group,
+            summary,
+            since,
+            complexity,
+            ..self
         }
     }
 
