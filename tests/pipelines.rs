@@ -37,18 +37,13 @@ fn run_bounded(jobs: Vec<Box<dyn FnOnce() + Send>>) {
 #[test]
 fn pipelines_on_a_hot_key_alongside_transactions_scripts_and_blocking_pops() {
     let server = TestServer::start(&[]);
-    let url = server.url();
     let mut jobs: Vec<Box<dyn FnOnce() + Send>> = Vec::new();
 
     // The writer: pipelines of ZINCRBY on one board and INCR on a counter,
     // with a multi-key MSET (other shards) and a ZADD to the queue a
     // blocked client waits on, in every batch.
-    let u = url.clone();
+    let mut c = server.conn();
     jobs.push(Box::new(move || {
-        let mut c = redis::Client::open(u.as_str())
-            .unwrap()
-            .get_connection()
-            .unwrap();
         for b in 0..BATCHES {
             let mut p = redis::pipe();
             for i in 0..PER_BATCH {
@@ -69,12 +64,8 @@ fn pipelines_on_a_hot_key_alongside_transactions_scripts_and_blocking_pops() {
     }));
 
     // Transactions and scripts on the same keys.
-    let u = url.clone();
+    let mut c = server.conn();
     jobs.push(Box::new(move || {
-        let mut c = redis::Client::open(u.as_str())
-            .unwrap()
-            .get_connection()
-            .unwrap();
         for _ in 0..OTHERS {
             let (): () = redis::pipe()
                 .atomic()
@@ -100,12 +91,8 @@ fn pipelines_on_a_hot_key_alongside_transactions_scripts_and_blocking_pops() {
     }));
 
     // A client blocked on the queue, woken by the writer's ZADDs.
-    let u = url.clone();
+    let mut c = server.conn();
     jobs.push(Box::new(move || {
-        let mut c = redis::Client::open(u.as_str())
-            .unwrap()
-            .get_connection()
-            .unwrap();
         let mut popped = 0;
         while popped < 50 {
             let r: Option<(String, String, String)> = redis::cmd("BZPOPMIN")
@@ -119,12 +106,8 @@ fn pipelines_on_a_hot_key_alongside_transactions_scripts_and_blocking_pops() {
     }));
 
     // Readers pipelining on the hot key.
-    let u = url.clone();
+    let mut c = server.conn();
     jobs.push(Box::new(move || {
-        let mut c = redis::Client::open(u.as_str())
-            .unwrap()
-            .get_connection()
-            .unwrap();
         for _ in 0..BATCHES {
             let mut p = redis::pipe();
             for _ in 0..PER_BATCH {
