@@ -1036,7 +1036,6 @@ fn persist(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 }
 
 const OBJECT_HELP: &[&str] = &[
-    "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "ENCODING <key>",
     "    Return the kind of internal representation used in order to store the value",
     "    associated with a <key>.",
@@ -1049,15 +1048,10 @@ const OBJECT_HELP: &[&str] = &[
     "REFCOUNT <key>",
     "    Return the number of references of the value associated with the specified",
     "    <key>.",
-    "HELP",
-    "    Prints this help.",
 ];
 
 fn object_help(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
-    ctx.out.array(OBJECT_HELP.len());
-    for line in OBJECT_HELP {
-        ctx.out.simple(line.as_bytes());
-    }
+    ctx.out.help("OBJECT", OBJECT_HELP);
     Ok(())
 }
 

@@ -419,21 +419,8 @@ fn script_kill(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     kill(ctx, true)
 }
 
-fn help(out: &mut Reply, command: &str, lines: &[&str]) {
-    out.array(lines.len() + 3);
-    out.simple(
-        format!("{command} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:").as_bytes(),
-    );
-    for l in lines {
-        out.simple(l.as_bytes());
-    }
-    out.simple(b"HELP");
-    out.simple(b"    Prints this help.");
-}
-
 fn script_help(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
-    help(
-        ctx.out,
+    ctx.out.help(
         "SCRIPT",
         &[
             "DEBUG (YES|SYNC|NO)",
@@ -650,9 +637,7 @@ fn function_kill(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
 }
 
 fn function_help(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
-    help(
-        ctx.out,
-        "FUNCTION",
+    ctx.out.help("FUNCTION",
         &[
             "LOAD [REPLACE] <FUNCTION CODE>",
             "    Create a new library with the given library name and code.",

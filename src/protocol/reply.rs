@@ -45,6 +45,21 @@ impl Reply {
         self.buf.extend_from_slice(b"\r\n");
     }
 
+    /// A HELP reply as Redis writes it: the `COMMAND <subcommand> ...`
+    /// header, `lines`, and the closing HELP entry, each a status string.
+    pub fn help(&mut self, command: &str, lines: &[&str]) {
+        self.array(lines.len() + 3);
+        self.simple(
+            format!("{command} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:")
+                .as_bytes(),
+        );
+        for l in lines {
+            self.simple(l.as_bytes());
+        }
+        self.simple(b"HELP");
+        self.simple(b"    Prints this help.");
+    }
+
     /// `+OK`.
     pub fn ok(&mut self) {
         self.buf.extend_from_slice(b"+OK\r\n");

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::super::args::{is, text};
 use super::super::table::{flags::*, table, CommandSpec, Handler, KeySpec};
 use super::super::Ctx;
-use super::help;
+
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::parse_i64;
 use crate::server::client::{ClientInfo, ReplyMode};
@@ -490,8 +490,7 @@ fn close(ctx: &mut Ctx, c: &ClientInfo, me: u64) {
 }
 
 fn client_help(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
-    help(
-        ctx.out,
+    ctx.out.help(
         "CLIENT",
         &[
             "GETNAME",

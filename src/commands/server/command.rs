@@ -8,7 +8,7 @@
 use super::super::args::{is, text};
 use super::super::table::{flags, table, Command, CommandSpec, KeySpec};
 use super::super::Ctx;
-use super::{help, srv};
+use super::srv;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Reply;
 
@@ -232,8 +232,7 @@ fn getkeys(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 }
 
 fn command_help(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
-    help(
-        ctx.out,
+    ctx.out.help(
         "COMMAND",
         &[
             "(no subcommand)",

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 
 use super::super::args::text;
 use super::super::Ctx;
-use super::{help, srv};
+use super::srv;
 use crate::error::{CmdError, CmdResult};
 use crate::server::config::SetError;
 use crate::server::Server;
@@ -171,8 +171,7 @@ fn rewrite(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
 }
 
 fn config_help(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
-    help(
-        ctx.out,
+    ctx.out.help(
         "CONFIG",
         &[
             "GET <pattern>",

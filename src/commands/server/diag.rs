@@ -7,7 +7,7 @@ use super::super::args::{self, is, text};
 use super::super::table::{flags::*, CommandSpec, KeySpec};
 use super::super::Ctx;
 use super::info::MemoryFigures;
-use super::{help, srv};
+use super::srv;
 use crate::error::{CmdError, CmdResult};
 
 const ADMIN_FLAGS: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
@@ -230,8 +230,7 @@ fn slowlog_reset(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
 }
 
 fn slowlog_help(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
-    help(
-        ctx.out,
+    ctx.out.help(
         "SLOWLOG",
         &[
             "GET [<count>]",
@@ -282,8 +281,7 @@ fn latency_doctor(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
 }
 
 fn latency_help(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
-    help(
-        ctx.out,
+    ctx.out.help(
         "LATENCY",
         &[
             "DOCTOR",
@@ -446,8 +444,7 @@ fn memory_purge(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
 }
 
 fn memory_help(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
-    help(
-        ctx.out,
+    ctx.out.help(
         "MEMORY",
         &[
             "DOCTOR",

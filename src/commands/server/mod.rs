@@ -14,7 +14,6 @@ use super::table::{flags::*, CommandSpec, Handler, KeySpec};
 use super::Ctx;
 use crate::engine::keyspace::Shard;
 use crate::error::{CmdError, CmdResult};
-use crate::protocol::Reply;
 use crate::server::state::unix_us;
 
 pub use client::validate_client_name;
@@ -162,20 +161,6 @@ pub const COMMANDS: &[CommandSpec] = &[
         "O(N) when saving, where N is the total number of keys in all databases when saving data, otherwise O(1)",
     ),
 ];
-
-/// Writes a HELP reply: the `CMD <subcommand> ...` header, `lines`, and the
-/// closing HELP entry, each as a status string.
-fn help(out: &mut Reply, command: &str, lines: &[&str]) {
-    out.array(lines.len() + 3);
-    out.simple(
-        format!("{command} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:").as_bytes(),
-    );
-    for l in lines {
-        out.simple(l.as_bytes());
-    }
-    out.simple(b"HELP");
-    out.simple(b"    Prints this help.");
-}
 
 /// Runs `f` on every shard in turn, through the command's own guards when
 /// it holds them all (inside EXEC), else locking one shard at a time.
