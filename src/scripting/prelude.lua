@@ -35,6 +35,24 @@ local function protect(real)
   return proxy
 end
 
+-- A read-only proxy of `real` that finds names with `lookup(name)`; a name
+-- it does not find is an error, as Redis's script globals are.
+local function strict(real, lookup)
+  local proxy = setmetatable({}, {
+    __index = function(_, k)
+      local v = lookup(k)
+      if v == nil then
+        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+      end
+      return v
+    end,
+    __newindex = readonly_write,
+    __metatable = false,
+  })
+  protected[proxy] = real
+  return proxy
+end
+
 -- The globals scripts can read.
 local G = {}
 for _, name in ipairs({
@@ -86,18 +104,9 @@ G.setmetatable = function(t, mt)
 end
 
 -- The script environment: G behind a read-only proxy.
-local env = setmetatable({}, {
-  __index = function(_, k)
-    local v = G[k]
-    if v == nil then
-      error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-    end
-    return v
-  end,
-  __newindex = readonly_write,
-  __metatable = false,
-})
-protected[env] = G
+local env = strict(G, function(k)
+  return G[k]
+end)
 G._G = env
 
 -- Chunks compiled by scripts get the same environment; bytecode is refused.
@@ -323,37 +332,17 @@ local load_redis = {
   REDIS_VERSION = redis.REDIS_VERSION,
   REDIS_VERSION_NUM = redis.REDIS_VERSION_NUM,
 }
-local load_redis_proxy = setmetatable({}, {
-  __index = function(_, k)
-    local v = load_redis[k]
-    if v == nil then
-      error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-    end
-    return v
-  end,
-  __newindex = readonly_write,
-  __metatable = false,
-})
-protected[load_redis_proxy] = load_redis
+local load_redis_proxy = strict(load_redis, function(k)
+  return load_redis[k]
+end)
 local load_api = { redis = load_redis_proxy }
 
-local function_env = setmetatable({}, {
-  __index = function(_, k)
-    local v
-    if loading then
-      v = load_api[k]
-    else
-      v = G[k]
-    end
-    if v == nil then
-      error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-    end
-    return v
-  end,
-  __newindex = readonly_write,
-  __metatable = false,
-})
-protected[function_env] = G
+local function_env = strict(G, function(k)
+  if loading then
+    return load_api[k]
+  end
+  return G[k]
+end)
 
 local api = {}
 api.redis = redis
