@@ -29,6 +29,45 @@ pub fn text(arg: &[u8]) -> String {
     String::from_utf8_lossy(arg).into_owned()
 }
 
+/// The options of SCAN / SSCAN / ZSCAN after the cursor.
+pub struct ScanOptions<'a> {
+    /// COUNT: at least 1, 10 when not given.
+    pub count: usize,
+    /// MATCH; `None` for `*` too, as Redis then skips matching.
+    pub pattern: Option<&'a [u8]>,
+    /// TYPE (SCAN only).
+    pub type_name: Option<&'a [u8]>,
+}
+
+/// Parses `opts` (what follows the cursor) as SCAN's options, TYPE only
+/// when `allow_type`; a bad word or a missing value is a syntax error.
+pub fn scan_options<'a>(opts: &[&'a [u8]], allow_type: bool) -> Result<ScanOptions<'a>, CmdError> {
+    let mut o = ScanOptions {
+        count: 10,
+        pattern: None,
+        type_name: None,
+    };
+    for pair in opts.chunks(2) {
+        let &[name, value] = pair else {
+            return Err(CmdError::Syntax);
+        };
+        if is(name, "count") {
+            let n = int(value)?;
+            if n < 1 {
+                return Err(CmdError::Syntax);
+            }
+            o.count = usize::try_from(n).unwrap_or(usize::MAX);
+        } else if is(name, "match") {
+            o.pattern = (value != b"*").then_some(value);
+        } else if allow_type && is(name, "type") {
+            o.type_name = Some(value);
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    Ok(o)
+}
+
 /// A SCAN / SSCAN / ZSCAN cursor as Redis reads it (`strtoul` base 10): an
 /// optional sign and decimal digits only (`+5` is 5, `-1` wraps to 2^64-1,
 /// `007` is 7), nothing else; the empty string reads as 0.

@@ -579,30 +579,13 @@ fn scan_part(
 
 fn scan(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let cursor = args::scan_cursor(a[1]).ok_or_else(|| CmdError::err("invalid cursor"))?;
-    let mut count: i64 = 10;
-    let mut filter = ScanFilter {
-        pattern: None,
-        type_name: None,
+    let opts = args::scan_options(&a[2..], true)?;
+    let count = opts.count;
+    let filter = ScanFilter {
+        pattern: opts.pattern,
+        type_name: opts.type_name,
         now_ms: ctx.keys.now_ms,
     };
-    let mut i = 2;
-    while i < a.len() {
-        let has_value = i + 1 < a.len();
-        if args::is(a[i], "count") && has_value {
-            count = args::int(a[i + 1])?;
-            if count < 1 {
-                return Err(CmdError::Syntax);
-            }
-        } else if args::is(a[i], "match") && has_value {
-            filter.pattern = (a[i + 1] != b"*").then_some(a[i + 1]);
-        } else if args::is(a[i], "type") && has_value {
-            filter.type_name = Some(a[i + 1]);
-        } else {
-            return Err(CmdError::Syntax);
-        }
-        i += 2;
-    }
-    let count = usize::try_from(count).unwrap_or(usize::MAX);
     let db = ctx.keys.db;
     let hasher = ctx.keys.ks.hasher();
     let mut at = ScanCursor::decode(cursor);

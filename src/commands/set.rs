@@ -544,25 +544,7 @@ fn sscan(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         ctx.out.array(0);
         return Ok(());
     };
-    let mut count = 10usize;
-    let mut pattern: Option<&[u8]> = None;
-    let mut i = 3;
-    while i < a.len() {
-        let has_value = i + 1 < a.len();
-        if args::is(a[i], "count") && has_value {
-            let n = args::int(a[i + 1])?;
-            if n < 1 {
-                return Err(CmdError::Syntax);
-            }
-            count = usize::try_from(n).unwrap_or(usize::MAX);
-        } else if args::is(a[i], "match") && has_value {
-            // `*` matches everything: Redis skips matching then.
-            pattern = Some(a[i + 1]).filter(|p| *p != b"*");
-        } else {
-            return Err(CmdError::Syntax);
-        }
-        i += 2;
-    }
+    let args::ScanOptions { count, pattern, .. } = args::scan_options(&a[3..], false)?;
     let mut found: Vec<Vec<u8>> = Vec::new();
     let mut buf = itoa::Buffer::new();
     let next = s.scan(cursor, count, |m| {

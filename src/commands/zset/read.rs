@@ -174,25 +174,7 @@ pub(super) fn zscan(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         ctx.out.array(0);
         return Ok(());
     };
-    let mut count = 10usize;
-    let mut pattern: Option<&[u8]> = None;
-    let mut i = 3;
-    while i < a.len() {
-        let value = a.get(i + 1);
-        match value {
-            Some(v) if args::is(a[i], "count") => {
-                let n = long(v)?;
-                if n < 1 {
-                    return Err(CmdError::Syntax);
-                }
-                count = usize::try_from(n).unwrap_or(usize::MAX);
-            }
-            // `*` matches everything: Redis skips matching then.
-            Some(v) if args::is(a[i], "match") => pattern = Some(*v).filter(|p| *p != b"*"),
-            _ => return Err(CmdError::Syntax),
-        }
-        i += 2;
-    }
+    let args::ScanOptions { count, pattern, .. } = args::scan_options(&a[3..], false)?;
     // The engine lends members only inside the callback: write the pairs
     // to a side buffer, then the header with their count.
     let mut body = Reply::new(ctx.out.resp3);
