@@ -168,7 +168,6 @@ impl Running {
     /// Whether the script must stop now (the VM's hook asks every few
     /// thousand instructions).
     fn must_abort(&self) -> bool {
-        self.offer_core_if_long();
         if self.kill.load(Ordering::Acquire) || self.shutdown.load(Ordering::Acquire) {
             return true;
         }

@@ -312,6 +312,7 @@ impl Vm {
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
             move |_, _| {
+                hook_running.offer_core_if_long();
                 if hook_running.must_abort() {
                     Err(mlua::Error::RuntimeError(KILLED.into()))
                 } else {
