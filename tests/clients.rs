@@ -89,38 +89,6 @@ fn skip(client: &Client, why: &str) {
     );
 }
 
-/// A Rostrum with the AOF on in `dir`.
-fn start(dir: &Path) -> TestServer {
-    let dir = dir.to_str().expect("temp dir path is UTF-8");
-    TestServer::start(&[
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "everysec",
-        "--dir",
-        dir,
-    ])
-}
-
-/// SIGTERM, as a service manager stops a server: it flushes the AOF and
-/// exits.
-fn stop(server: &mut TestServer) {
-    let status = Command::new("kill")
-        .args(["-TERM", &server.child.id().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(status.success(), "kill -TERM failed");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if let Ok(Some(status)) = server.child.try_wait() {
-            assert!(status.success(), "rostrum exited with {status} on SIGTERM");
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("rostrum did not stop on SIGTERM");
-}
-
 /// Runs one phase of a client's scenarios; fails with its output.
 fn run_phase(client: &Client, port: u16, phase: &str, state: &Path) {
     let mut child = Command::new(client.program)
@@ -188,10 +156,10 @@ fn scenarios_through(client: &Client) {
     }
     let dir = DataDir(temp_dir("clients"));
     let state = dir.0.join("durable-state.json");
-    let mut server = start(&dir.0);
+    let mut server = TestServer::start_with_aof(&dir.0);
     run_phase(client, server.port, "write", &state);
-    stop(&mut server);
-    let server = start(&dir.0);
+    server.terminate();
+    let server = TestServer::start_with_aof(&dir.0);
     run_phase(client, server.port, "verify", &state);
 }
 

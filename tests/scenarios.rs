@@ -6,8 +6,7 @@
 mod common;
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
@@ -494,38 +493,6 @@ async fn poll_state(con: &mut MultiplexedConnection) -> (Vec<(String, f64)>, Vec
     (tally, bitmaps)
 }
 
-/// A Rostrum with the AOF on in `dir`.
-fn start_with_aof(dir: &Path) -> TestServer {
-    let dir = dir.to_str().expect("UTF-8 temp dir");
-    TestServer::start(&[
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "everysec",
-        "--dir",
-        dir,
-    ])
-}
-
-/// SIGTERM: the server flushes the AOF and exits.
-fn stop(server: &mut TestServer) {
-    let pid = server.child.id().to_string();
-    let status = Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if let Ok(Some(status)) = server.child.try_wait() {
-            assert!(status.success(), "exit status {status}");
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("rostrum did not stop on SIGTERM");
-}
-
 struct DataDir(PathBuf);
 
 impl Drop for DataDir {
@@ -537,7 +504,7 @@ impl Drop for DataDir {
 #[tokio::test]
 async fn scenario4_one_vote_per_user_survives_a_restart() {
     let dir = DataDir(temp_dir("scenario4"));
-    let mut server = start_with_aof(&dir.0);
+    let mut server = TestServer::start_with_aof(&dir.0);
     let mut con = connect(&server).await;
     let mut rng = StdRng::seed_from_u64(7);
     let vote = redis::Script::new(VOTE);
@@ -621,8 +588,8 @@ async fn scenario4_one_vote_per_user_survives_a_restart() {
     // Restart with the AOF on: tally and bitmaps come back identical.
     let before = poll_state(&mut con).await;
     drop(con);
-    stop(&mut server);
-    let server = start_with_aof(&dir.0);
+    server.terminate();
+    let server = TestServer::start_with_aof(&dir.0);
     let mut con = connect(&server).await;
     assert_eq!(
         poll_state(&mut con).await,

@@ -94,6 +94,38 @@ impl TestServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+
+    /// A server with the AOF on (`everysec`) in `dir`.
+    pub fn start_with_aof(dir: &std::path::Path) -> TestServer {
+        let dir = dir.to_str().expect("temp dir path is UTF-8");
+        TestServer::start(&[
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "everysec",
+            "--dir",
+            dir,
+        ])
+    }
+
+    /// SIGTERM, as a service manager stops a server: it flushes the AOF and
+    /// must exit cleanly within 10 s.
+    pub fn terminate(&mut self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM failed");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                assert!(status.success(), "rostrum exited with {status} on SIGTERM");
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("rostrum did not stop on SIGTERM");
+    }
 }
 
 impl Drop for TestServer {
