@@ -49,12 +49,11 @@
 //! Measured with jemalloc's `stats.allocated` (and matched by
 //! [`ZSet::memory_usage`]; `model_tests::bytes_per_member_1m` prints it):
 //! - 1,000,000 `m:<id>` or `m:<12 digits>` members with integer scores:
-//!   52.0 B/member in the skiplist encoding: 32 B node (members up to 14
+//!   47.8 B/member in the skiplist encoding: 32 B node (members up to 14
 //!   bytes inline), ~7 B of upper links (20 bytes each, a third of a link
-//!   per node), 12.6 B of hash index (hashbrown's 2^21 buckets of 5 bytes
-//!   plus 16 land in jemalloc's 12 MiB class); 100,000: 47.8 B/member.
+//!   per node), 8.4 B of member index (2^21 slots of 4 bytes).
 //!   Through the server (`benches/zset_leaderboard.sh`, growth of INFO
-//!   used_memory): 52.2 B/member, RSS 67; redis-server 109.8 and ~116.
+//!   used_memory): 47.8 B/member; redis-server 109.8.
 //! - Nodes sit in 1 MiB chunks, so a big set has at most one partly used
 //!   chunk of nodes, and growing it copies nothing.
 //! - 10,000 boards of 100 `m:<6 digits>` members: 15.2 B/member in the
@@ -63,6 +62,7 @@
 //!   26.4).
 
 mod arena;
+mod index;
 pub mod listpack;
 pub mod range;
 pub mod skiplist;

@@ -18,9 +18,9 @@
 //!   of a walk touch one link block per step and never the nodes (as
 //!   Redis's nodes keep their level array inline); only ties on the score
 //!   read the forward node's member;
-//! - the index is a `hashbrown::HashTable<u32>` of node indexes whose hashes
-//!   are computed from the member bytes stored in the node, so each member's
-//!   bytes exist once.
+//! - the index ([`MemberIndex`]) holds node indexes (with a tag of their
+//!   member's hash) and hashes the member bytes stored in the node, so each
+//!   member's bytes exist once.
 //!
 //! The order can be deferred for bulk changes (AOF loading): the index
 //! alone then serves lookups and updates, and the nodes are sorted and
@@ -33,10 +33,9 @@
 
 use std::fmt;
 
-use hashbrown::HashTable;
-
 use super::alloc_size;
 use super::arena::ChunkedVec;
+use super::index::MemberIndex;
 use super::listpack::Listpack;
 use super::range::Bounds;
 
@@ -146,7 +145,7 @@ pub(super) struct SkipList {
     free_node: u32,
     /// Heads of free link blocks by block size (linked through `next`).
     free_links: [u32; MAX_LEVEL],
-    index: HashTable<u32>,
+    index: MemberIndex,
     hasher: ahash::RandomState,
     tail: u32,
     len: usize,
@@ -181,6 +180,41 @@ impl Appender {
     }
 }
 
+/// One search by (score, member) in progress, a comparison at a time, so
+/// that two searches can run interleaved ([`SkipList::search_two`]): their
+/// cache misses then overlap instead of adding up.
+struct Walk<'k> {
+    score: f64,
+    member: &'k [u8],
+    /// Last node reached, its rank, and the level being walked.
+    x: Pos,
+    r: usize,
+    level: usize,
+    /// The walk ends after this level.
+    floor: usize,
+    done: bool,
+    /// Predecessors found so far (levels above `level`) and their ranks.
+    update: Update,
+    rank: [usize; MAX_LEVEL],
+}
+
+impl<'k> Walk<'k> {
+    /// A walk from the header down from level `top` to level `floor`.
+    fn new(score: f64, member: &'k [u8], top: usize, floor: usize) -> Walk<'k> {
+        Walk {
+            score,
+            member,
+            x: HEAD_POS,
+            r: 0,
+            level: top,
+            floor,
+            done: top < floor,
+            update: [HEAD_POS; MAX_LEVEL],
+            rank: [0; MAX_LEVEL],
+        }
+    }
+}
+
 impl SkipList {
     /// An empty skiplist with room for `capacity` members.
     pub fn with_capacity(capacity: usize) -> SkipList {
@@ -209,7 +243,7 @@ impl SkipList {
             heap_garbage: 0,
             free_node: NIL,
             free_links: [NIL; MAX_LEVEL],
-            index: HashTable::with_capacity(capacity),
+            index: MemberIndex::with_capacity(capacity),
             hasher,
             tail: NIL,
             len: 0,
@@ -420,16 +454,14 @@ impl SkipList {
 
     fn unindex(&mut self, x: u32) {
         let h = self.hash(self.member(x));
-        if let Ok(e) = self.index.find_entry(h, |&y| y == x) {
-            e.remove();
-        }
+        self.index.remove(h, x);
     }
 
     fn index_insert(&mut self, x: u32) {
         let h = self.hash(self.member(x));
         let (nodes, heap, hasher) = (&self.nodes, &self.heap, &self.hasher);
         self.index
-            .insert_unique(h, x, |&y| hasher.hash_one(member_of(nodes, heap, y)));
+            .insert_unique(h, x, |y| hasher.hash_one(member_of(nodes, heap, y)));
     }
 
     // ----- structure ------------------------------------------------------
@@ -496,13 +528,67 @@ impl SkipList {
         (update, rank)
     }
 
+    /// Two searches at once ([`SkipList::search`] for each key), one
+    /// comparison of each in turn.
+    fn search_two<'k>(&self, a: (f64, &'k [u8]), b: (f64, &'k [u8])) -> (Walk<'k>, Walk<'k>) {
+        debug_assert!(!self.unordered, "order read while deferred");
+        let top = self.level - 1;
+        let (mut wa, mut wb) = (Walk::new(a.0, a.1, top, 0), Walk::new(b.0, b.1, top, 0));
+        while !(wa.done && wb.done) {
+            self.step(&mut wa);
+            self.step(&mut wb);
+        }
+        (wa, wb)
+    }
+
+    /// One comparison of a search: moves forward, or records the
+    /// predecessor at this level and goes down (or ends after its floor).
+    #[inline(always)]
+    fn step(&self, w: &mut Walk<'_>) {
+        if w.done {
+            return;
+        }
+        let i = w.level;
+        let (next, next_score, span, upper) = if i == 0 {
+            let n = self.nodes[w.x.node as usize].next;
+            let s = if n == NIL {
+                0.0
+            } else {
+                self.nodes[n as usize].score
+            };
+            (n, s, 1, NIL)
+        } else {
+            let l = self.links[Self::link_at(w.x, i)];
+            (l.next, l.next_score, l.span as usize, l.next_upper)
+        };
+        if next != NIL
+            && (next_score < w.score || (next_score == w.score && self.member(next) < w.member))
+        {
+            w.r += span;
+            w.x = Pos { node: next, upper };
+        } else {
+            w.update[i] = w.x;
+            w.rank[i] = w.r;
+            if i == w.floor {
+                w.done = true;
+            } else {
+                w.level -= 1;
+            }
+        }
+    }
+
     /// Links the unlinked node at `p` (score, member and level set) in place.
     fn link(&mut self, p: Pos) {
+        let (update, rank) = self.search(self.score_of(p.node), self.member(p.node));
+        self.link_after(p, update, rank);
+    }
+
+    /// Links the unlinked node at `p` after its predecessors `update` (of
+    /// ranks `rank`) at every level.
+    fn link_after(&mut self, p: Pos, mut update: Update, mut rank: [usize; MAX_LEVEL]) {
         let x = p.node;
         let score = self.score_of(x);
         let level = self.nodes[x as usize].level as usize;
-        let (update, mut rank) = self.search(score, self.member(x));
-        let mut update = update;
         if level > self.level {
             for i in self.level..level {
                 rank[i] = 0;
@@ -665,8 +751,7 @@ impl SkipList {
     pub fn find(&self, member: &[u8]) -> Option<u32> {
         let h = self.hash(member);
         self.index
-            .find(h, |&x| member_of(&self.nodes, &self.heap, x) == member)
-            .copied()
+            .find(h, |x| member_of(&self.nodes, &self.heap, x) == member)
     }
 
     /// Stops keeping the order, to apply many changes cheaply (AOF loading):
@@ -760,11 +845,32 @@ impl SkipList {
             self.nodes[x as usize].score = score;
             return;
         }
-        let (update, _) = self.search(self.score_of(x), self.member(x));
-        let p = self.pos_of(x, &update);
-        self.unlink(p, &update);
+        self.move_node(x, score);
+    }
+
+    /// Moves node `x` to where `score` puts it: the paths to its old and new
+    /// places are searched together, and the new one is corrected for x's
+    /// removal (x as a predecessor gives way to its own; ranks after x drop
+    /// by one).
+    fn move_node(&mut self, x: u32, score: f64) {
+        let (del, mut ins) = {
+            let member = self.member(x);
+            let (d, i) = self.search_two((self.score_of(x), member), (score, member));
+            ((d.update, d.rank), (i.update, i.rank))
+        };
+        let p = self.pos_of(x, &del.0);
+        let rank_x = del.1[0] + 1;
+        self.unlink(p, &del.0);
+        for i in 0..MAX_LEVEL {
+            if ins.0[i].node == x {
+                ins.0[i] = del.0[i];
+                ins.1[i] = del.1[i];
+            } else if ins.1[i] > rank_x {
+                ins.1[i] -= 1;
+            }
+        }
         self.nodes[x as usize].score = score;
-        self.link(p);
+        self.link_after(p, ins.0, ins.1);
     }
 
     /// Removes `member`; true when it was there.
@@ -791,15 +897,24 @@ impl SkipList {
         }
     }
 
-    /// 1-based rank of node `x`.
+    /// 1-based rank of node `x`: the rank of its predecessor at level 1
+    /// (a walk of the upper levels) plus its distance from that node, found
+    /// by stepping back from x to the first node with upper levels. The two
+    /// walks are independent and run interleaved, so their misses overlap.
     pub fn rank_of(&self, x: u32) -> usize {
-        let score = self.score_of(x);
-        let member = self.member(x);
-        let (_, r) = self.descend(
-            |n, s, _| s < score || (s == score && (n == x || self.member(n) <= member)),
-            |_, y, _| y.node != x,
-        );
-        r
+        debug_assert!(!self.unordered, "order read while deferred");
+        let mut up = Walk::new(self.score_of(x), self.member(x), self.level - 1, 1);
+        let (mut back, mut d, mut back_done) = (x, 0, false);
+        while !(up.done && back_done) {
+            self.step(&mut up);
+            if !back_done {
+                let p = self.nodes[back as usize].prev;
+                d += 1;
+                back_done = p == NIL || self.nodes[p as usize].level > 1;
+                back = p;
+            }
+        }
+        up.r + d
     }
 
     /// The node at 1-based `rank`, or NIL.
