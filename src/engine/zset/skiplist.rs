@@ -45,6 +45,9 @@ pub(super) const NIL: u32 = u32::MAX;
 const HEAD: u32 = 0;
 /// Most levels a node can have.
 const MAX_LEVEL: usize = 32;
+/// Most neighbours a node of one level is moved past by relinking level 0
+/// alone ([`SkipList::shift_short`]); longer moves search.
+const SHORT_MOVE: usize = 8;
 /// Longest member stored inside its node (`m:` and 12 digits fit).
 const INLINE_MAX: usize = 14;
 /// First byte of a member slot whose bytes are in the heap.
@@ -831,21 +834,114 @@ impl SkipList {
             self.nodes[x as usize].score = score;
             return;
         }
-        let (p, n) = (self.prev(x), self.next(x));
-        if (p == NIL || self.score_of(p) < score) && (n == NIL || self.score_of(n) > score) {
-            // The order holds; only the copies of the score in the links
-            // pointing at x (one per upper level) need the new value.
-            let level = self.nodes[x as usize].level as usize;
-            if level > 1 {
-                let (update, _) = self.search(self.score_of(x), self.member(x));
-                for (i, &u) in update.iter().enumerate().take(level).skip(1) {
-                    self.links[Self::link_at(u, i)].next_score = score;
-                }
+        let level = self.nodes[x as usize].level as usize;
+        if level == 1 {
+            if self.shift_short(x, score) {
+                return;
+            }
+        } else if self.order_holds(x, score) {
+            // Only the copies of the score in the links pointing at x (one
+            // per upper level) need the new value.
+            let (update, _) = self.search(self.score_of(x), self.member(x));
+            for (i, &u) in update.iter().enumerate().take(level).skip(1) {
+                self.links[Self::link_at(u, i)].next_score = score;
             }
             self.nodes[x as usize].score = score;
             return;
         }
         self.move_node(x, score);
+    }
+
+    /// Whether node `x` stays between its neighbours with `score`.
+    fn order_holds(&self, x: u32, score: f64) -> bool {
+        let (p, n) = (self.prev(x), self.next(x));
+        (p == NIL || self.score_of(p) < score) && (n == NIL || self.score_of(n) > score)
+    }
+
+    /// Gives node `x`, which has one level, the score `score` when its new
+    /// place is at most [`SHORT_MOVE`] neighbours away, all of one level:
+    /// only level-0 links change then, as every upper link spans the same
+    /// nodes before and after. False, changing nothing, otherwise, and
+    /// without walking when the score gap to the neighbour says the move is
+    /// long (a walk that gives up costs a cache miss a step).
+    fn shift_short(&mut self, x: u32, score: f64) -> bool {
+        debug_assert_eq!(self.nodes[x as usize].level, 1);
+        let old = self.score_of(x);
+        let limit = SHORT_MOVE as f64;
+        // Whether node n comes before x's new place.
+        let before = |n: u32| {
+            let s = self.score_of(n);
+            s < score || (s == score && self.member(n) < self.member(x))
+        };
+        let (p, n) = (self.prev(x), self.next(x));
+        // The node x goes after (NIL: the front).
+        let after = if n != NIL && before(n) {
+            let gap = self.score_of(n) - old;
+            if score - self.score_of(n) > gap * limit {
+                return false;
+            }
+            let mut m = n;
+            let mut steps = 1;
+            loop {
+                let next = self.next(m);
+                if self.nodes[m as usize].level > 1 || steps > SHORT_MOVE {
+                    return false;
+                }
+                if next == NIL || !before(next) {
+                    break m;
+                }
+                m = next;
+                steps += 1;
+            }
+        } else if p != NIL && !before(p) {
+            let gap = old - self.score_of(p);
+            if self.score_of(p) - score > gap * limit {
+                return false;
+            }
+            let mut m = p;
+            let mut steps = 1;
+            loop {
+                let prev = self.prev(m);
+                if self.nodes[m as usize].level > 1 || steps > SHORT_MOVE {
+                    return false;
+                }
+                if prev == NIL || before(prev) {
+                    break prev;
+                }
+                m = prev;
+                steps += 1;
+            }
+        } else {
+            self.nodes[x as usize].score = score;
+            return true;
+        };
+        // Out of the level-0 list...
+        if p == NIL {
+            self.nodes[HEAD as usize].next = n;
+        } else {
+            self.nodes[p as usize].next = n;
+        }
+        if n == NIL {
+            self.tail = p;
+        } else {
+            self.nodes[n as usize].prev = p;
+        }
+        // ...and back in after `after`.
+        let next = if after == NIL {
+            std::mem::replace(&mut self.nodes[HEAD as usize].next, x)
+        } else {
+            std::mem::replace(&mut self.nodes[after as usize].next, x)
+        };
+        let node = &mut self.nodes[x as usize];
+        node.prev = after;
+        node.next = next;
+        node.score = score;
+        if next == NIL {
+            self.tail = x;
+        } else {
+            self.nodes[next as usize].prev = x;
+        }
+        true
     }
 
     /// Moves node `x` to where `score` puts it: the paths to its old and new
@@ -1206,6 +1302,52 @@ mod tests {
         assert_eq!(sl.remove_range_by_rank(10, 19), 10);
         sl.check();
         assert_eq!(sl.len(), 990);
+    }
+
+    #[test]
+    fn small_and_large_score_changes_keep_order_and_ranks() {
+        // Increments of a few points (short moves past one-level nodes,
+        // ties broken by member, moves to either end) mixed with jumps.
+        let mut sl = SkipList::with_capacity(0);
+        let mut model = std::collections::BTreeMap::new();
+        let mut rng = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let member = |i: u64| format!("m:{i:04}").into_bytes();
+        for i in 0..1500u64 {
+            sl.insert_new(&member(i), (i % 300) as f64);
+            model.insert(member(i), (i % 300) as f64);
+        }
+        for step in 0..6000 {
+            let m = member(next(1500));
+            let x = sl.find(&m).unwrap();
+            let old = sl.score_of(x);
+            let score = match next(10) {
+                0 => old + (next(2000) as f64) - 1000.0,
+                1 => -1.0 - next(3) as f64,
+                2 => 400.0 + next(3) as f64,
+                _ => old + (next(7) as f64) - 3.0,
+            };
+            sl.update_score(x, score);
+            model.insert(m, score);
+            if step % 500 == 0 {
+                sl.check();
+            }
+        }
+        sl.check();
+        let mut want: Vec<(f64, Vec<u8>)> = model.into_iter().map(|(m, s)| (s, m)).collect();
+        want.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        let mut x = sl.first();
+        for (r, (s, m)) in want.iter().enumerate() {
+            assert_eq!(sl.entry(x), (m.as_slice(), *s));
+            assert_eq!(sl.rank_of(x), r + 1);
+            x = sl.next(x);
+        }
+        assert_eq!(x, NIL);
     }
 
     #[test]
