@@ -2,10 +2,11 @@
 # Leaderboard benchmark: redis-server and a release Rostrum side by side.
 # Each gets the same board of MEMBERS members (`m:<id>`, integer scores),
 # then redis-benchmark runs the leaderboard commands against it at every
-# pipeline depth; one table prints requests/s for both, the ratio and p99
-# latency, followed by memory per member (INFO used_memory and
-# used_memory_rss, measured as the growth over the empty server) for the
-# big board and for many small boards.
+# pipeline depth; one table prints requests/s for both, the ratio, p99
+# latency and each server's CPU time per request (which stays meaningful
+# when redis-benchmark itself is the bottleneck), followed by memory per
+# member (INFO used_memory and used_memory_rss, measured as the growth over
+# the empty server) for the big board and for many small boards.
 #
 # Usage: benches/zset_leaderboard.sh [-m MEMBERS] [-n REQUESTS] [-c CLIENTS]
 #                                    [-P "1 16"] [-k SMALL_BOARDS]
@@ -107,19 +108,24 @@ commands=(
     "ZREVRANGE 0 99 WITHSCORES|ZREVRANGE board 0 99 WITHSCORES"
 )
 
-# Runs one command on port $1 at pipeline $2; prints "rps<TAB>p99 ms".
+# Runs one command on port $1 (server process $4) at pipeline $2; prints
+# "rps<TAB>p99 ms<TAB>server CPU us per request".
 measure() {
-    local port=$1 pipeline=$2 command=$3 out
+    local port=$1 pipeline=$2 command=$3 pid=$4 out c0 c1
+    c0=$(cpu_seconds "$pid")
     # shellcheck disable=SC2086 # the command is split into its words
     out=$(redis-benchmark -p "$port" -n "$requests" -c "$clients" -r "$members" \
         -P "$pipeline" --csv $command 2>"$work/bench.err") || {
         echo "  redis-benchmark on port $port failed:" >&2
         sed 's/^/    /' "$work/bench.err" >&2
-        printf -- '-\t-\n'
+        printf -- '-\t-\t-\n'
         return 0
     }
+    c1=$(cpu_seconds "$pid")
     # CSV: "test","rps","avg","min","p50","p95","p99","max"
-    printf '%s\n' "$out" | awk -F, 'NR == 2 { gsub(/"/, "", $2); gsub(/"/, "", $7); printf "%s\t%s\n", $2, $7 }'
+    printf '%s\n' "$out" | awk -F, -v c0="$c0" -v c1="$c1" -v n="$requests" 'NR == 2 {
+        gsub(/"/, "", $2); gsub(/"/, "", $7)
+        printf "%s\t%s\t%.2f\n", $2, $7, (c1 - c0) * 1e6 / n }'
 }
 
 echo "redis-benchmark -n $requests -c $clients -r $members" >&2
@@ -129,20 +135,21 @@ for p in $pipelines; do
         title=${entry%%|*}
         command=${entry#*|}
         echo "  -P $p $title..." >&2
-        r=$(measure "$redis_port" "$p" "$command")
-        q=$(measure "$rostrum_port" "$p" "$command")
+        r=$(measure "$redis_port" "$p" "$command" "$redis_pid")
+        q=$(measure "$rostrum_port" "$p" "$command" "$rostrum_pid")
         rows+=("$title -P $p	$r	$q")
     done
 done
 
-printf '\n%-34s %12s %12s %7s %10s %10s\n' command "redis rps" "rostrum rps" ratio "redis p99" "rost. p99"
+printf '\n%-31s %11s %11s %6s %9s %9s %9s %9s\n' command "redis rps" "rostrum rps" ratio \
+    "redis p99" "rost. p99" "redis us" "rost. us"
 for row in "${rows[@]}"; do
     printf '%s\n' "$row" | awk -F'\t' '{
-        ratio = ($2 > 0 && $4 != "-") ? sprintf("%.2f", $4 / $2) : "-"
-        printf "%-34s %12s %12s %7s %10s %10s\n", $1, $2, $4, ratio, $3, $5
+        ratio = ($2 > 0 && $5 != "-") ? sprintf("%.2f", $5 / $2) : "-"
+        printf "%-31s %11s %11s %6s %9s %9s %9s %9s\n", $1, $2, $5, ratio, $3, $6, $4, $7
     }'
 done
-
+echo "(p99 in ms; us = server CPU time, user + system, per request)"
 printf '\nmemory per member, board of %s (bytes; growth of INFO memory over the empty server)\n' "$members"
 printf '%-14s %14s %14s\n' server used_memory used_memory_rss
 printf 'redis-server\t%s\nrostrum\t%s\n' "$redis_mem" "$rostrum_mem" |
