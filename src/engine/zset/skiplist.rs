@@ -874,46 +874,33 @@ impl SkipList {
             s < score || (s == score && self.member(n) < self.member(x))
         };
         let (p, n) = (self.prev(x), self.next(x));
-        // The node x goes after (NIL: the front).
-        let after = if n != NIL && before(n) {
-            let gap = self.score_of(n) - old;
-            if score - self.score_of(n) > gap * limit {
-                return false;
-            }
-            let mut m = n;
-            let mut steps = 1;
-            loop {
-                let next = self.next(m);
-                if self.nodes[m as usize].level > 1 || steps > SHORT_MOVE {
-                    return false;
-                }
-                if next == NIL || !before(next) {
-                    break m;
-                }
-                m = next;
-                steps += 1;
-            }
-        } else if p != NIL && !before(p) {
-            let gap = old - self.score_of(p);
-            if self.score_of(p) - score > gap * limit {
-                return false;
-            }
-            let mut m = p;
-            let mut steps = 1;
-            loop {
-                let prev = self.prev(m);
-                if self.nodes[m as usize].level > 1 || steps > SHORT_MOVE {
-                    return false;
-                }
-                if prev == NIL || before(prev) {
-                    break prev;
-                }
-                m = prev;
-                steps += 1;
-            }
-        } else {
+        // The move goes forward past n or backward past p, or nowhere.
+        let forward = n != NIL && before(n);
+        if !forward && (p == NIL || before(p)) {
             self.nodes[x as usize].score = score;
             return true;
+        }
+        let first = if forward { n } else { p };
+        let (gap, dist) = (
+            (self.score_of(first) - old).abs(),
+            (score - self.score_of(first)).abs(),
+        );
+        if dist > gap * limit {
+            return false;
+        }
+        // Cross neighbours while they are on the wrong side of the new
+        // place; x goes after `after` (NIL: the front).
+        let (mut m, mut steps) = (first, 1);
+        let after = loop {
+            let beyond = if forward { self.next(m) } else { self.prev(m) };
+            if self.nodes[m as usize].level > 1 || steps > SHORT_MOVE {
+                return false;
+            }
+            if beyond == NIL || before(beyond) != forward {
+                break if forward { m } else { beyond };
+            }
+            m = beyond;
+            steps += 1;
         };
         // Out of the level-0 list...
         if p == NIL {
