@@ -149,13 +149,13 @@ local function push_error(msg)
   return { err = prims.error_line(msg) }
 end
 
--- redis.call and redis.pcall are Rust functions bound to the running
--- command's context, installed in this table for each run. The functions
--- that raise Redis-style errors are Rust functions too, so that the error
--- handler finds the caller's line even after a tail call.
+-- redis.call and redis.pcall are Rust functions that run a command in the
+-- context of the running script's command. The functions that raise
+-- Redis-style errors are Rust functions too, so that the error handler
+-- finds the caller's line even after a tail call.
 local redis = {}
-redis.call = prims.no_call
-redis.pcall = prims.no_call
+redis.call = prims.call
+redis.pcall = prims.pcall
 redis.setresp = prims.setresp
 redis.sha1hex = prims.sha1hex
 redis.log = prims.log
@@ -345,7 +345,6 @@ local function_env = strict(G, function(k)
 end)
 
 local api = {}
-api.redis = redis
 api.env = env
 api.function_env = function_env
 
