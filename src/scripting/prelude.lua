@@ -35,17 +35,35 @@ local function protect(real)
   return proxy
 end
 
--- A read-only proxy of `real` that finds names with `lookup(name)`; a name
--- it does not find is an error, as Redis's script globals are.
+local function nonexistent_global(k)
+  error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 3)
+end
+
+-- A read-only proxy of `real` that finds names in `real`, or with
+-- `lookup(name)` when given; a name it does not find is an error, as
+-- Redis's script globals are. (Scripts read every global through __index,
+-- so the common case reads `real` directly, without a call.)
 local function strict(real, lookup)
-  local proxy = setmetatable({}, {
-    __index = function(_, k)
+  local index
+  if lookup then
+    index = function(_, k)
       local v = lookup(k)
       if v == nil then
-        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+        nonexistent_global(k)
       end
       return v
-    end,
+    end
+  else
+    index = function(_, k)
+      local v = real[k]
+      if v == nil then
+        nonexistent_global(k)
+      end
+      return v
+    end
+  end
+  local proxy = setmetatable({}, {
+    __index = index,
     __newindex = readonly_write,
     __metatable = false,
   })
@@ -104,9 +122,7 @@ G.setmetatable = function(t, mt)
 end
 
 -- The script environment: G behind a read-only proxy.
-local env = strict(G, function(k)
-  return G[k]
-end)
+local env = strict(G)
 G._G = env
 
 -- Chunks compiled by scripts get the same environment; bytecode is refused.
@@ -332,9 +348,7 @@ local load_redis = {
   REDIS_VERSION = redis.REDIS_VERSION,
   REDIS_VERSION_NUM = redis.REDIS_VERSION_NUM,
 }
-local load_redis_proxy = strict(load_redis, function(k)
-  return load_redis[k]
-end)
+local load_redis_proxy = strict(load_redis)
 local load_api = { redis = load_redis_proxy }
 
 local function_env = strict(G, function(k)

@@ -606,13 +606,8 @@ impl Vm {
         kind: &RunKind,
     ) -> CmdResult {
         let lua = &self.lua;
-        let to_table = |items: &[&[u8]]| -> mlua::Result<Table> {
-            let t = lua.create_table_with_capacity(items.len(), 0)?;
-            for (i, a) in items.iter().enumerate() {
-                t.raw_set(i + 1, lua.create_string(a)?)?;
-            }
-            Ok(t)
-        };
+        let to_table =
+            |items: &[&[u8]]| lua.create_sequence_from(items.iter().map(|a| LuaBytes(a)));
         let keys_t = to_table(keys).map_err(lua_err)?;
         let args_t = to_table(args).map_err(lua_err)?;
         let running = &self.running;
@@ -646,6 +641,15 @@ impl Vm {
             ctx.client.info.db.store(saved_db, Ordering::Relaxed);
         }
         result.map_err(lua_err)?
+    }
+}
+
+/// Bytes that become a Lua string (KEYS and ARGV).
+struct LuaBytes<'b>(&'b [u8]);
+
+impl mlua::IntoLua for LuaBytes<'_> {
+    fn into_lua(self, lua: &Lua) -> mlua::Result<Value> {
+        lua.create_string(self.0).map(Value::String)
     }
 }
 
