@@ -39,10 +39,12 @@ local function nonexistent_global(k)
   error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 3)
 end
 
--- A read-only proxy of `real` that finds names in `real`, or with
--- `lookup(name)` when given; a name it does not find is an error, as
--- Redis's script globals are. (Scripts read every global through __index,
--- so the common case reads `real` directly, without a call.)
+-- A read-only proxy of `real` whose reads find names in `real`, or with
+-- `lookup(name)` when given; a name not found is an error, as Redis's
+-- script globals are. Without `lookup`, the proxy's __index is `real`
+-- itself, which gets a metatable raising that error: scripts read every
+-- global through the proxy, and a table __index costs no Lua call. (Code
+-- here that may look for a missing name in such a `real` uses rawget.)
 local function strict(real, lookup)
   local index
   if lookup then
@@ -54,13 +56,13 @@ local function strict(real, lookup)
       return v
     end
   else
-    index = function(_, k)
-      local v = real[k]
-      if v == nil then
+    setmetatable(real, {
+      __index = function(_, k)
         nonexistent_global(k)
-      end
-      return v
-    end
+      end,
+      __metatable = false,
+    })
+    index = real
   end
   local proxy = setmetatable({}, {
     __index = index,
@@ -355,7 +357,7 @@ local function_env = strict(G, function(k)
   if loading then
     return load_api[k]
   end
-  return G[k]
+  return rawget(G, k)
 end)
 
 local api = {}

@@ -17,7 +17,9 @@ use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use mlua::chunk::ChunkMode;
-use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, Variadic};
+use mlua::{
+    Either, Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, Variadic,
+};
 use smallvec::SmallVec;
 
 use super::convert::{c_double, lua_to_reply, reply_to_lua, Decoded};
@@ -606,8 +608,13 @@ impl Vm {
         kind: &RunKind,
     ) -> CmdResult {
         let lua = &self.lua;
-        let to_table =
-            |items: &[&[u8]]| lua.create_sequence_from(items.iter().map(|a| LuaBytes(a)));
+        let to_table = |items: &[&[u8]]| {
+            lua.create_sequence_from(items.iter().map(|a| match std::str::from_utf8(a) {
+                // mlua pushes a `&str` straight onto the Lua stack.
+                Ok(text) => Either::Left(text),
+                Err(_) => Either::Right(LuaBytes(a)),
+            }))
+        };
         let keys_t = to_table(keys).map_err(lua_err)?;
         let args_t = to_table(args).map_err(lua_err)?;
         let running = &self.running;
