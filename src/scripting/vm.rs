@@ -11,6 +11,7 @@
 //! so every error line ends in ` script: <name>, on @user_script:<line>.`
 //! as in Redis.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
@@ -99,7 +100,7 @@ pub struct Vm {
     run_fn: Function,
     load_fn: Function,
     running: Arc<Running>,
-    scripts: HashMap<String, Script>,
+    scripts: HashMap<String, Script, ahash::RandomState>,
     libraries: BTreeMap<String, Library>,
     /// Function name -> the library that registered it.
     functions: HashMap<String, String>,
@@ -346,7 +347,7 @@ impl Vm {
             load_fn: api.raw_get("load_library")?,
             lua,
             running,
-            scripts: HashMap::new(),
+            scripts: HashMap::default(),
             libraries: BTreeMap::new(),
             functions: HashMap::new(),
         })
@@ -412,7 +413,7 @@ impl Vm {
         let func = script.func.clone();
         let run = RunKind {
             eval: true,
-            name: sha.to_string(),
+            name: Cow::Borrowed(sha),
             deny_writes: read_only || script.shebang.no_writes,
         };
         self.run(ctx, &func, keys, args, &run)
@@ -589,11 +590,13 @@ impl Vm {
         let func = def.callback.clone();
         let run = RunKind {
             eval: false,
-            name: def.name.clone(),
+            name: Cow::Owned(def.name.clone()),
             deny_writes: read_only || def.no_writes(),
         };
-        *self.running.current.lock() =
-            Some((run.name.clone(), argv.iter().map(|a| a.to_vec()).collect()));
+        *self.running.current.lock() = Some((
+            run.name.to_string(),
+            argv.iter().map(|a| a.to_vec()).collect(),
+        ));
         self.run(ctx, &func, keys, args, &run)
     }
 
@@ -605,7 +608,7 @@ impl Vm {
         func: &Function,
         keys: &[&[u8]],
         args: &[&[u8]],
-        kind: &RunKind,
+        kind: &RunKind<'_>,
     ) -> CmdResult {
         let lua = &self.lua;
         let to_table = |items: &[&[u8]]| {
@@ -661,9 +664,9 @@ impl mlua::IntoLua for LuaBytes<'_> {
 }
 
 /// What kind of run, for errors and write checks.
-struct RunKind {
+struct RunKind<'n> {
     eval: bool,
-    name: String,
+    name: Cow<'n, str>,
     deny_writes: bool,
 }
 
