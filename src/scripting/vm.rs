@@ -644,6 +644,7 @@ impl Vm {
             }
         });
         running.stop();
+        self.scratch.trim();
         ctx.client.deny_blocking = saved_deny;
         if ctx.client.db != saved_db {
             ctx.client.db = saved_db;
@@ -825,6 +826,25 @@ struct Scratch {
     args: Vec<u8>,
     ends: Vec<usize>,
     reply: Vec<u8>,
+}
+
+impl Scratch {
+    /// Buffers larger than this are freed after a run rather than kept.
+    const KEEP: usize = 64 * 1024;
+
+    /// Frees the buffers a big argument or reply grew, so that they do not
+    /// stay allocated after the run that needed them.
+    fn trim(&mut self) {
+        if self.reply.capacity() > Self::KEEP {
+            self.reply = Vec::new();
+        }
+        if self.args.capacity() > Self::KEEP {
+            self.args = Vec::new();
+        }
+        if self.ends.capacity() > Self::KEEP {
+            self.ends = Vec::new();
+        }
+    }
 }
 
 /// What redis.call works with while a script runs: the calling command's
