@@ -305,17 +305,21 @@ fn run_eval(ctx: &mut Ctx, a: &[&[u8]], by_sha: bool, read_only: bool) -> CmdRes
     let server = ctx.server;
     let mut g = server.scripting.vm()?;
     let vm = vm_of(&mut g)?;
+    let noscript = || CmdError::line("NOSCRIPT No matching script. Please use EVAL.");
+    let loaded;
+    let mut lower = [0u8; 40];
     let sha = if by_sha {
-        if a[1].len() != 40 {
-            return Err(CmdError::line(
-                "NOSCRIPT No matching script. Please use EVAL.",
-            ));
+        if a[1].len() != lower.len() {
+            return Err(noscript());
         }
-        String::from_utf8_lossy(a[1]).to_ascii_lowercase()
+        lower.copy_from_slice(a[1]);
+        lower.make_ascii_lowercase();
+        std::str::from_utf8(&lower).map_err(|_| noscript())?
     } else {
-        vm.load_script(a[1])?
+        loaded = vm.load_script(a[1])?;
+        loaded.as_str()
     };
-    vm.eval(ctx, &sha, keys, args, read_only)
+    vm.eval(ctx, sha, keys, args, read_only)
 }
 
 fn eval(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {

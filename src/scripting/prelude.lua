@@ -35,17 +35,37 @@ local function protect(real)
   return proxy
 end
 
--- A read-only proxy of `real` that finds names with `lookup(name)`; a name
--- it does not find is an error, as Redis's script globals are.
+local function nonexistent_global(k)
+  error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 3)
+end
+
+-- A read-only proxy of `real` whose reads find names in `real`, or with
+-- `lookup(name)` when given; a name not found is an error, as Redis's
+-- script globals are. Without `lookup`, the proxy's __index is `real`
+-- itself, which gets a metatable raising that error: scripts read every
+-- global through the proxy, and a table __index costs no Lua call. (Code
+-- here that may look for a missing name in such a `real` uses rawget.)
 local function strict(real, lookup)
-  local proxy = setmetatable({}, {
-    __index = function(_, k)
+  local index
+  if lookup then
+    index = function(_, k)
       local v = lookup(k)
       if v == nil then
-        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+        nonexistent_global(k)
       end
       return v
-    end,
+    end
+  else
+    setmetatable(real, {
+      __index = function(_, k)
+        nonexistent_global(k)
+      end,
+      __metatable = false,
+    })
+    index = real
+  end
+  local proxy = setmetatable({}, {
+    __index = index,
     __newindex = readonly_write,
     __metatable = false,
   })
@@ -104,9 +124,7 @@ G.setmetatable = function(t, mt)
 end
 
 -- The script environment: G behind a read-only proxy.
-local env = strict(G, function(k)
-  return G[k]
-end)
+local env = strict(G)
 G._G = env
 
 -- Chunks compiled by scripts get the same environment; bytecode is refused.
@@ -149,13 +167,13 @@ local function push_error(msg)
   return { err = prims.error_line(msg) }
 end
 
--- redis.call and redis.pcall are Rust functions bound to the running
--- command's context, installed in this table for each run. The functions
--- that raise Redis-style errors are Rust functions too, so that the error
--- handler finds the caller's line even after a tail call.
+-- redis.call and redis.pcall are Rust functions that run a command in the
+-- context of the running script's command. The functions that raise
+-- Redis-style errors are Rust functions too, so that the error handler
+-- finds the caller's line even after a tail call.
 local redis = {}
-redis.call = prims.no_call
-redis.pcall = prims.no_call
+redis.call = prims.call
+redis.pcall = prims.pcall
 redis.setresp = prims.setresp
 redis.sha1hex = prims.sha1hex
 redis.log = prims.log
@@ -332,20 +350,17 @@ local load_redis = {
   REDIS_VERSION = redis.REDIS_VERSION,
   REDIS_VERSION_NUM = redis.REDIS_VERSION_NUM,
 }
-local load_redis_proxy = strict(load_redis, function(k)
-  return load_redis[k]
-end)
+local load_redis_proxy = strict(load_redis)
 local load_api = { redis = load_redis_proxy }
 
 local function_env = strict(G, function(k)
   if loading then
     return load_api[k]
   end
-  return G[k]
+  return rawget(G, k)
 end)
 
 local api = {}
-api.redis = redis
 api.env = env
 api.function_env = function_env
 

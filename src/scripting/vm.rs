@@ -2,21 +2,25 @@
 //! function libraries, and running a script or function inside a command's
 //! context.
 //!
-//! `redis.call` is built in Lua on a Rust primitive that never raises: it
-//! runs the command through `commands::call` with the calling command's
-//! context (every shard already locked), captures the reply in a scratch
-//! writer, and decodes it for Lua ([`convert`]). The script body runs under
+//! `redis.call` and `redis.pcall` are Rust functions, created once with the
+//! VM: each runs the command through `commands::call` with the calling
+//! command's context (every shard already locked), which the run lends them
+//! through a [`CallSlot`], captures the reply in a scratch writer, and
+//! decodes it for Lua ([`convert`]). The script body runs under
 //! a Lua-side `xpcall`, whose handler records where the error was raised,
 //! so every error line ends in ` script: <name>, on @user_script:<line>.`
 //! as in Redis.
 
-use std::cell::RefCell;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use mlua::chunk::ChunkMode;
-use mlua::{Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value, Variadic};
+use mlua::{
+    Either, Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, Variadic,
+};
 use smallvec::SmallVec;
 
 use super::convert::{c_double, lua_to_reply, reply_to_lua, Decoded};
@@ -85,8 +89,10 @@ pub enum RestorePolicy {
 /// The VM with its scripts and libraries.
 pub struct Vm {
     lua: Lua,
-    /// The real table behind `redis` (call and pcall are set per run).
-    redis: Table,
+    /// Where a run lends its context to redis.call and redis.pcall.
+    slot: Arc<CallSlot>,
+    /// Buffers redis.call reuses.
+    scratch: Scratch,
     /// The RESP version redis.call asks for (redis.setresp), 2 at each run.
     resp: Arc<AtomicU8>,
     env: Table,
@@ -94,7 +100,7 @@ pub struct Vm {
     run_fn: Function,
     load_fn: Function,
     running: Arc<Running>,
-    scripts: HashMap<String, Script>,
+    scripts: HashMap<String, Script, ahash::RandomState>,
     libraries: BTreeMap<String, Library>,
     /// Function name -> the library that registered it.
     functions: HashMap<String, String>,
@@ -166,12 +172,6 @@ impl Vm {
         )?;
         let prims = lua.create_table()?;
         let resp = Arc::new(AtomicU8::new(2));
-        prims.raw_set(
-            "no_call",
-            lua.create_function(|_, _: Variadic<Value>| -> mlua::Result<()> {
-                Err(raise("redis.call is only available while a script runs"))
-            })?,
-        )?;
         let rs = resp.clone();
         prims.raw_set(
             "setresp",
@@ -303,6 +303,23 @@ impl Vm {
         prims.raw_set("cjson", libs::cjson::create(&lua)?)?;
         prims.raw_set("cmsgpack", libs::cmsgpack::create(&lua)?)?;
 
+        let slot = Arc::new(CallSlot::default());
+        for (name, raise_errors) in [("call", true), ("pcall", false)] {
+            let (slot, running, resp) = (slot.clone(), running.clone(), resp.clone());
+            prims.raw_set(
+                name,
+                lua.create_function(move |lua, argv: MultiValue| {
+                    let call = Call {
+                        resp: resp.load(Ordering::Relaxed),
+                        raise_errors,
+                    };
+                    slot.with(|env| call_command(lua, env, &running, call, argv))
+                        .unwrap_or_else(|| {
+                            Err(raise("redis.call is only available while a script runs"))
+                        })
+                })?,
+            )?;
+        }
         let api: Table = lua
             .load(PRELUDE)
             .set_name(PRELUDE_NAME)
@@ -321,7 +338,8 @@ impl Vm {
             },
         )?;
         Ok(Vm {
-            redis: api.raw_get("redis")?,
+            slot,
+            scratch: Scratch::default(),
             resp,
             env: api.raw_get("env")?,
             function_env: api.raw_get("function_env")?,
@@ -329,7 +347,7 @@ impl Vm {
             load_fn: api.raw_get("load_library")?,
             lua,
             running,
-            scripts: HashMap::new(),
+            scripts: HashMap::default(),
             libraries: BTreeMap::new(),
             functions: HashMap::new(),
         })
@@ -395,7 +413,7 @@ impl Vm {
         let func = script.func.clone();
         let run = RunKind {
             eval: true,
-            name: sha.to_string(),
+            name: Cow::Borrowed(sha),
             deny_writes: read_only || script.shebang.no_writes,
         };
         self.run(ctx, &func, keys, args, &run)
@@ -572,11 +590,13 @@ impl Vm {
         let func = def.callback.clone();
         let run = RunKind {
             eval: false,
-            name: def.name.clone(),
+            name: Cow::Owned(def.name.clone()),
             deny_writes: read_only || def.no_writes(),
         };
-        *self.running.current.lock() =
-            Some((run.name.clone(), argv.iter().map(|a| a.to_vec()).collect()));
+        *self.running.current.lock() = Some((
+            run.name.to_string(),
+            argv.iter().map(|a| a.to_vec()).collect(),
+        ));
         self.run(ctx, &func, keys, args, &run)
     }
 
@@ -588,63 +608,43 @@ impl Vm {
         func: &Function,
         keys: &[&[u8]],
         args: &[&[u8]],
-        kind: &RunKind,
+        kind: &RunKind<'_>,
     ) -> CmdResult {
         let lua = &self.lua;
-        let to_table = |items: &[&[u8]]| -> mlua::Result<Table> {
-            let t = lua.create_table_with_capacity(items.len(), 0)?;
-            for (i, a) in items.iter().enumerate() {
-                t.raw_set(i + 1, lua.create_string(a)?)?;
-            }
-            Ok(t)
+        let to_table = |items: &[&[u8]]| {
+            lua.create_sequence_from(items.iter().map(|a| match std::str::from_utf8(a) {
+                // mlua pushes a `&str` straight onto the Lua stack.
+                Ok(text) => Either::Left(text),
+                Err(_) => Either::Right(LuaBytes(a)),
+            }))
         };
         let keys_t = to_table(keys).map_err(lua_err)?;
         let args_t = to_table(args).map_err(lua_err)?;
-        let running = self.running.clone();
+        let running = &self.running;
         running.start(kind.eval, false);
         let saved_db = ctx.client.db;
         let saved_deny = std::mem::replace(&mut ctx.client.deny_blocking, true);
-        let cell = RefCell::new(&mut *ctx);
         let resp = &self.resp;
-        // Buffers reused by every redis.call of this run.
-        let scratch = RefCell::new(Scratch::default());
-        let result = lua.scope(|scope| {
-            let bind = |raise_errors: bool| {
-                let (cell, running, scratch) = (&cell, &running, &scratch);
-                scope.create_function(move |lua, argv: Variadic<Value>| {
-                    let resp = resp.load(Ordering::Relaxed);
-                    let mut guard = cell.borrow_mut();
-                    let mut scratch = scratch.borrow_mut();
-                    let call = Call {
-                        resp,
-                        deny_writes: kind.deny_writes,
-                    };
-                    match call_command(lua, &mut guard, running, &mut scratch, call, argv)? {
-                        Ok(v) => Ok(v),
-                        Err(line) if raise_errors => Err(mlua::Error::external(ScriptError(line))),
-                        Err(line) => {
-                            let t = lua.create_table_with_capacity(0, 1)?;
-                            t.raw_set("err", lua.create_string(line)?)?;
-                            Ok(Value::Table(t))
-                        }
-                    }
-                })
-            };
-            self.redis.raw_set("call", bind(true)?)?;
-            self.redis.raw_set("pcall", bind(false)?)?;
-            resp.store(2, Ordering::Relaxed);
-            let (ok, value): (bool, Value) =
-                self.run_fn
-                    .call((func.clone(), keys_t, args_t, !kind.eval))?;
-            let mut guard = cell.borrow_mut();
+        resp.store(2, Ordering::Relaxed);
+        let mut env = CallEnv {
+            ctx: &mut *ctx,
+            scratch: &mut self.scratch,
+            deny_writes: kind.deny_writes,
+        };
+        let run_fn = &self.run_fn;
+        let result = self.slot.lend(&mut env, || {
+            run_fn.call::<(bool, Value)>((func, keys_t, args_t, !kind.eval))
+        });
+        let result = result.map(|(ok, value)| {
             if ok {
-                lua_to_reply(guard.out, &value, resp.load(Ordering::Relaxed));
-                Ok(Ok(()))
+                lua_to_reply(ctx.out, &value, resp.load(Ordering::Relaxed));
+                Ok(())
             } else {
-                Ok(Err(script_error(&value, &kind.name, running.killed())))
+                Err(script_error(&value, &kind.name, running.killed()))
             }
         });
         running.stop();
+        self.scratch.trim();
         ctx.client.deny_blocking = saved_deny;
         if ctx.client.db != saved_db {
             ctx.client.db = saved_db;
@@ -655,10 +655,19 @@ impl Vm {
     }
 }
 
+/// Bytes that become a Lua string (KEYS and ARGV).
+struct LuaBytes<'b>(&'b [u8]);
+
+impl mlua::IntoLua for LuaBytes<'_> {
+    fn into_lua(self, lua: &Lua) -> mlua::Result<Value> {
+        lua.create_string(self.0).map(Value::String)
+    }
+}
+
 /// What kind of run, for errors and write checks.
-struct RunKind {
+struct RunKind<'n> {
     eval: bool,
-    name: String,
+    name: Cow<'n, str>,
     deny_writes: bool,
 }
 
@@ -811,9 +820,7 @@ fn script_error(v: &Value, name: &str, killed: bool) -> CmdError {
     CmdError::line(msg)
 }
 
-/// What `redis.call` / `redis.pcall` do: runs one command and returns its
-/// reply for Lua, or the error line (which `redis.call` raises).
-/// Buffers a run's redis.call reuses: the arguments' bytes and the reply.
+/// Buffers redis.call reuses: the arguments' bytes and the reply.
 #[derive(Default)]
 struct Scratch {
     args: Vec<u8>,
@@ -821,27 +828,129 @@ struct Scratch {
     reply: Vec<u8>,
 }
 
-/// How a redis.call runs: the RESP version asked for, and whether writes
-/// are refused (read-only scripts and functions).
-struct Call {
-    resp: u8,
+impl Scratch {
+    /// Buffers larger than this are freed after a run rather than kept.
+    const KEEP: usize = 64 * 1024;
+
+    /// Frees the buffers a big argument or reply grew, so that they do not
+    /// stay allocated after the run that needed them.
+    fn trim(&mut self) {
+        if self.reply.capacity() > Self::KEEP {
+            self.reply = Vec::new();
+        }
+        if self.args.capacity() > Self::KEEP {
+            self.args = Vec::new();
+        }
+        if self.ends.capacity() > Self::KEEP {
+            self.ends = Vec::new();
+        }
+    }
+}
+
+/// What redis.call works with while a script runs: the calling command's
+/// context (every shard locked) and the VM's buffers.
+struct CallEnv<'r, 'c, 'a> {
+    ctx: &'r mut Ctx<'c, 'a>,
+    scratch: &'r mut Scratch,
+    /// Writes are refused (read-only scripts and functions).
     deny_writes: bool,
 }
 
+/// How [`Vm::run`] hands its [`CallEnv`] to redis.call and redis.pcall,
+/// which are created once with the VM rather than for every run: while the
+/// script runs, the slot points at the `CallEnv` on `run`'s stack; at any
+/// other time it is null.
+#[derive(Default)]
+struct CallSlot(AtomicPtr<()>);
+
+impl CallSlot {
+    /// Runs `f` (the script) with `env` lent to redis.call.
+    fn lend<R>(&self, env: &mut CallEnv<'_, '_, '_>, f: impl FnOnce() -> R) -> R {
+        /// Empties the slot when the run ends, even by unwinding.
+        struct Clear<'s>(&'s AtomicPtr<()>);
+        impl Drop for Clear<'_> {
+            fn drop(&mut self) {
+                self.0.store(ptr::null_mut(), Ordering::Release);
+            }
+        }
+        let clear = Clear(&self.0);
+        clear.0.store(ptr::from_mut(env).cast(), Ordering::Release);
+        f()
+    }
+
+    /// Runs `f` with the lent [`CallEnv`]; `None` when no script runs (or
+    /// inside another `with`, which has taken it).
+    fn with<R>(&self, f: impl FnOnce(&mut CallEnv<'_, '_, '_>) -> R) -> Option<R> {
+        /// Puts the taken pointer back, even by unwinding.
+        struct Restore<'s>(&'s AtomicPtr<()>, *mut ());
+        impl Drop for Restore<'_> {
+            fn drop(&mut self) {
+                self.0.store(self.1, Ordering::Release);
+            }
+        }
+        let taken = self.0.swap(ptr::null_mut(), Ordering::Acquire);
+        if taken.is_null() {
+            return None;
+        }
+        let restore = Restore(&self.0, taken);
+        // SAFETY: a non-null pointer in the slot was stored by `lend` from
+        // a `&mut CallEnv` that outlives the slot's holding it: `lend`
+        // empties the slot before it returns (or unwinds), and `lend`'s
+        // caller cannot touch `env` meanwhile, since `lend` borrows it
+        // mutably. Every `&mut` made here is unique: the pointer is swapped
+        // out of the slot first, so a nested `with` (a redis.call reached
+        // from inside this one) finds null, and it is put back only after
+        // `f` has returned. `lend` and the Lua code that calls `with` run
+        // on one thread: the script runs inside `f` of `lend`, and mlua
+        // holds the VM's lock for the whole call. The lifetimes are erased:
+        // `f` is generic over them, so the reference cannot leave `f`.
+        let env = unsafe { &mut *restore.1.cast::<CallEnv<'_, '_, '_>>() };
+        Some(f(env))
+    }
+}
+
+/// How a redis.call runs: the RESP version asked for, and whether an error
+/// reply is raised (redis.call) or returned as a table (redis.pcall).
+struct Call {
+    resp: u8,
+    raise_errors: bool,
+}
+
+/// What `redis.call` / `redis.pcall` do: runs one command and returns its
+/// reply for Lua; an error reply is raised by redis.call and returned as
+/// `{err=...}` by redis.pcall.
 fn call_command(
     lua: &Lua,
-    ctx: &mut Ctx<'_, '_>,
+    env: &mut CallEnv<'_, '_, '_>,
     running: &Running,
-    scratch: &mut Scratch,
     call: Call,
-    argv: Variadic<Value>,
+    argv: MultiValue,
+) -> mlua::Result<Value> {
+    match run_command(lua, env, running, call.resp, argv)? {
+        Ok(v) => Ok(v),
+        Err(line) if call.raise_errors => Err(mlua::Error::external(ScriptError(line))),
+        Err(line) => {
+            let t = lua.create_table_with_capacity(0, 1)?;
+            t.raw_set("err", lua.create_string(line)?)?;
+            Ok(Value::Table(t))
+        }
+    }
+}
+
+/// Runs one command for redis.call: its reply for Lua, or its error line.
+fn run_command(
+    lua: &Lua,
+    env: &mut CallEnv<'_, '_, '_>,
+    running: &Running,
+    resp: u8,
+    argv: MultiValue,
 ) -> mlua::Result<Result<Value, Vec<u8>>> {
     let fail = |msg: &[u8]| -> mlua::Result<Result<Value, Vec<u8>>> { Ok(Err(msg.to_vec())) };
     if argv.is_empty() {
         return fail(b"ERR Please specify at least one argument for this redis lib call");
     }
     // Every argument's bytes in one buffer.
-    let Scratch { args, ends, reply } = scratch;
+    let Scratch { args, ends, reply } = &mut *env.scratch;
     args.clear();
     ends.clear();
     for v in argv.iter() {
@@ -853,6 +962,7 @@ fn call_command(
         }
         ends.push(args.len());
     }
+    drop(argv);
     let mut refs: SmallVec<[&[u8]; 8]> = SmallVec::with_capacity(ends.len());
     let mut start = 0;
     for &end in ends.iter() {
@@ -872,15 +982,16 @@ fn call_command(
         return fail(b"ERR This Redis command is not allowed from script");
     }
     if cmd.spec.has(flags::WRITE) {
-        if call.deny_writes {
+        if env.deny_writes {
             return fail(b"ERR Write commands are not allowed from read-only scripts.");
         }
         running.wrote.store(true, Ordering::Release);
     }
     reply.clear();
+    let ctx = &mut *env.ctx;
     let mut out = Reply {
         buf: std::mem::take(reply),
-        resp3: call.resp == 3,
+        resp3: resp == 3,
     };
     std::mem::swap(&mut *ctx.out, &mut out);
     commands::call(ctx, cmd, &refs);
