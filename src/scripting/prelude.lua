@@ -113,8 +113,9 @@ end
 G.next = function(t, k)
   return next(protected[t] or t, k)
 end
+-- Iterates a proxy through G.next, never handing out the table behind it.
 G.pairs = function(t)
-  return next, protected[t] or t, nil
+  return G.next, t, nil
 end
 G.setmetatable = function(t, mt)
   if protected[t] then
