@@ -174,6 +174,10 @@ impl Db {
 
     /// Removes `key` if it has expired; returns whether it did.
     pub fn expire_if_needed(&mut self, key: &[u8], now_ms: u64) -> bool {
+        // Every key with an expiry is in `expires`: none, no lookup.
+        if self.expires.is_empty() {
+            return false;
+        }
         let expired =
             matches!(self.map.get(key), Some(e) if e.expire_at != 0 && e.expire_at <= now_ms);
         if expired {
