@@ -192,6 +192,10 @@ pub fn run(server: &Server) {
                                     last_fsync = Instant::now();
                                     recovered(aof, &mut failing);
                                     aof.publish_synced(pending_end);
+                                    // The next fsync waits for the worker
+                                    // to send these replies and take the
+                                    // commands they bring back.
+                                    aof.await_fresh_kick(pending_end);
                                 }
                                 Err(e) => fail(aof, &e, &mut failing, &mut next_retry),
                             }
