@@ -25,9 +25,10 @@ local function readonly_write()
   error(READONLY, 2)
 end
 
-local function protect(real)
+-- A read-only proxy of `real`; reads go to `index` (default: `real`).
+local function protect(real, index)
   local proxy = setmetatable({}, {
-    __index = real,
+    __index = index or real,
     __newindex = readonly_write,
     __metatable = false,
   })
@@ -64,13 +65,7 @@ local function strict(real, lookup)
     })
     index = real
   end
-  local proxy = setmetatable({}, {
-    __index = index,
-    __newindex = readonly_write,
-    __metatable = false,
-  })
-  protected[proxy] = real
-  return proxy
+  return protect(real, index)
 end
 
 -- The globals scripts can read.
