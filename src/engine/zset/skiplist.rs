@@ -518,17 +518,12 @@ impl SkipList {
 
     /// Predecessors of (score, member) at every level, with their ranks.
     fn search(&self, score: f64, member: &[u8]) -> (Update, [usize; MAX_LEVEL]) {
-        let mut update = [HEAD_POS; MAX_LEVEL];
-        let mut rank = [0usize; MAX_LEVEL];
-        self.descend(
-            |n, s, _| s < score || (s == score && self.member(n) < member),
-            |i, x, r| {
-                update[i] = x;
-                rank[i] = r;
-                true
-            },
-        );
-        (update, rank)
+        debug_assert!(!self.unordered, "order read while deferred");
+        let mut w = Walk::new(score, member, self.level - 1, 0);
+        while !w.done {
+            self.step(&mut w);
+        }
+        (w.update, w.rank)
     }
 
     /// Two searches at once ([`SkipList::search`] for each key), one
