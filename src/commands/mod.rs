@@ -160,14 +160,7 @@ pub fn execute_cached<'s>(
     // previous command are reused when they are exactly these.
     let shards = match spec.keys {
         KeySpec::Range { .. } | KeySpec::Find(_) => {
-            let mut idx: smallvec::SmallVec<[usize; 4]> = spec
-                .key_indexes(args)
-                .iter()
-                .map(|&i| ks.shard_of(args[i]))
-                .collect();
-            idx.sort_unstable();
-            idx.dedup();
-            Some(idx)
+            Some(ks.shards_of(spec.key_indexes(args).iter().map(|&i| args[i])))
         }
         KeySpec::None | KeySpec::All => None,
     };

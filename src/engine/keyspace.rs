@@ -541,16 +541,18 @@ impl Keyspace {
         (self.hasher.hash_one(key) >> SHARD_SHIFT) as usize
     }
 
-    /// Locks the shards of `keys` (deduplicated, ascending order).
-    pub fn lock_shards<'k>(&self, keys: impl Iterator<Item = &'k [u8]>, write: bool) -> Locked<'_> {
+    /// The shards of `keys`, ascending and deduplicated: the order in which
+    /// they are locked.
+    pub fn shards_of<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) -> SmallVec<[usize; 4]> {
         let mut idx: SmallVec<[usize; 4]> = keys.map(|k| self.shard_of(k)).collect();
         idx.sort_unstable();
         idx.dedup();
-        let guards = idx
-            .into_iter()
-            .map(|i| (i, self.lock_one(i, write)))
-            .collect();
-        Locked { guards, all: false }
+        idx
+    }
+
+    /// Locks the shards of `keys` (deduplicated, ascending order).
+    pub fn lock_shards<'k>(&self, keys: impl Iterator<Item = &'k [u8]>, write: bool) -> Locked<'_> {
+        self.lock_sorted(&self.shards_of(keys), write)
     }
 
     /// Locks the shards `idx` (ascending, deduplicated, as
