@@ -92,19 +92,7 @@ impl Node {
 
     /// SIGTERM: the server flushes and fsyncs the AOF, then exits.
     fn stop(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                assert!(status.success(), "exit status {status}");
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("rostrum did not stop on SIGTERM");
+        common::terminate(&mut self.child);
     }
 }
 

@@ -111,21 +111,27 @@ impl TestServer {
     /// SIGTERM, as a service manager stops a server: it flushes the AOF and
     /// must exit cleanly within 10 s.
     pub fn terminate(&mut self) {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill -TERM failed");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                assert!(status.success(), "rostrum exited with {status} on SIGTERM");
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("rostrum did not stop on SIGTERM");
+        terminate(&mut self.child);
     }
+}
+
+/// Sends SIGTERM to a Rostrum process and waits (at most 10 s) for it to
+/// exit, which it must do cleanly.
+pub fn terminate(child: &mut Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -TERM failed");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            assert!(status.success(), "rostrum exited with {status} on SIGTERM");
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("rostrum did not stop on SIGTERM");
 }
 
 impl Drop for TestServer {
