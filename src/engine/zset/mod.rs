@@ -539,6 +539,29 @@ impl ZSet {
         })
     }
 
+    /// [`ZSet::rank`] of every member of `members`, pushed to `out` in
+    /// order; on a big set the rank walks run together (see
+    /// [`SkipList::rank_many`]), for a pipeline of ZRANKs on one board.
+    pub fn ranks(&self, members: &[&[u8]], reverse: bool, out: &mut Vec<Option<(usize, f64)>>) {
+        let Repr::Skiplist(sl) = &self.repr else {
+            out.extend(members.iter().map(|m| self.rank(m, reverse)));
+            return;
+        };
+        let found: Vec<Option<u32>> = members.iter().map(|m| sl.find(m)).collect();
+        let nodes: Vec<u32> = found.iter().flatten().copied().collect();
+        let mut ranks = Vec::with_capacity(nodes.len());
+        sl.rank_many(&nodes, &mut ranks);
+        // `ranks` follows the members found, in order.
+        let mut ranks = ranks.into_iter();
+        let last = self.len() - 1;
+        for x in found {
+            out.push(x.and_then(|x| {
+                let r = ranks.next()? - 1;
+                Some((if reverse { last - r } else { r }, sl.entry(x).1))
+            }));
+        }
+    }
+
     /// The member at 0-based `rank` (from the highest when `reverse`).
     pub fn get_by_rank(&self, rank: usize, reverse: bool) -> Option<(&[u8], f64)> {
         let len = self.len();

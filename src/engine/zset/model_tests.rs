@@ -446,6 +446,14 @@ fn run(
                     });
                     prop_assert_eq!(z.rank(m, rev), want);
                 }
+                // All members at once (some absent): as one at a time.
+                let all: Vec<&[u8]> = members.iter().map(|m| m.as_slice()).collect();
+                for rev in [false, true] {
+                    let mut got = Vec::new();
+                    z.ranks(&all, rev, &mut got);
+                    let want: Vec<_> = all.iter().map(|m| z.rank(m, rev)).collect();
+                    prop_assert_eq!(got, want);
+                }
                 prop_assert_eq!(z.score(m), model.scores.get(m).copied());
             }
             Op::ByRank(r, rev) => {
