@@ -488,9 +488,19 @@ impl Pair {
 
     /// Sends `bytes` to both servers and reads one reply from each.
     fn exchange(&mut self, bytes: &[u8], command: &[u8]) -> (Reply, Reply) {
-        let hello = command.eq_ignore_ascii_case(b"hello");
+        self.send(bytes);
+        self.read_pair(command)
+    }
+
+    /// Sends `bytes` to both servers.
+    fn send(&mut self, bytes: &[u8]) {
         let _ = self.redis.send(bytes);
         let _ = self.rostrum.send(bytes);
+    }
+
+    /// Reads the reply to `command` from each server.
+    fn read_pair(&mut self, command: &[u8]) -> (Reply, Reply) {
+        let hello = command.eq_ignore_ascii_case(b"hello");
         let expected = self.redis.read_reply(hello);
         let got = self.rostrum.read_reply(hello);
         for (conn, reply) in [(&mut self.redis, &expected), (&mut self.rostrum, &got)] {
@@ -524,6 +534,10 @@ enum Step {
     },
     /// Wait on both sides.
     Sleep(u64),
+    /// The commands up to the next `!end` go in one write (a pipeline).
+    Pipeline,
+    /// Sends the pipeline, then reads and compares its replies in order.
+    End,
 }
 
 /// Parses one non-blank, non-comment line of a case file.
@@ -538,13 +552,15 @@ fn parse_step(line: &[u8]) -> Result<Step, String> {
             .and_then(|s| s.parse().ok())
             .map(Step::Sleep)
             .ok_or_else(|| "!sleep takes milliseconds".into()),
+        b"!pipeline" if rest.is_empty() => Ok(Step::Pipeline),
+        b"!end" if rest.is_empty() => Ok(Step::End),
         b"!nocompare" => match parse_step(rest)? {
             Step::Send { bytes, command, .. } => Ok(Step::Send {
                 bytes,
                 command,
                 compare: false,
             }),
-            Step::Sleep(_) => Err("!nocompare needs a command".into()),
+            _ => Err("!nocompare needs a command".into()),
         },
         b"!inline" => {
             let mut bytes = rest.to_vec();
@@ -636,6 +652,8 @@ fn run_case_file(
     let source = format!("{file} {}", proto.name());
     report.start(&source);
     let mut pair = Pair::open_flushed(servers, proto)?;
+    // The commands of a `!pipeline` block so far.
+    let mut pipeline: Option<Vec<Piped>> = None;
     for (i, raw_line) in text.split(|&b| b == b'\n').enumerate() {
         let line = trim(raw_line);
         if line.is_empty() || line.starts_with(b"#") {
@@ -649,16 +667,54 @@ fn run_case_file(
                 continue;
             }
         };
-        let (bytes, command, compare) = match step {
-            Step::Sleep(ms) => {
+        let (bytes, command, compare) = match (step, pipeline.as_mut()) {
+            (Step::Sleep(ms), None) => {
                 std::thread::sleep(Duration::from_millis(ms));
                 continue;
             }
-            Step::Send {
-                bytes,
-                command,
-                compare,
-            } => (bytes, command, compare),
+            (Step::Pipeline, None) => {
+                pipeline = Some(Vec::new());
+                continue;
+            }
+            (Step::End, Some(_)) => {
+                let sent = pipeline.take().unwrap_or_default();
+                run_pipeline(&mut pair, &sent, &source, proto, report);
+                if sent.iter().any(|p| p.command.eq_ignore_ascii_case(b"quit")) {
+                    pair = reopen(servers, proto)
+                        .map_err(|e| format!("{place} {}: {e}", proto.name()))?;
+                }
+                continue;
+            }
+            (
+                Step::Send {
+                    bytes,
+                    command,
+                    compare,
+                },
+                Some(block),
+            ) => {
+                let shown = String::from_utf8_lossy(line).into_owned();
+                block.push(Piped {
+                    place,
+                    shown,
+                    bytes,
+                    command,
+                    compare,
+                });
+                continue;
+            }
+            (
+                Step::Send {
+                    bytes,
+                    command,
+                    compare,
+                },
+                None,
+            ) => (bytes, command, compare),
+            (_, _) => {
+                report.broken_case(&source, &place, "misplaced !pipeline, !end or !sleep");
+                continue;
+            }
         };
         let (expected, got) = pair.exchange(&bytes, &command);
         let shown = String::from_utf8_lossy(line);
@@ -698,6 +754,29 @@ fn run_case_file(
         }
     }
     Ok(())
+}
+
+/// A command of a `!pipeline` block.
+struct Piped {
+    place: String,
+    shown: String,
+    bytes: Vec<u8>,
+    command: Vec<u8>,
+    compare: bool,
+}
+
+/// Sends the commands of a `!pipeline` block in one write, then reads and
+/// compares their replies in order.
+fn run_pipeline(pair: &mut Pair, sent: &[Piped], source: &str, proto: Proto, report: &mut Report) {
+    let bytes: Vec<u8> = sent.iter().flat_map(|p| p.bytes.iter().copied()).collect();
+    pair.send(&bytes);
+    for p in sent {
+        let (expected, got) = pair.read_pair(&p.command);
+        report.compared(source);
+        if p.compare && expected != got {
+            report.difference(source, &p.place, proto, &p.shown, &expected, &got, &[]);
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------

@@ -134,3 +134,94 @@ fn pipelines_on_a_hot_key_alongside_transactions_scripts_and_blocking_pops() {
     let queued: usize = redis::cmd("ZCARD").arg("queue").query(&mut c).unwrap();
     assert_eq!(queued, BATCHES * PER_BATCH / 10 - 50);
 }
+
+/// The field `name` of an INFO section, as a number.
+fn info_number(c: &mut redis::Connection, section: &str, name: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg(section).query(c).expect("INFO");
+    info.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Pipelined ZRANK / ZREVRANK calls on one board are answered together
+/// (`commands::run`): the replies, the command statistics and the keyspace
+/// hits must be those of the same calls sent one at a time.
+#[test]
+fn pipelined_ranks_match_single_calls_and_count_alike() {
+    let server = TestServer::start(&[]);
+    let mut c = server.conn();
+    let mut p = redis::pipe();
+    for i in 0..1000 {
+        p.cmd("ZADD")
+            .arg("board")
+            .arg(i % 37)
+            .arg(format!("m{i}"))
+            .ignore();
+    }
+    p.query::<()>(&mut c).expect("load");
+
+    // Calls in runs of 1 to 20, with absent members, a second key and a
+    // command between runs.
+    let mut calls: Vec<(&str, &str, String)> = Vec::new();
+    let mut i = 0;
+    for run in 1..=20 {
+        let name = if run % 2 == 0 { "ZRANK" } else { "ZREVRANK" };
+        let key = if run % 7 == 0 { "other" } else { "board" };
+        for _ in 0..run {
+            i += 1;
+            let member = if i % 9 == 0 {
+                format!("x{i}")
+            } else {
+                format!("m{}", i * 13 % 1000)
+            };
+            calls.push((name, key, member));
+        }
+    }
+    let single: Vec<Option<i64>> = calls
+        .iter()
+        .map(|(n, k, m)| redis::cmd(n).arg(k).arg(m).query(&mut c).expect("single"))
+        .collect();
+
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut c)
+        .expect("RESETSTAT");
+    let mut p = redis::pipe();
+    let mut previous = "";
+    for (n, k, m) in &calls {
+        if *n != previous {
+            p.cmd("PING").ignore();
+            previous = n;
+        }
+        p.cmd(n).arg(k).arg(m);
+    }
+    let piped: Vec<Option<i64>> = p.query(&mut c).expect("pipeline");
+    assert_eq!(piped, single);
+
+    let ranks = calls.iter().filter(|(n, _, _)| *n == "ZRANK").count() as u64;
+    let revranks = calls.len() as u64 - ranks;
+    let stat = |c: &mut redis::Connection, cmd: &str| {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(c)
+            .expect("INFO");
+        info.lines()
+            .find_map(|l| {
+                l.strip_prefix(&format!("cmdstat_{cmd}:calls="))?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .unwrap_or(0)
+    };
+    assert_eq!(stat(&mut c, "zrank"), ranks);
+    assert_eq!(stat(&mut c, "zrevrank"), revranks);
+    let on_board = calls.iter().filter(|(_, k, _)| *k == "board").count() as u64;
+    assert_eq!(info_number(&mut c, "stats", "keyspace_hits"), on_board);
+    assert_eq!(
+        info_number(&mut c, "stats", "keyspace_misses"),
+        calls.len() as u64 - on_board
+    );
+}

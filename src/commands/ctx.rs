@@ -138,6 +138,15 @@ impl<'a> Keys<'a> {
         Ok(found)
     }
 
+    /// The live value under `key`, for `calls` reads at once (counts as
+    /// many keyspace hits); None, counting nothing, when the key is absent.
+    pub fn value_for_calls(&mut self, key: &[u8], calls: usize) -> Option<&Value> {
+        let g = self.locked.guard(self.ks.shard_of(key))?;
+        let found = g.shard().dbs.get(self.db)?.get(key, self.now_ms)?;
+        self.hits += calls as u64;
+        Some(&found.value)
+    }
+
     /// The live value under `key`, for reading.
     pub fn value(&mut self, key: &[u8]) -> Result<Option<&Value>, CmdError> {
         Ok(self.entry(key)?.map(|e| &e.value))

@@ -9,6 +9,7 @@ pub mod ctx;
 pub mod keys;
 pub mod long_double;
 pub mod persistence;
+pub mod run;
 pub mod scripting;
 pub mod server;
 pub mod set;
@@ -20,7 +21,10 @@ pub mod zset;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use smallvec::SmallVec;
+
 pub use ctx::{Ctx, Keys};
+pub use run::{execute_pipelined, execute_run, PipelineRun};
 use table::{flags, table, Command, CommandSpec, KeySpec, Lookup};
 
 use crate::engine::Locked;
@@ -120,6 +124,35 @@ pub fn execute_cached<'s>(
     cache: &mut LockCache<'s>,
 ) {
     let start_len = out.len();
+    if let Some(adm) = admit(server, client, out, args, cache) {
+        let cmd = adm.cmd;
+        run_admitted(server, client, out, args, cache, adm, |ctx, start| {
+            invoke(ctx, cmd, args, start)
+        });
+    }
+    finish_reply_mode(client, out, start_len);
+}
+
+/// A command [`admit`] let through, and the locks it is to run under.
+struct Admitted<'s> {
+    cmd: &'static Command,
+    write: bool,
+    /// The shards of a keyed command, ascending.
+    shards: Option<SmallVec<[usize; 4]>>,
+    /// Locks kept from the previous command, when they are these shards'.
+    reused: Option<Locked<'s>>,
+}
+
+/// The dispatcher's checks before a command runs: lookup and arity,
+/// authentication, MISCONF, a busy script, and queueing inside MULTI. A
+/// command that fails one, or is queued, is answered here (None).
+fn admit<'s>(
+    server: &'s Server,
+    client: &mut ClientState,
+    out: &mut Reply,
+    args: &[&[u8]],
+    cache: &mut LockCache<'s>,
+) -> Option<Admitted<'s>> {
     let cmd = match resolve(args) {
         Ok(c) => c,
         Err(e) => {
@@ -137,22 +170,22 @@ pub fn execute_cached<'s>(
                         "EXECABORT Transaction discarded because of: {msg}"
                     ));
                     reject(server, client, out, None, &e);
-                    return finish_reply_mode(client, out, start_len);
+                    return None;
                 }
             }
             reject(server, client, out, None, &e);
-            return finish_reply_mode(client, out, start_len);
+            return None;
         }
     };
     let spec = cmd.spec;
     if !client.authenticated && !spec.has(flags::NO_AUTH) {
         reject(server, client, out, Some(cmd), &CmdError::NoAuth);
-        return finish_reply_mode(client, out, start_len);
+        return None;
     }
     // AOF: writes are refused while the file can't be written (MISCONF).
     if let Some(e) = crate::persistence::refuse_write(server, client, spec) {
         reject(server, client, out, Some(cmd), &e);
-        return finish_reply_mode(client, out, start_len);
+        return None;
     }
     let write = spec.has(flags::WRITE) || spec.lock_write;
     let ks = &server.keyspace;
@@ -174,7 +207,7 @@ pub fn execute_cached<'s>(
         // A script running: wait for it, or BUSY past busy-reply-threshold.
         if let Err(e) = crate::scripting::wait_not_busy(server, spec) {
             reject(server, client, out, Some(cmd), &e);
-            return finish_reply_mode(client, out, start_len);
+            return None;
         }
     }
     if client.multi.is_some() && !MULTI_IMMEDIATE.contains(&spec.name) {
@@ -194,13 +227,35 @@ pub fn execute_cached<'s>(
             client.info.multi.store(q.len() as u64, Ordering::Relaxed);
             out.simple(b"QUEUED");
         }
-        return finish_reply_mode(client, out, start_len);
+        return None;
     }
+    Some(Admitted {
+        cmd,
+        write,
+        shards,
+        reused,
+    })
+}
 
-    let fresh = reused.is_none();
-    let locked = match (reused, &shards) {
+/// Runs an admitted command: takes its locks (or the reused ones), runs
+/// `body` (its handler, timed from the given start, returning its end) in
+/// a context, logs what changed to the AOF, and keeps the locks in `cache`
+/// for the next pipelined command.
+fn run_admitted<'s>(
+    server: &'s Server,
+    client: &mut ClientState,
+    out: &mut Reply,
+    args: &[&[u8]],
+    cache: &mut LockCache<'s>,
+    adm: Admitted<'s>,
+    body: impl FnOnce(&mut Ctx<'_, '_>, Instant) -> Instant,
+) {
+    let ks = &server.keyspace;
+    let spec = adm.cmd.spec;
+    let fresh = adm.reused.is_none();
+    let locked = match (adm.reused, &adm.shards) {
         (Some(locked), _) => locked,
-        (None, Some(idx)) => ks.lock_sorted(idx, write),
+        (None, Some(idx)) => ks.lock_sorted(idx, adm.write),
         // Keyspace-wide commands (EXEC, FLUSHALL, SWAPDB, KEYS) run alone.
         (None, None) if matches!(spec.keys, KeySpec::All) => ks.lock_all(true),
         (None, None) => Locked::none(),
@@ -232,7 +287,7 @@ pub fn execute_cached<'s>(
     };
     ctx.keys.db = ctx.client.db;
     let start_db = ctx.keys.db;
-    let end = invoke(&mut ctx, cmd, args, start);
+    let end = body(&mut ctx, start);
     ctx.client.clock.last = end;
     // AOF: log what changed before the locks go, so the log order is the
     // order in which changes were applied.
@@ -246,8 +301,8 @@ pub fn execute_cached<'s>(
     drop(ctx);
     // Keep the locks for the next pipelined command unless this one
     // blocked (its connection waits now) or opened a transaction.
-    if shards.is_some() && client.blocked.is_none() && client.multi.is_none() {
-        cache.keep(locked, write, fresh);
+    if adm.shards.is_some() && client.blocked.is_none() && client.multi.is_none() {
+        cache.keep(locked, adm.write, fresh);
     } else {
         drop(locked);
     }
@@ -257,7 +312,6 @@ pub fn execute_cached<'s>(
     client.pending_hits += hits;
     client.pending_misses += misses;
     client.info.last_cmd_ms.store(now_ms, Ordering::Relaxed);
-    finish_reply_mode(client, out, start_len);
 }
 
 /// Runs a resolved command inside an existing context (locks held): how
@@ -286,6 +340,13 @@ fn invoke(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]], start: Instant) 
             true
         }
     };
+    account(ctx, cmd, args, us, failed);
+    end
+}
+
+/// Counts a call of `cmd` that took `us` microseconds in the command
+/// statistics, and in the slow log past its threshold.
+fn account(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]], us: u64, failed: bool) {
     record(ctx.client, cmd.id, us, failed, false);
     ctx.client.info.last_cmd.store(cmd.id, Ordering::Relaxed);
     let threshold = ctx.server.slowlog_threshold_us.load(Ordering::Relaxed);
@@ -294,7 +355,6 @@ fn invoke(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]], start: Instant) 
         ctx.server
             .slowlog_push(us, args, &ctx.client.info.addr, &name);
     }
-    end
 }
 
 /// Looks a command up and checks its arity.

@@ -18,6 +18,12 @@ pub type Handler = fn(&mut Ctx<'_, '_>, &[&[u8]]) -> CmdResult;
 
 /// Extracts the indexes of the key arguments of a command whose keys are not
 /// at fixed positions (ZUNIONSTORE, EVAL, ...). Indexes must be in range.
+/// Answers a run of pipelined calls `NAME key member` of one command on
+/// one key together (see `commands::run`): writes one reply per member and
+/// returns true, or returns false, having written and counted nothing, to
+/// have the calls run one at a time.
+pub type BatchHandler = fn(&mut Ctx<'_, '_>, &[u8], &[&[u8]]) -> bool;
+
 pub type KeyFinder = fn(&[&[u8]]) -> SmallVec<[usize; 4]>;
 
 /// Command flags, as COMMAND INFO reports them.
@@ -138,6 +144,9 @@ pub struct CommandSpec {
     /// Lock the keys' shards for writing even without the WRITE flag (WATCH
     /// registers itself in the shard).
     pub lock_write: bool,
+    /// For a read of the form `NAME key member`: how a run of pipelined
+    /// calls on one key is answered together.
+    pub batch: Option<BatchHandler>,
 }
 
 impl CommandSpec {
@@ -162,6 +171,7 @@ impl CommandSpec {
             complexity: "",
             subcommands: &[],
             lock_write: false,
+            batch: None,
         }
     }
 
@@ -178,6 +188,14 @@ impl CommandSpec {
             summary,
             since,
             complexity,
+            ..self
+        }
+    }
+
+    /// This spec answering runs of pipelined calls with `batch`.
+    pub const fn batched(self, batch: BatchHandler) -> Self {
+        CommandSpec {
+            batch: Some(batch),
             ..self
         }
     }

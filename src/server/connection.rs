@@ -46,6 +46,8 @@ struct Conn {
     rbuf: BytesMut,
     parser: RequestParser,
     out: Reply,
+    /// Reads waiting to be answered together (see `run_parsed`).
+    run: commands::PipelineRun,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -84,6 +86,7 @@ pub async fn serve(server: Arc<Server>, stream: TcpStream) {
         rbuf: BytesMut::with_capacity(READ_CHUNK),
         parser: RequestParser::new(),
         out: Reply::new(false),
+        run: commands::PipelineRun::new(),
         shutdown,
     };
     let _ = conn.run().await;
@@ -178,22 +181,29 @@ impl Conn {
     /// Runs the complete commands in the read buffer until none is left,
     /// the replies must be sent first, or the client is blocked, killed or
     /// closing. Consecutive commands on the same shards share one taking of
-    /// their locks (`commands::LockCache`), released when this returns.
+    /// their locks (`commands::LockCache`), released when this returns, and
+    /// consecutive reads that can be answered together wait in a
+    /// `commands::PipelineRun` until the next command or the end.
     fn run_parsed(&mut self, limits: &Limits) -> Batch {
         let server: &Server = &self.server;
         let mut cache = commands::LockCache::new();
-        while self.client.blocked.is_none() && !self.client.close_after_reply {
+        let run = &mut self.run;
+        let batch = loop {
+            if self.client.blocked.is_some() || self.client.close_after_reply {
+                break Batch::Done;
+            }
             match self.parser.parse(&self.rbuf, limits) {
-                Ok(None) => break,
+                Ok(None) => break Batch::Done,
                 Ok(Some(Parsed::Skip { consumed })) => self.rbuf.advance(consumed),
                 Ok(Some(Parsed::Command { consumed })) => {
                     {
                         let args = self.parser.args(&self.rbuf);
-                        commands::execute_cached(
+                        commands::execute_pipelined(
                             server,
                             &mut self.client,
                             &mut self.out,
                             &args,
+                            run,
                             &mut cache,
                         );
                     }
@@ -205,10 +215,14 @@ impl Conn {
                         return Batch::Flush;
                     }
                 }
-                Err(e) => return Batch::ProtocolError(e.to_string()),
+                Err(e) => break Batch::ProtocolError(e.to_string()),
             }
+        };
+        commands::execute_run(server, &mut self.client, &mut self.out, run, &mut cache);
+        if self.info.killed.load(Ordering::Acquire) {
+            return Batch::Killed;
         }
-        Batch::Done
+        batch
     }
 
     /// Waits while blocked: reruns the command when woken, replies null on

@@ -158,7 +158,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         "Determine the index of a member in a sorted set",
         "2.0.0",
         "O(log(N))",
-    ),
+    )
+    .batched(read::zrank_batch),
     zset_cmd(
         "zrevrank",
         3,
@@ -168,7 +169,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         "Determine the index of a member in a sorted set, with scores ordered from high to low",
         "2.0.0",
         "O(log(N))",
-    ),
+    )
+    .batched(read::zrevrank_batch),
     zset_cmd(
         "zcount",
         4,

@@ -8,6 +8,7 @@ use super::{args, bulk_score, long, range_error, read_zset, Ctx, ScoredReply};
 use crate::commands::set::MAX_RANDOM_REPEATS;
 use crate::engine::glob;
 use crate::engine::zset::{RangeByLex, RangeByScore, ZSet};
+use crate::engine::Value;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Reply;
 
@@ -56,6 +57,33 @@ pub(super) fn zrank(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 /// `ZREVRANK key member`
 pub(super) fn zrevrank(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     rank_generic(ctx, a, true)
+}
+
+/// ZRANK or ZREVRANK for a run of pipelined calls on one key holding a
+/// sorted set: the ranks are found together (`ZSet::ranks`).
+fn rank_batch(ctx: &mut Ctx, key: &[u8], members: &[&[u8]], reverse: bool) -> bool {
+    let Some(Value::ZSet(z)) = ctx.keys.value_for_calls(key, members.len()) else {
+        return false;
+    };
+    let mut ranks = Vec::with_capacity(members.len());
+    z.ranks(members, reverse, &mut ranks);
+    for r in ranks {
+        match r {
+            Some((rank, _)) => ctx.out.int(rank as i64),
+            None => ctx.out.null(),
+        }
+    }
+    true
+}
+
+/// [`zrank`] for a run of calls on one key.
+pub(super) fn zrank_batch(ctx: &mut Ctx, key: &[u8], members: &[&[u8]]) -> bool {
+    rank_batch(ctx, key, members, false)
+}
+
+/// [`zrevrank`] for a run of calls on one key.
+pub(super) fn zrevrank_batch(ctx: &mut Ctx, key: &[u8], members: &[&[u8]]) -> bool {
+    rank_batch(ctx, key, members, true)
 }
 
 /// `ZCOUNT key min max`
