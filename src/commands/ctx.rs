@@ -139,8 +139,9 @@ impl<'a> Keys<'a> {
     }
 
     /// The live value under `key`, for `calls` reads at once (counts as
-    /// many keyspace hits); None, counting nothing, when the key is absent.
-    pub fn value_for_calls(&mut self, key: &[u8], calls: usize) -> Option<&Value> {
+    /// many keyspace hits: none for a look ahead); None, counting nothing,
+    /// when the key is absent.
+    pub fn value_read_by(&mut self, key: &[u8], calls: usize) -> Option<&Value> {
         let g = self.locked.guard(self.ks.shard_of(key))?;
         let found = g.shard().dbs.get(self.db)?.get(key, self.now_ms)?;
         self.hits += calls as u64;

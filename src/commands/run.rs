@@ -1,34 +1,38 @@
-//! Runs of pipelined reads answered together. A client that pipelines
-//! ZRANKs (or ZREVRANKs) of one board has them answered in one go, so the
-//! engine can overlap their cache misses (`ZSet::ranks`). Replies, command
-//! statistics, keyspace hits and errors are those of running the calls one
-//! at a time; anything that could make them differ (a transaction, replies
-//! switched off, a call that is refused) runs them one at a time instead.
+//! Runs of pipelined calls handled together. A client that pipelines
+//! ZRANKs (or ZSCOREs, ZADDs, ...) of one board has them handled in one
+//! go, so the engine can overlap their cache misses: reads are answered
+//! together (`ZSet::ranks`), writes are read ahead (`ZSet::prepare_scores`)
+//! and then run one at a time. Replies, command statistics, keyspace hits,
+//! errors and the AOF are those of running the calls one at a time;
+//! anything that could make them differ (a transaction, replies switched
+//! off, a call that is refused) runs them one at a time instead.
 
 use std::time::Instant;
 
 use smallvec::SmallVec;
 
-use super::table::{table, Command, Lookup};
+use super::table::{table, Command, Lookup, RunHandler};
 use super::{account, admit, execute_cached, invoke, run_admitted, LockCache};
 use crate::protocol::Reply;
 use crate::server::client::{ClientState, ReplyMode};
 use crate::server::state::Server;
 
-/// Most calls answered together: enough to overlap the misses of a rank
+/// Most calls handled together: enough to overlap the misses of a rank
 /// walk (16 walks run about twice as fast as one at a time, 32 no faster).
 const MAX_RUN: usize = 16;
 
-/// Pipelined calls `NAME key member` of one command with a batch handler,
-/// all on one key, waiting to run. Their arguments are copied (a few bytes
-/// each), so the read buffer can move on meanwhile.
+/// Pipelined calls of one command with a [`RunHandler`], all on one key
+/// and in the command's shortest form, waiting to run. Their arguments are
+/// copied (a few bytes each), so the read buffer can move on meanwhile.
 #[derive(Default)]
 pub struct PipelineRun {
     cmd: Option<&'static Command>,
-    /// The first call's name and key, then every call's member.
+    /// Arguments per call.
+    argc: usize,
+    /// The first call's name and key, then every call's other arguments.
     bytes: Vec<u8>,
     /// Where each of those ends in `bytes`.
-    ends: SmallVec<[usize; MAX_RUN + 2]>,
+    ends: SmallVec<[usize; 2 * MAX_RUN + 2]>,
 }
 
 impl PipelineRun {
@@ -37,43 +41,47 @@ impl PipelineRun {
         Self::default()
     }
 
-    /// Whether no call waits.
-    pub fn is_empty(&self) -> bool {
-        self.cmd.is_none()
-    }
-
-    /// Whether the run holds as many calls as are answered together.
+    /// Whether the run holds as many calls as are handled together.
     pub fn is_full(&self) -> bool {
         self.len() >= MAX_RUN
     }
 
     /// Number of calls held.
     fn len(&self) -> usize {
-        self.ends.len().saturating_sub(2)
+        match self.argc {
+            0..=2 => 0,
+            argc => self.ends.len().saturating_sub(2) / (argc - 2),
+        }
     }
 
-    /// Adds the call `args` if it can join the run: a command with a batch
-    /// handler, called as `NAME key member`, and, when calls are already
-    /// held, the same command on the same key. Otherwise returns false and
-    /// the caller runs the held calls ([`execute_run`]) and then this one.
+    /// Adds the call `args` if it can join the run: a command with a run
+    /// handler, in its shortest form, and, when calls are already held, the
+    /// same command on the same key. Otherwise returns false and the caller
+    /// runs the held calls ([`execute_run`]) and then this one.
     pub fn push(&mut self, args: &[&[u8]]) -> bool {
-        let [name, key, member] = args else {
+        let [name, key, rest @ ..] = args else {
             return false;
         };
+        if rest.is_empty() {
+            return false;
+        }
         match self.cmd {
             None => {
                 let Lookup::Found(cmd) = table().lookup(args) else {
                     return false;
                 };
-                if cmd.spec.batch.is_none() || !cmd.spec.arity_ok(3) {
+                if cmd.spec.batch.is_none() || cmd.spec.arity.unsigned_abs() as usize != args.len()
+                {
                     return false;
                 }
                 self.cmd = Some(cmd);
+                self.argc = args.len();
                 self.add(name);
                 self.add(key);
             }
             Some(_) => {
                 if self.is_full()
+                    || args.len() != self.argc
                     || !name.eq_ignore_ascii_case(self.part(0))
                     || *key != self.part(1)
                 {
@@ -81,7 +89,9 @@ impl PipelineRun {
                 }
             }
         }
-        self.add(member);
+        for a in rest {
+            self.add(a);
+        }
         true
     }
 
@@ -90,19 +100,30 @@ impl PipelineRun {
         self.ends.push(self.bytes.len());
     }
 
-    /// Part `i` of `bytes` (0: name, 1: key, 2..: members).
+    /// Part `i` of `bytes` (0: name, 1: key, then the calls' arguments).
     fn part(&self, i: usize) -> &[u8] {
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         &self.bytes[start..self.ends[i]]
     }
 
+    /// The arguments after the key of every call, back to back.
+    fn rest(&self) -> SmallVec<[&[u8]; 2 * MAX_RUN]> {
+        (2..self.ends.len()).map(|i| self.part(i)).collect()
+    }
+
     /// The arguments of call `i`.
-    fn call(&self, i: usize) -> [&[u8]; 3] {
-        [self.part(0), self.part(1), self.part(2 + i)]
+    fn call(&self, i: usize) -> SmallVec<[&[u8]; 4]> {
+        let per = self.argc - 2;
+        let mut args = SmallVec::new();
+        args.push(self.part(0));
+        args.push(self.part(1));
+        args.extend((0..per).map(|j| self.part(2 + i * per + j)));
+        args
     }
 
     fn clear(&mut self) {
         self.cmd = None;
+        self.argc = 0;
         self.bytes.clear();
         self.ends.clear();
     }
@@ -129,9 +150,9 @@ pub fn execute_pipelined<'s>(
     }
 }
 
-/// Runs the calls held in `run` and empties it: together through the
-/// command's batch handler when nothing stands in the way, else one at a
-/// time through [`execute_cached`].
+/// Runs the calls held in `run` and empties it: through the command's run
+/// handler when nothing stands in the way, else one at a time through
+/// [`execute_cached`].
 pub fn execute_run<'s>(
     server: &'s Server,
     client: &mut ClientState,
@@ -142,42 +163,39 @@ pub fn execute_run<'s>(
     let (Some(cmd), n) = (run.cmd, run.len()) else {
         return;
     };
-    let batch = cmd
+    let handler = cmd
         .spec
         .batch
         .filter(|_| n > 1 && client.multi.is_none() && matches!(client.reply_mode, ReplyMode::On));
     let first = run.call(0);
-    let admitted = match batch {
-        Some(_) => admit(server, client, out, &first, cache),
-        None => None,
-    };
-    match (batch, admitted) {
-        (Some(batch), Some(adm)) => {
-            let members: SmallVec<[&[u8]; MAX_RUN]> = (0..n).map(|i| run.part(2 + i)).collect();
+    // The calls still to run one at a time after the handler.
+    let mut next = 0;
+    if let Some(handler) = handler {
+        next = 1;
+        if let Some(adm) = admit(server, client, out, &first, cache) {
+            let (key, rest) = (first[1], run.rest());
             run_admitted(server, client, out, &first, cache, adm, |ctx, start| {
-                if batch(ctx, first[1], &members) {
-                    let end = Instant::now();
-                    let us = end.saturating_duration_since(start).as_micros() as u64 / n as u64;
-                    for i in 0..n {
-                        account(ctx, cmd, &run.call(i), us, false);
+                match handler {
+                    RunHandler::Answer(answer) => {
+                        if answer(ctx, key, &rest) {
+                            next = n;
+                            let end = Instant::now();
+                            let us = end.saturating_duration_since(start).as_micros() as u64;
+                            for i in 0..n {
+                                account(ctx, cmd, &run.call(i), us / n as u64, false);
+                            }
+                            return end;
+                        }
                     }
-                    end
-                } else {
-                    (0..n).fold(start, |t, i| invoke(ctx, cmd, &run.call(i), t))
+                    RunHandler::Prepare(prepare) => prepare(ctx, key, &rest),
                 }
+                invoke(ctx, cmd, &first, start)
             });
         }
-        // The first call was refused (and answered): the others in turn.
-        (Some(_), None) => {
-            for i in 1..n {
-                execute_cached(server, client, out, &run.call(i), cache);
-            }
-        }
-        (None, _) => {
-            for i in 0..n {
-                execute_cached(server, client, out, &run.call(i), cache);
-            }
-        }
     }
+    for i in next..n {
+        execute_cached(server, client, out, &run.call(i), cache);
+    }
+    drop(first);
     run.clear();
 }

@@ -18,11 +18,20 @@ pub type Handler = fn(&mut Ctx<'_, '_>, &[&[u8]]) -> CmdResult;
 
 /// Extracts the indexes of the key arguments of a command whose keys are not
 /// at fixed positions (ZUNIONSTORE, EVAL, ...). Indexes must be in range.
-/// Answers a run of pipelined calls `NAME key member` of one command on
-/// one key together (see `commands::run`): writes one reply per member and
-/// returns true, or returns false, having written and counted nothing, to
-/// have the calls run one at a time.
-pub type BatchHandler = fn(&mut Ctx<'_, '_>, &[u8], &[&[u8]]) -> bool;
+/// How a run of pipelined calls of one command on one key is handled
+/// together (`commands::run`). Each call is in the command's shortest form
+/// (`|arity|` arguments); a handler gets the key and the calls' other
+/// arguments (after the key), back to back.
+#[derive(Clone, Copy)]
+pub enum RunHandler {
+    /// A read: writes one reply per call and returns true, or returns
+    /// false, having written and counted nothing, to have the calls run one
+    /// at a time.
+    Answer(fn(&mut Ctx<'_, '_>, &[u8], &[&[u8]]) -> bool),
+    /// A write: reads ahead what the calls will read (changing nothing),
+    /// then they run one at a time as usual.
+    Prepare(fn(&mut Ctx<'_, '_>, &[u8], &[&[u8]])),
+}
 
 pub type KeyFinder = fn(&[&[u8]]) -> SmallVec<[usize; 4]>;
 
@@ -144,9 +153,8 @@ pub struct CommandSpec {
     /// Lock the keys' shards for writing even without the WRITE flag (WATCH
     /// registers itself in the shard).
     pub lock_write: bool,
-    /// For a read of the form `NAME key member`: how a run of pipelined
-    /// calls on one key is answered together.
-    pub batch: Option<BatchHandler>,
+    /// How a run of pipelined calls on one key is handled together.
+    pub batch: Option<RunHandler>,
 }
 
 impl CommandSpec {
@@ -192,8 +200,8 @@ impl CommandSpec {
         }
     }
 
-    /// This spec answering runs of pipelined calls with `batch`.
-    pub const fn batched(self, batch: BatchHandler) -> Self {
+    /// This spec handling runs of pipelined calls with `batch`.
+    pub const fn batched(self, batch: RunHandler) -> Self {
         CommandSpec {
             batch: Some(batch),
             ..self

@@ -23,7 +23,7 @@ mod write;
 use smallvec::SmallVec;
 
 use super::args;
-use super::table::{flags::*, CommandSpec, Handler, KeySpec};
+use super::table::{flags::*, CommandSpec, Handler, KeySpec, RunHandler};
 use super::{Ctx, Keys};
 use crate::engine::zset::{RangeError, ZSet, ZSetLimits};
 use crate::engine::Value;
@@ -68,7 +68,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         "Add one or more members to a sorted set, or update its score if it already exists",
         "1.2.0",
         "O(log(N)) for each item added, where N is the number of elements in the sorted set.",
-    ),
+    )
+    .batched(RunHandler::Prepare(write::zadd_prepare)),
     zset_cmd(
         "zincrby",
         4,
@@ -78,7 +79,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         "Increment the score of a member in a sorted set",
         "1.2.0",
         "O(log(N)) where N is the number of elements in the sorted set.",
-    ),
+    )
+    .batched(RunHandler::Prepare(write::zincrby_prepare)),
     zset_cmd(
         "zrem",
         -3,
@@ -138,7 +140,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         "Get the score associated with the given member in a sorted set",
         "1.2.0",
         "O(1)",
-    ),
+    )
+    .batched(RunHandler::Answer(read::zscore_run)),
     zset_cmd(
         "zmscore",
         -3,
@@ -159,7 +162,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "2.0.0",
         "O(log(N))",
     )
-    .batched(read::zrank_batch),
+    .batched(RunHandler::Answer(read::zrank_run)),
     zset_cmd(
         "zrevrank",
         3,
@@ -170,7 +173,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "2.0.0",
         "O(log(N))",
     )
-    .batched(read::zrevrank_batch),
+    .batched(RunHandler::Answer(read::zrevrank_run)),
     zset_cmd(
         "zcount",
         4,

@@ -61,8 +61,8 @@ pub(super) fn zrevrank(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 
 /// ZRANK or ZREVRANK for a run of pipelined calls on one key holding a
 /// sorted set: the ranks are found together (`ZSet::ranks`).
-fn rank_batch(ctx: &mut Ctx, key: &[u8], members: &[&[u8]], reverse: bool) -> bool {
-    let Some(Value::ZSet(z)) = ctx.keys.value_for_calls(key, members.len()) else {
+fn rank_run(ctx: &mut Ctx, key: &[u8], members: &[&[u8]], reverse: bool) -> bool {
+    let Some(Value::ZSet(z)) = ctx.keys.value_read_by(key, members.len()) else {
         return false;
     };
     let mut ranks = Vec::with_capacity(members.len());
@@ -77,13 +77,30 @@ fn rank_batch(ctx: &mut Ctx, key: &[u8], members: &[&[u8]], reverse: bool) -> bo
 }
 
 /// [`zrank`] for a run of calls on one key.
-pub(super) fn zrank_batch(ctx: &mut Ctx, key: &[u8], members: &[&[u8]]) -> bool {
-    rank_batch(ctx, key, members, false)
+pub(super) fn zrank_run(ctx: &mut Ctx, key: &[u8], members: &[&[u8]]) -> bool {
+    rank_run(ctx, key, members, false)
 }
 
 /// [`zrevrank`] for a run of calls on one key.
-pub(super) fn zrevrank_batch(ctx: &mut Ctx, key: &[u8], members: &[&[u8]]) -> bool {
-    rank_batch(ctx, key, members, true)
+pub(super) fn zrevrank_run(ctx: &mut Ctx, key: &[u8], members: &[&[u8]]) -> bool {
+    rank_run(ctx, key, members, true)
+}
+
+/// [`zscore`] for a run of calls on one key holding a sorted set: the
+/// lookups' misses overlap (`ZSet::scores`).
+pub(super) fn zscore_run(ctx: &mut Ctx, key: &[u8], members: &[&[u8]]) -> bool {
+    let Some(Value::ZSet(z)) = ctx.keys.value_read_by(key, members.len()) else {
+        return false;
+    };
+    let mut scores = Vec::with_capacity(members.len());
+    z.scores(members, &mut scores);
+    for s in scores {
+        match s {
+            Some(s) => ctx.out.double(s),
+            None => ctx.out.null(),
+        }
+    }
+    true
 }
 
 /// `ZCOUNT key min max`

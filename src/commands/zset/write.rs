@@ -152,6 +152,32 @@ pub(super) fn zincrby(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     zadd_generic(ctx, a, opts)
 }
 
+/// Reads ahead for a run of pipelined `ZADD key score member` calls (or,
+/// with `incr`, `ZINCRBY key increment member`) on one key holding a big
+/// sorted set: the calls then run one at a time, their memory in cache
+/// (`ZSet::prepare_scores`). Calls whose score is not a number are left
+/// out; they fail when they run.
+fn prepare_run(ctx: &mut Ctx, key: &[u8], rest: &[&[u8]], incr: bool) {
+    let Some(Value::ZSet(z)) = ctx.keys.value_read_by(key, 0) else {
+        return;
+    };
+    let calls: SmallVec<[(&[u8], f64); 16]> = rest
+        .chunks_exact(2)
+        .filter_map(|c| Some((c[1], args::float(c[0]).ok()?)))
+        .collect();
+    z.prepare_scores(&calls, incr);
+}
+
+/// [`zadd`] read ahead for a run of calls on one key.
+pub(super) fn zadd_prepare(ctx: &mut Ctx, key: &[u8], rest: &[&[u8]]) {
+    prepare_run(ctx, key, rest, false);
+}
+
+/// [`zincrby`] read ahead for a run of calls on one key.
+pub(super) fn zincrby_prepare(ctx: &mut Ctx, key: &[u8], rest: &[&[u8]]) {
+    prepare_run(ctx, key, rest, true);
+}
+
 /// `ZREM key member [member ...]`
 pub(super) fn zrem(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let key = a[1];

@@ -103,6 +103,17 @@ impl MemberIndex {
         }
     }
 
+    /// The node named by the first slot of hash `h`'s probe run when its
+    /// tag matches (most likely the entry [`MemberIndex::find`] returns),
+    /// else None: a guess to load ahead of the find.
+    #[inline]
+    pub fn first_candidate(&self, h: u64) -> Option<u32> {
+        let mask = self.slots.len().checked_sub(1)?;
+        let s = self.slots[h as usize & mask];
+        let idx_mask = self.idx_mask();
+        (s != EMPTY && s != TOMB && s & !idx_mask == self.tag(h)).then_some(s & idx_mask)
+    }
+
     /// Removes node `x`'s entry, whose hash is `h`; false when absent.
     pub fn remove(&mut self, h: u64, x: u32) -> bool {
         if self.slots.is_empty() {

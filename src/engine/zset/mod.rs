@@ -406,6 +406,30 @@ impl ZSet {
         self.locate(member).map(|(_, s)| s)
     }
 
+    /// [`ZSet::score`] of every member of `members`, pushed to `out` in
+    /// order; on a big set the lookups' cache misses overlap (see
+    /// [`SkipList::find_many`]).
+    pub fn scores(&self, members: &[&[u8]], out: &mut Vec<Option<f64>>) {
+        let Repr::Skiplist(sl) = &self.repr else {
+            out.extend(members.iter().map(|m| self.score(m)));
+            return;
+        };
+        let mut found = Vec::with_capacity(members.len());
+        sl.find_many(members, &mut found);
+        out.extend(found.into_iter().map(|x| x.map(|x| sl.entry(x).1)));
+    }
+
+    /// Reads ahead what the score changes of `calls` (members and their new
+    /// scores, or increments with `incr`) will read, so that applying them
+    /// next is cheaper; changes nothing (see [`SkipList::prepare_scores`]).
+    pub fn prepare_scores(&self, calls: &[(&[u8], f64)], incr: bool) {
+        if let Repr::Skiplist(sl) = &self.repr {
+            if !sl.order_deferred() {
+                sl.prepare_scores(calls, incr);
+            }
+        }
+    }
+
     /// True when `member` is in the set.
     pub fn contains(&self, member: &[u8]) -> bool {
         self.locate(member).is_some()
@@ -547,7 +571,8 @@ impl ZSet {
             out.extend(members.iter().map(|m| self.rank(m, reverse)));
             return;
         };
-        let found: Vec<Option<u32>> = members.iter().map(|m| sl.find(m)).collect();
+        let mut found = Vec::with_capacity(members.len());
+        sl.find_many(members, &mut found);
         let nodes: Vec<u32> = found.iter().flatten().copied().collect();
         let mut ranks = Vec::with_capacity(nodes.len());
         sl.rank_many(&nodes, &mut ranks);

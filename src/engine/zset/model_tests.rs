@@ -454,6 +454,14 @@ fn run(
                     let want: Vec<_> = all.iter().map(|m| z.rank(m, rev)).collect();
                     prop_assert_eq!(got, want);
                 }
+                let mut got = Vec::new();
+                z.scores(&all, &mut got);
+                let want: Vec<_> = all.iter().map(|m| z.score(m)).collect();
+                prop_assert_eq!(got, want);
+                // A read-only hint (its walks must stay in bounds).
+                let calls: Vec<(&[u8], f64)> = all.iter().map(|&m| (m, 2.0)).collect();
+                z.prepare_scores(&calls, false);
+                z.prepare_scores(&calls, true);
                 prop_assert_eq!(z.score(m), model.scores.get(m).copied());
             }
             Op::ByRank(r, rev) => {

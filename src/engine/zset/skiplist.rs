@@ -752,6 +752,77 @@ impl SkipList {
             .find(h, |x| member_of(&self.nodes, &self.heap, x) == member)
     }
 
+    /// [`SkipList::find`] of every member of `members`, pushed to `out` in
+    /// order. The first index slot of every member, then the node it
+    /// names, are loaded for all members before any find runs: loads that
+    /// do not depend on each other, so their cache misses overlap, and the
+    /// finds then read from cache.
+    pub fn find_many(&self, members: &[&[u8]], out: &mut Vec<Option<u32>>) {
+        let hashes: Vec<u64> = members.iter().map(|m| self.hash(m)).collect();
+        let guesses: Vec<Option<u32>> = hashes
+            .iter()
+            .map(|&h| self.index.first_candidate(h))
+            .collect();
+        for x in guesses.into_iter().flatten() {
+            // A load whose value is used, so that it is not optimised away.
+            std::hint::black_box(self.nodes[x as usize].member[0]);
+        }
+        out.extend(members.iter().zip(hashes).map(|(m, h)| {
+            self.index
+                .find(h, |x| member_of(&self.nodes, &self.heap, x) == *m)
+        }));
+    }
+
+    /// Reads ahead what giving each member of `calls` its score will read
+    /// (with `incr`, what adding it to the member's score will), so that
+    /// the changes that follow, one at a time, find it in cache: the
+    /// member's node and neighbours, and the walks to its old and new
+    /// places, interleaved as in [`SkipList::rank_many`]. Changes nothing;
+    /// a hint for a pipeline of ZADDs to one board.
+    pub fn prepare_scores(&self, calls: &[(&[u8], f64)], incr: bool) {
+        debug_assert!(!self.unordered, "order read while deferred");
+        let members: Vec<&[u8]> = calls.iter().map(|c| c.0).collect();
+        let mut found = Vec::with_capacity(calls.len());
+        self.find_many(&members, &mut found);
+        let top = self.level - 1;
+        let mut walks = Vec::with_capacity(calls.len() * 2);
+        for (&(member, score), x) in calls.iter().zip(found) {
+            let Some(x) = x else {
+                walks.push(Walk::new(score, member, top, 0));
+                continue;
+            };
+            let old = self.score_of(x);
+            let new = if incr { old + score } else { score };
+            // Its neighbours, which any change reads; and the walks only
+            // when the move is long (short ones relink level 0 alone).
+            let (p, n) = (self.prev(x), self.next(x));
+            let near = if new > old { n } else { p };
+            let gap = if near == NIL {
+                0.0
+            } else {
+                (self.score_of(near) - old).abs()
+            };
+            std::hint::black_box(if p == NIL { 0.0 } else { self.score_of(p) });
+            if (new - old).abs() > gap * SHORT_MOVE as f64 {
+                walks.push(Walk::new(old, self.member(x), top, 0));
+                walks.push(Walk::new(new, self.member(x), top, 0));
+            }
+        }
+        let mut running = true;
+        while running {
+            running = false;
+            for w in &mut walks {
+                self.step(w);
+                running |= !w.done;
+            }
+        }
+        // The node after each new place, whose backward link changes.
+        for w in &walks {
+            let n = self.next(w.x.node);
+            std::hint::black_box(if n == NIL { 0 } else { self.prev(n) });
+        }
+    }
+
     /// Stops keeping the order, to apply many changes cheaply (AOF loading):
     /// until [`SkipList::restore_order`], only `len`, `find`, `entry`,
     /// `insert_new`, `update_score`, `remove` and `memory_usage` may be
