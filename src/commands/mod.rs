@@ -123,8 +123,20 @@ pub fn execute_cached<'s>(
     args: &[&[u8]],
     cache: &mut LockCache<'s>,
 ) {
+    execute_resolved(server, client, out, args, resolve(args), cache);
+}
+
+/// [`execute_cached`] for a command already looked up ([`resolve`]).
+fn execute_resolved<'s>(
+    server: &'s Server,
+    client: &mut ClientState,
+    out: &mut Reply,
+    args: &[&[u8]],
+    resolved: Result<&'static Command, CmdError>,
+    cache: &mut LockCache<'s>,
+) {
     let start_len = out.len();
-    if let Some(adm) = admit(server, client, out, args, cache) {
+    if let Some(adm) = admit(server, client, out, args, resolved, cache) {
         let cmd = adm.cmd;
         run_admitted(server, client, out, args, cache, adm, |ctx, start| {
             invoke(ctx, cmd, args, start)
@@ -143,17 +155,18 @@ struct Admitted<'s> {
     reused: Option<Locked<'s>>,
 }
 
-/// The dispatcher's checks before a command runs: lookup and arity,
-/// authentication, MISCONF, a busy script, and queueing inside MULTI. A
+/// The dispatcher's checks before a command runs: lookup and arity (as
+/// [`resolve`] found them), authentication, MISCONF, a busy script, and queueing inside MULTI. A
 /// command that fails one, or is queued, is answered here (None).
 fn admit<'s>(
     server: &'s Server,
     client: &mut ClientState,
     out: &mut Reply,
     args: &[&[u8]],
+    resolved: Result<&'static Command, CmdError>,
     cache: &mut LockCache<'s>,
 ) -> Option<Admitted<'s>> {
-    let cmd = match resolve(args) {
+    let cmd = match resolved {
         Ok(c) => c,
         Err(e) => {
             if client.multi.is_some() {

@@ -11,8 +11,10 @@ use std::time::Instant;
 
 use smallvec::SmallVec;
 
-use super::table::{table, Command, Lookup, RunHandler};
-use super::{account, admit, execute_cached, invoke, run_admitted, LockCache};
+use super::table::{Command, RunHandler};
+use super::{
+    account, admit, execute_cached, execute_resolved, invoke, resolve, run_admitted, LockCache,
+};
 use crate::protocol::Reply;
 use crate::server::client::{ClientState, ReplyMode};
 use crate::server::state::Server;
@@ -54,35 +56,34 @@ impl PipelineRun {
         }
     }
 
-    /// Adds the call `args` if it can join the run: a command with a run
-    /// handler, in its shortest form, and, when calls are already held, the
-    /// same command on the same key. Otherwise returns false and the caller
-    /// runs the held calls ([`execute_run`]) and then this one.
-    pub fn push(&mut self, args: &[&[u8]]) -> bool {
+    /// Adds the call `args` of `cmd` if it can join the run: a command
+    /// with a run handler, in its shortest form, and, when calls are
+    /// already held, the same command on the same key. Otherwise returns
+    /// false and the caller runs the held calls ([`execute_run`]) and then
+    /// this one.
+    fn push(&mut self, cmd: &'static Command, args: &[&[u8]]) -> bool {
         let [name, key, rest @ ..] = args else {
             return false;
         };
-        if rest.is_empty() {
+        if cmd.spec.batch.is_none()
+            || rest.is_empty()
+            || cmd.spec.arity.unsigned_abs() as usize != args.len()
+        {
             return false;
         }
         match self.cmd {
             None => {
-                let Lookup::Found(cmd) = table().lookup(args) else {
-                    return false;
-                };
-                if cmd.spec.batch.is_none() || cmd.spec.arity.unsigned_abs() as usize != args.len()
-                {
-                    return false;
-                }
                 self.cmd = Some(cmd);
                 self.argc = args.len();
                 self.add(name);
                 self.add(key);
             }
-            Some(_) => {
+            Some(held) => {
+                // The name as written too: the calls are rebuilt from the
+                // first one's (for the slow log).
                 if self.is_full()
-                    || args.len() != self.argc
-                    || !name.eq_ignore_ascii_case(self.part(0))
+                    || !std::ptr::eq(held, cmd)
+                    || *name != self.part(0)
                     || *key != self.part(1)
                 {
                     return false;
@@ -140,14 +141,17 @@ pub fn execute_pipelined<'s>(
     run: &mut PipelineRun,
     cache: &mut LockCache<'s>,
 ) {
-    if run.push(args) {
-        if run.is_full() {
-            execute_run(server, client, out, run, cache);
+    let resolved = resolve(args);
+    if let Ok(cmd) = resolved {
+        if run.push(cmd, args) {
+            if run.is_full() {
+                execute_run(server, client, out, run, cache);
+            }
+            return;
         }
-    } else {
-        execute_run(server, client, out, run, cache);
-        execute_cached(server, client, out, args, cache);
     }
+    execute_run(server, client, out, run, cache);
+    execute_resolved(server, client, out, args, resolved, cache);
 }
 
 /// Runs the calls held in `run` and empties it: through the command's run
@@ -172,7 +176,7 @@ pub fn execute_run<'s>(
     let mut next = 0;
     if let Some(handler) = handler {
         next = 1;
-        if let Some(adm) = admit(server, client, out, &first, cache) {
+        if let Some(adm) = admit(server, client, out, &first, Ok(cmd), cache) {
             let (key, rest) = (first[1], run.rest());
             run_admitted(server, client, out, &first, cache, adm, |ctx, start| {
                 match handler {
