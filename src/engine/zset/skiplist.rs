@@ -3,7 +3,7 @@
 //! O(log n)), plus a hash index from member to node for O(1) score lookups.
 //!
 //! Layout, chosen for memory (see the module docs of `zset` for figures):
-//! - nodes live in one arena (a [`ChunkedVec`] of 36-byte nodes: 1 MiB
+//! - nodes live in one arena (a [`ChunkedVec`] of 32-byte nodes: 1 MiB
 //!   chunks, so growing neither copies nor leaves much room unused)
 //!   addressed by `u32` indexes; node 0 is the header. Freed slots are reused through a free
 //!   list, and the whole structure is rebuilt (compacted) when it becomes
@@ -75,8 +75,8 @@ const EMPTY_LINK: Link = Link {
     next_score: 0.0,
 };
 
-/// One element (or the header, or a free slot when `level == 0`). Packed to
-/// 4-byte alignment: 36 bytes, with room for a 14-byte member inline.
+/// One element (or the header, or a free slot when `level == 0`): 32 bytes,
+/// with room for a 14-byte member inline.
 #[derive(Debug, Clone, Copy)]
 struct Node {
     score: f64,
