@@ -1,6 +1,7 @@
 //! Criterion benches of the sorted-set engine alone (no server, no RESP):
-//! insert, update, rank, and ranges of 10 and 100 members, on sets of 10^3 to
-//! 10^6 `m:<id>` members with integer scores, to show the O(log n) growth.
+//! insert, update, rank (one, and 16 together), and ranges of 10 and 100
+//! members, on sets of 10^3 to 10^6 `m:<id>` members with integer scores, to
+//! show the O(log n) growth.
 //!
 //! Run with `cargo bench --bench zset_engine` (on an idle machine).
 
@@ -62,6 +63,18 @@ fn engine(c: &mut Criterion) {
 
         group.bench_with_input(BenchmarkId::new("rank", n), &n, |b, _| {
             b.iter(|| z.rank(black_box(&members[rng.below(n)]), true))
+        });
+
+        // 16 ranks found together (a pipeline's run, `ZSet::ranks`): the
+        // time is for all 16, to set against 16 times `rank`.
+        group.bench_with_input(BenchmarkId::new("ranks_16", n), &n, |b, _| {
+            let mut out = Vec::with_capacity(16);
+            b.iter(|| {
+                let some: Vec<&[u8]> = (0..16).map(|_| members[rng.below(n)].as_slice()).collect();
+                out.clear();
+                z.ranks(black_box(&some), true, &mut out);
+                out.len()
+            })
         });
 
         for len in [10usize, 100] {

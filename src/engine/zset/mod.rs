@@ -72,6 +72,8 @@ mod model_tests;
 
 use std::fmt;
 
+use smallvec::SmallVec;
+
 use listpack::{Listpack, NONE};
 use range::Bounds;
 pub use range::{LexBound, RangeByLex, RangeByScore, RangeError, ScoreBound};
@@ -414,7 +416,7 @@ impl ZSet {
             out.extend(members.iter().map(|m| self.score(m)));
             return;
         };
-        let mut found = Vec::with_capacity(members.len());
+        let mut found: SmallVec<[Option<u32>; 16]> = SmallVec::new();
         sl.find_many(members, &mut found);
         out.extend(found.into_iter().map(|x| x.map(|x| sl.entry(x).1)));
     }
@@ -571,10 +573,10 @@ impl ZSet {
             out.extend(members.iter().map(|m| self.rank(m, reverse)));
             return;
         };
-        let mut found = Vec::with_capacity(members.len());
+        let mut found: SmallVec<[Option<u32>; 16]> = SmallVec::new();
         sl.find_many(members, &mut found);
-        let nodes: Vec<u32> = found.iter().flatten().copied().collect();
-        let mut ranks = Vec::with_capacity(nodes.len());
+        let nodes: SmallVec<[u32; 16]> = found.iter().flatten().copied().collect();
+        let mut ranks: SmallVec<[usize; 16]> = SmallVec::new();
         sl.rank_many(&nodes, &mut ranks);
         // `ranks` follows the members found, in order.
         let mut ranks = ranks.into_iter();

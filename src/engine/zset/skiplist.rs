@@ -33,6 +33,8 @@
 
 use std::fmt;
 
+use smallvec::SmallVec;
+
 use super::alloc_size;
 use super::arena::ChunkedVec;
 use super::index::MemberIndex;
@@ -184,8 +186,9 @@ impl Appender {
 }
 
 /// One search by (score, member) in progress, a comparison at a time, so
-/// that two searches can run interleaved ([`SkipList::search_two`]): their
-/// cache misses then overlap instead of adding up.
+/// that searches can run interleaved ([`SkipList::search_two`],
+/// [`SkipList::rank_many`]): their cache misses then overlap instead of
+/// adding up.
 struct Walk<'k> {
     score: f64,
     member: &'k [u8],
@@ -196,9 +199,6 @@ struct Walk<'k> {
     /// The walk ends after this level.
     floor: usize,
     done: bool,
-    /// Predecessors found so far (levels above `level`) and their ranks.
-    update: Update,
-    rank: [usize; MAX_LEVEL],
 }
 
 impl<'k> Walk<'k> {
@@ -212,10 +212,33 @@ impl<'k> Walk<'k> {
             level: top,
             floor,
             done: top < floor,
+        }
+    }
+}
+
+/// What a walk that changes the list records: the predecessor it found at
+/// every level, and their ranks.
+struct Trail {
+    update: Update,
+    rank: [usize; MAX_LEVEL],
+}
+
+impl Trail {
+    fn new() -> Trail {
+        Trail {
             update: [HEAD_POS; MAX_LEVEL],
             rank: [0; MAX_LEVEL],
         }
     }
+}
+
+/// One [`SkipList::rank_of`] in progress: a walk of the upper levels and,
+/// beside it, a walk back at level 0 to the first node with upper levels.
+struct Ranking<'k> {
+    up: Walk<'k>,
+    back: u32,
+    d: usize,
+    back_done: bool,
 }
 
 impl SkipList {
@@ -520,29 +543,31 @@ impl SkipList {
     fn search(&self, score: f64, member: &[u8]) -> (Update, [usize; MAX_LEVEL]) {
         debug_assert!(!self.unordered, "order read while deferred");
         let mut w = Walk::new(score, member, self.level - 1, 0);
+        let mut t = Trail::new();
         while !w.done {
-            self.step(&mut w);
+            self.step(&mut w, Some(&mut t));
         }
-        (w.update, w.rank)
+        (t.update, t.rank)
     }
 
     /// Two searches at once ([`SkipList::search`] for each key), one
     /// comparison of each in turn.
-    fn search_two<'k>(&self, a: (f64, &'k [u8]), b: (f64, &'k [u8])) -> (Walk<'k>, Walk<'k>) {
+    fn search_two(&self, a: (f64, &[u8]), b: (f64, &[u8])) -> (Trail, Trail) {
         debug_assert!(!self.unordered, "order read while deferred");
         let top = self.level - 1;
         let (mut wa, mut wb) = (Walk::new(a.0, a.1, top, 0), Walk::new(b.0, b.1, top, 0));
+        let (mut ta, mut tb) = (Trail::new(), Trail::new());
         while !(wa.done && wb.done) {
-            self.step(&mut wa);
-            self.step(&mut wb);
+            self.step(&mut wa, Some(&mut ta));
+            self.step(&mut wb, Some(&mut tb));
         }
-        (wa, wb)
+        (ta, tb)
     }
 
-    /// One comparison of a search: moves forward, or records the
-    /// predecessor at this level and goes down (or ends after its floor).
+    /// One comparison of a search: moves forward, or goes down (recording
+    /// the predecessor at this level in `trail`) or ends after its floor.
     #[inline(always)]
-    fn step(&self, w: &mut Walk<'_>) {
+    fn step(&self, w: &mut Walk<'_>, trail: Option<&mut Trail>) {
         if w.done {
             return;
         }
@@ -565,8 +590,10 @@ impl SkipList {
             w.r += span;
             w.x = Pos { node: next, upper };
         } else {
-            w.update[i] = w.x;
-            w.rank[i] = w.r;
+            if let Some(t) = trail {
+                t.update[i] = w.x;
+                t.rank[i] = w.r;
+            }
             if i == w.floor {
                 w.done = true;
             } else {
@@ -757,9 +784,9 @@ impl SkipList {
     /// names, are loaded for all members before any find runs: loads that
     /// do not depend on each other, so their cache misses overlap, and the
     /// finds then read from cache.
-    pub fn find_many(&self, members: &[&[u8]], out: &mut Vec<Option<u32>>) {
-        let hashes: Vec<u64> = members.iter().map(|m| self.hash(m)).collect();
-        let guesses: Vec<Option<u32>> = hashes
+    pub fn find_many(&self, members: &[&[u8]], out: &mut impl Extend<Option<u32>>) {
+        let hashes: SmallVec<[u64; 16]> = members.iter().map(|m| self.hash(m)).collect();
+        let guesses: SmallVec<[Option<u32>; 16]> = hashes
             .iter()
             .map(|&h| self.index.first_candidate(h))
             .collect();
@@ -781,11 +808,11 @@ impl SkipList {
     /// a hint for a pipeline of ZADDs to one board.
     pub fn prepare_scores(&self, calls: &[(&[u8], f64)], incr: bool) {
         debug_assert!(!self.unordered, "order read while deferred");
-        let members: Vec<&[u8]> = calls.iter().map(|c| c.0).collect();
-        let mut found = Vec::with_capacity(calls.len());
+        let members: SmallVec<[&[u8]; 16]> = calls.iter().map(|c| c.0).collect();
+        let mut found: SmallVec<[Option<u32>; 16]> = SmallVec::new();
         self.find_many(&members, &mut found);
         let top = self.level - 1;
-        let mut walks = Vec::with_capacity(calls.len() * 2);
+        let mut walks: SmallVec<[Walk<'_>; 32]> = SmallVec::new();
         for (&(member, score), x) in calls.iter().zip(found) {
             let Some(x) = x else {
                 walks.push(Walk::new(score, member, top, 0));
@@ -812,7 +839,7 @@ impl SkipList {
         while running {
             running = false;
             for w in &mut walks {
-                self.step(w);
+                self.step(w, None);
                 running |= !w.done;
             }
         }
@@ -1051,46 +1078,39 @@ impl SkipList {
     /// by stepping back from x to the first node with upper levels. The two
     /// walks are independent and run interleaved, so their misses overlap.
     pub fn rank_of(&self, x: u32) -> usize {
-        debug_assert!(!self.unordered, "order read while deferred");
-        let mut up = Walk::new(self.score_of(x), self.member(x), self.level - 1, 1);
-        let (mut back, mut d, mut back_done) = (x, 0, false);
-        while !(up.done && back_done) {
-            self.step(&mut up);
-            if !back_done {
-                (back, back_done) = self.step_back(back);
-                d += 1;
-            }
-        }
-        up.r + d
+        let mut walk = [self.ranking(x)];
+        self.run_rankings(&mut walk);
+        walk[0].up.r + walk[0].d
     }
 
     /// [`SkipList::rank_of`] of every node of `xs`, pushed to `out` in
     /// order. The walks run interleaved, a step of each in turn, so that the
     /// cache misses of different walks overlap instead of adding up: with 16
-    /// walks on a million members a rank costs less than half as much.
-    pub fn rank_many(&self, xs: &[u32], out: &mut Vec<usize>) {
+    /// walks on a million members a rank costs about half as much.
+    pub fn rank_many(&self, xs: &[u32], out: &mut impl Extend<usize>) {
+        let mut walks: SmallVec<[Ranking<'_>; 16]> = xs.iter().map(|&x| self.ranking(x)).collect();
+        self.run_rankings(&mut walks);
+        out.extend(walks.iter().map(|w| w.up.r + w.d));
+    }
+
+    /// The rank walks of node `x`, not started.
+    fn ranking(&self, x: u32) -> Ranking<'_> {
         debug_assert!(!self.unordered, "order read while deferred");
-        /// One rank_of in progress.
-        struct Ranking<'k> {
-            up: Walk<'k>,
-            back: u32,
-            d: usize,
-            back_done: bool,
+        Ranking {
+            up: Walk::new(self.score_of(x), self.member(x), self.level - 1, 1),
+            back: x,
+            d: 0,
+            back_done: false,
         }
-        let mut walks: Vec<Ranking<'_>> = xs
-            .iter()
-            .map(|&x| Ranking {
-                up: Walk::new(self.score_of(x), self.member(x), self.level - 1, 1),
-                back: x,
-                d: 0,
-                back_done: false,
-            })
-            .collect();
+    }
+
+    /// Runs rank walks to their ends, a step of each in turn.
+    fn run_rankings(&self, walks: &mut [Ranking<'_>]) {
         let mut running = true;
         while running {
             running = false;
-            for w in &mut walks {
-                self.step(&mut w.up);
+            for w in walks.iter_mut() {
+                self.step(&mut w.up, None);
                 if !w.back_done {
                     (w.back, w.back_done) = self.step_back(w.back);
                     w.d += 1;
@@ -1098,7 +1118,6 @@ impl SkipList {
                 running |= !(w.up.done && w.back_done);
             }
         }
-        out.extend(walks.iter().map(|w| w.up.r + w.d));
     }
 
     /// One step of a rank's walk back at level 0: the node before `x`, and
