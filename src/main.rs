@@ -159,8 +159,12 @@ fn main() {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         // A worker with nothing left to run: what its clients wrote can go
-        // to disk now (`appendfsync always` groups them in one fsync).
-        .on_thread_park(move || idle.aof.worker_idle())
+        // to disk now (`appendfsync always` groups them in one fsync); then
+        // it may spin a while before sleeping (`park-spin-us`).
+        .on_thread_park(move || {
+            idle.aof.worker_idle();
+            idle.spin_before_park();
+        })
         .enable_all()
         .build()
     {

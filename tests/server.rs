@@ -643,3 +643,68 @@ fn config_file_with_unknown_directive_fails() {
     assert!(err.contains("leaderboard-size"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `park-spin-us` (Rostrum's own): set at start and at run time, bounded,
+/// and a spinning server answers as usual, including a blocked client
+/// woken by another connection's write.
+#[test]
+fn park_spin_us_is_configurable_and_serves_as_usual() {
+    let srv = TestServer::start(&["--config", "park-spin-us=50"]);
+    let mut c = srv.conn();
+    assert_eq!(
+        config_get(&mut c, "park-spin-us"),
+        vec![("park-spin-us".to_string(), "50".to_string())]
+    );
+    for i in 0..200 {
+        let _: i64 = redis::cmd("ZINCRBY")
+            .arg("b")
+            .arg(1)
+            .arg(i % 7)
+            .query(&mut c)
+            .unwrap();
+    }
+    let top: Vec<String> = redis::cmd("ZREVRANGE")
+        .arg("b")
+        .arg(0)
+        .arg(0)
+        .query(&mut c)
+        .unwrap();
+    // 0 to 3 have 29 points each; ties go by member, highest first.
+    assert_eq!(top, vec!["3".to_string()]);
+    let waiter = {
+        let mut w = srv.conn();
+        std::thread::spawn(move || -> Option<(String, String, f64)> {
+            redis::cmd("BZPOPMAX")
+                .arg("q")
+                .arg(5)
+                .query(&mut w)
+                .unwrap()
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let _: i64 = redis::cmd("ZADD")
+        .arg("q")
+        .arg(3)
+        .arg("x")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        waiter.join().unwrap(),
+        Some(("q".to_string(), "x".to_string(), 3.0))
+    );
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("park-spin-us")
+        .arg(0)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(config_get(&mut c, "park-spin-us")[0].1, "0");
+    let e = err_of(
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("park-spin-us")
+            .arg(5000)
+            .query::<()>(&mut c),
+    );
+    assert!(e.contains("park-spin-us"), "{e}");
+}

@@ -17,6 +17,9 @@ pub struct Config {
     /// Threads serving connections (a Rostrum parameter); 0: one per core
     /// but one (at least one).
     pub worker_threads: usize,
+    /// Microseconds an idle worker spins before it sleeps (a Rostrum
+    /// parameter); 0: it sleeps at once.
+    pub park_spin_us: u64,
     pub proto_max_bulk_len: u64,
     pub client_query_buffer_limit: u64,
     pub maxclients: u64,
@@ -61,6 +64,7 @@ impl Default for Config {
             logfile: String::new(),
             databases: 16,
             worker_threads: 0,
+            park_spin_us: 0,
             proto_max_bulk_len: 512 * 1024 * 1024,
             client_query_buffer_limit: 1024 * 1024 * 1024,
             maxclients: 10000,
@@ -340,6 +344,8 @@ pub static PARAMS: &[Param] = &[
         int(0, 1024),
         worker_threads
     )),
+    // Rostrum's own: how long an idle worker spins before it sleeps.
+    num_field!("park-spin-us", &[], int(0, 1000), park_spin_us),
     // General.
     text_field!("loglevel", Kind::Enum(LOGLEVELS), loglevel),
     immutable(text_field!("logfile", Kind::Text, logfile)),

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dashmap::DashMap;
 use parking_lot::{Mutex, RwLock};
@@ -88,6 +88,8 @@ pub struct Server {
     pub proto_max_bulk_len: AtomicU64,
     /// Hot copy of `client-query-buffer-limit`.
     pub query_buffer_limit: AtomicU64,
+    /// Hot copy of `park-spin-us`.
+    pub park_spin_us: AtomicU64,
     /// Connected clients by id.
     pub clients: DashMap<u64, Arc<ClientInfo>>,
     next_client_id: AtomicU64,
@@ -143,6 +145,7 @@ impl Server {
             slowlog_threshold_us: AtomicI64::new(config.slowlog_log_slower_than),
             proto_max_bulk_len: AtomicU64::new(config.proto_max_bulk_len),
             query_buffer_limit: AtomicU64::new(config.client_query_buffer_limit),
+            park_spin_us: AtomicU64::new(config.park_spin_us),
             config: RwLock::new(config),
             clients: DashMap::new(),
             next_client_id: AtomicU64::new(1),
@@ -182,6 +185,22 @@ impl Server {
             .store(c.proto_max_bulk_len, Ordering::Relaxed);
         self.query_buffer_limit
             .store(c.client_query_buffer_limit, Ordering::Relaxed);
+        self.park_spin_us.store(c.park_spin_us, Ordering::Relaxed);
+    }
+
+    /// Called by a worker with nothing left to run, before it sleeps:
+    /// spins for `park-spin-us`. Requests that arrive meanwhile then find
+    /// it awake, so the sender does not pay for waking it (on one machine,
+    /// the client's own CPU time); they wait for the spin's end instead.
+    pub fn spin_before_park(&self) {
+        let us = self.park_spin_us.load(Ordering::Relaxed);
+        if us == 0 {
+            return;
+        }
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_micros(us) {
+            std::hint::spin_loop();
+        }
     }
 
     /// Asks every connection and the listener to stop.
