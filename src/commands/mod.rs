@@ -156,8 +156,9 @@ struct Admitted<'s> {
 }
 
 /// The dispatcher's checks before a command runs: lookup and arity (as
-/// [`resolve`] found them), authentication, MISCONF, a busy script, and queueing inside MULTI. A
-/// command that fails one, or is queued, is answered here (None).
+/// [`resolve`] found them), authentication, MISCONF, a busy script, and
+/// queueing inside MULTI. A command that fails one, or is queued, is
+/// answered here (None).
 fn admit<'s>(
     server: &'s Server,
     client: &mut ClientState,
