@@ -16,8 +16,6 @@ use crate::error::CmdResult;
 /// A command handler: parse the arguments, apply, write the reply.
 pub type Handler = fn(&mut Ctx<'_, '_>, &[&[u8]]) -> CmdResult;
 
-/// Extracts the indexes of the key arguments of a command whose keys are not
-/// at fixed positions (ZUNIONSTORE, EVAL, ...). Indexes must be in range.
 /// How a run of pipelined calls of one command on one key is handled
 /// together (`commands::run`). Each call is in the command's shortest form
 /// (`|arity|` arguments); a handler gets the key and the calls' other
@@ -33,6 +31,8 @@ pub enum RunHandler {
     Prepare(fn(&mut Ctx<'_, '_>, &[u8], &[&[u8]])),
 }
 
+/// Extracts the indexes of the key arguments of a command whose keys are not
+/// at fixed positions (ZUNIONSTORE, EVAL, ...). Indexes must be in range.
 pub type KeyFinder = fn(&[&[u8]]) -> SmallVec<[usize; 4]>;
 
 /// Command flags, as COMMAND INFO reports them.
