@@ -29,8 +29,6 @@ const MAX_RUN: usize = 16;
 #[derive(Default)]
 pub struct PipelineRun {
     cmd: Option<&'static Command>,
-    /// Arguments per call.
-    argc: usize,
     /// The first call's name and key, then every call's other arguments.
     bytes: Vec<u8>,
     /// Where each of those ends in `bytes`.
@@ -48,11 +46,19 @@ impl PipelineRun {
         self.len() >= MAX_RUN
     }
 
+    /// Arguments after the key in each call (all in the command's
+    /// shortest form); 0 when the run is empty.
+    fn per_call(&self) -> usize {
+        self.cmd.map_or(0, |c| {
+            (c.spec.arity.unsigned_abs() as usize).saturating_sub(2)
+        })
+    }
+
     /// Number of calls held.
     fn len(&self) -> usize {
-        match self.argc {
-            0..=2 => 0,
-            argc => self.ends.len().saturating_sub(2) / (argc - 2),
+        match self.per_call() {
+            0 => 0,
+            per => self.ends.len().saturating_sub(2) / per,
         }
     }
 
@@ -74,7 +80,6 @@ impl PipelineRun {
         match self.cmd {
             None => {
                 self.cmd = Some(cmd);
-                self.argc = args.len();
                 self.add(name);
                 self.add(key);
             }
@@ -114,7 +119,7 @@ impl PipelineRun {
 
     /// The arguments of call `i`.
     fn call(&self, i: usize) -> SmallVec<[&[u8]; 4]> {
-        let per = self.argc - 2;
+        let per = self.per_call();
         let mut args = SmallVec::new();
         args.push(self.part(0));
         args.push(self.part(1));
@@ -124,7 +129,6 @@ impl PipelineRun {
 
     fn clear(&mut self) {
         self.cmd = None;
-        self.argc = 0;
         self.bytes.clear();
         self.ends.clear();
     }
@@ -164,6 +168,18 @@ pub fn execute_run<'s>(
     run: &mut PipelineRun,
     cache: &mut LockCache<'s>,
 ) {
+    run_calls(server, client, out, run, cache);
+    run.clear();
+}
+
+/// [`execute_run`] but for emptying the run.
+fn run_calls<'s>(
+    server: &'s Server,
+    client: &mut ClientState,
+    out: &mut Reply,
+    run: &PipelineRun,
+    cache: &mut LockCache<'s>,
+) {
     let (Some(cmd), n) = (run.cmd, run.len()) else {
         return;
     };
@@ -200,6 +216,4 @@ pub fn execute_run<'s>(
     for i in next..n {
         execute_cached(server, client, out, &run.call(i), cache);
     }
-    drop(first);
-    run.clear();
 }

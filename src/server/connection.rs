@@ -46,7 +46,7 @@ struct Conn {
     rbuf: BytesMut,
     parser: RequestParser,
     out: Reply,
-    /// Reads waiting to be answered together (see `run_parsed`).
+    /// Pipelined calls waiting to be handled together (see `run_parsed`).
     run: commands::PipelineRun,
     shutdown: watch::Receiver<bool>,
 }
@@ -182,7 +182,7 @@ impl Conn {
     /// the replies must be sent first, or the client is blocked, killed or
     /// closing. Consecutive commands on the same shards share one taking of
     /// their locks (`commands::LockCache`), released when this returns, and
-    /// consecutive reads that can be answered together wait in a
+    /// consecutive calls that can be handled together wait in a
     /// `commands::PipelineRun` until the next command or the end.
     fn run_parsed(&mut self, limits: &Limits) -> Batch {
         let server: &Server = &self.server;
