@@ -94,8 +94,18 @@ impl<'a> Keys<'a> {
 
     /// The part of database `db` that holds `key`, for reading.
     pub fn part_in(&self, key: &[u8], db: usize) -> Result<&Db, CmdError> {
-        let idx = self.ks.shard_of(key);
-        let g = self.locked.guard(idx).ok_or_else(not_locked)?;
+        Self::part_of(&self.locked, self.ks, key, db)
+    }
+
+    /// [`Keys::part_in`] as a function of the fields it reads, so that a
+    /// caller can count a keyspace hit while holding what it returns.
+    fn part_of<'l>(
+        locked: &'l Locked<'_>,
+        ks: &Keyspace,
+        key: &[u8],
+        db: usize,
+    ) -> Result<&'l Db, CmdError> {
+        let g = locked.guard(ks.shard_of(key)).ok_or_else(not_locked)?;
         g.shard().dbs.get(db).ok_or(CmdError::DbIndexOutOfRange)
     }
 
@@ -120,16 +130,7 @@ impl<'a> Keys<'a> {
 
     /// The live entry under `key` (counts a keyspace hit or miss).
     pub fn entry(&mut self, key: &[u8]) -> Result<Option<&Entry>, CmdError> {
-        let now = self.now_ms;
-        let idx = self.ks.shard_of(key);
-        let db = self.db;
-        let g = self.locked.guard(idx).ok_or_else(not_locked)?;
-        let found = g
-            .shard()
-            .dbs
-            .get(db)
-            .ok_or(CmdError::DbIndexOutOfRange)?
-            .get(key, now);
+        let found = Self::part_of(&self.locked, self.ks, key, self.db)?.get(key, self.now_ms);
         if found.is_some() {
             self.hits += 1;
         } else {
@@ -142,8 +143,8 @@ impl<'a> Keys<'a> {
     /// many keyspace hits: none for a look ahead); None, counting nothing,
     /// when the key is absent.
     pub fn value_read_by(&mut self, key: &[u8], calls: usize) -> Option<&Value> {
-        let g = self.locked.guard(self.ks.shard_of(key))?;
-        let found = g.shard().dbs.get(self.db)?.get(key, self.now_ms)?;
+        let part = Self::part_of(&self.locked, self.ks, key, self.db).ok()?;
+        let found = part.get(key, self.now_ms)?;
         self.hits += calls as u64;
         Some(&found.value)
     }

@@ -59,21 +59,36 @@ pub(super) fn zrevrank(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     rank_generic(ctx, a, true)
 }
 
-/// ZRANK or ZREVRANK for a run of pipelined calls on one key holding a
-/// sorted set: the ranks are found together (`ZSet::ranks`).
-fn rank_run(ctx: &mut Ctx, key: &[u8], members: &[&[u8]], reverse: bool) -> bool {
+/// Answers a run of pipelined calls on one key holding a sorted set: `find`
+/// gives each member's answer at once, `reply` writes one (absent members
+/// get a null). False when the key holds no sorted set, so that the calls
+/// run one at a time (and answer null or WRONGTYPE as usual).
+fn answer_run<T>(
+    ctx: &mut Ctx,
+    key: &[u8],
+    members: &[&[u8]],
+    find: impl FnOnce(&ZSet, &mut Vec<Option<T>>),
+    reply: impl Fn(&mut Reply, T),
+) -> bool {
     let Some(Value::ZSet(z)) = ctx.keys.value_read_by(key, members.len()) else {
         return false;
     };
-    let mut ranks = Vec::with_capacity(members.len());
-    z.ranks(members, reverse, &mut ranks);
-    for r in ranks {
-        match r {
-            Some((rank, _)) => ctx.out.int(rank as i64),
+    let mut found = Vec::with_capacity(members.len());
+    find(z, &mut found);
+    for f in found {
+        match f {
+            Some(v) => reply(ctx.out, v),
             None => ctx.out.null(),
         }
     }
     true
+}
+
+/// ZRANK or ZREVRANK for a run of calls on one key: the ranks are found
+/// together (`ZSet::ranks`).
+fn rank_run(ctx: &mut Ctx, key: &[u8], members: &[&[u8]], reverse: bool) -> bool {
+    let find = |z: &ZSet, out: &mut Vec<_>| z.ranks(members, reverse, out);
+    answer_run(ctx, key, members, find, |o, (r, _)| o.int(r as i64))
 }
 
 /// [`zrank`] for a run of calls on one key.
@@ -86,21 +101,16 @@ pub(super) fn zrevrank_run(ctx: &mut Ctx, key: &[u8], members: &[&[u8]]) -> bool
     rank_run(ctx, key, members, true)
 }
 
-/// [`zscore`] for a run of calls on one key holding a sorted set: the
-/// lookups' misses overlap (`ZSet::scores`).
+/// [`zscore`] for a run of calls on one key: the lookups' misses overlap
+/// (`ZSet::scores`).
 pub(super) fn zscore_run(ctx: &mut Ctx, key: &[u8], members: &[&[u8]]) -> bool {
-    let Some(Value::ZSet(z)) = ctx.keys.value_read_by(key, members.len()) else {
-        return false;
-    };
-    let mut scores = Vec::with_capacity(members.len());
-    z.scores(members, &mut scores);
-    for s in scores {
-        match s {
-            Some(s) => ctx.out.double(s),
-            None => ctx.out.null(),
-        }
-    }
-    true
+    answer_run(
+        ctx,
+        key,
+        members,
+        |z, out| z.scores(members, out),
+        |o, s| o.double(s),
+    )
 }
 
 /// `ZCOUNT key min max`
