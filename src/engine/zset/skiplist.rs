@@ -821,16 +821,12 @@ impl SkipList {
             let old = self.score_of(x);
             let new = if incr { old + score } else { score };
             // Its neighbours, which any change reads; and the walks only
-            // when the move is long (short ones relink level 0 alone).
+            // when the move is long (short ones relink level 0 alone, and
+            // none past an end).
             let (p, n) = (self.prev(x), self.next(x));
             let near = if new > old { n } else { p };
-            let gap = if near == NIL {
-                0.0
-            } else {
-                (self.score_of(near) - old).abs()
-            };
             std::hint::black_box(if p == NIL { 0.0 } else { self.score_of(p) });
-            if (new - old).abs() > gap * SHORT_MOVE as f64 {
+            if near != NIL && !self.looks_short(near, old, new) {
                 walks.push(Walk::new(old, self.member(x), top, 0));
                 walks.push(Walk::new(new, self.member(x), top, 0));
             }
@@ -960,7 +956,6 @@ impl SkipList {
     fn shift_short(&mut self, x: u32, score: f64) -> bool {
         debug_assert_eq!(self.nodes[x as usize].level, 1);
         let old = self.score_of(x);
-        let limit = SHORT_MOVE as f64;
         // Whether node n comes before x's new place.
         let before = |n: u32| {
             let s = self.score_of(n);
@@ -974,11 +969,7 @@ impl SkipList {
             return true;
         }
         let first = if forward { n } else { p };
-        let (gap, dist) = (
-            (self.score_of(first) - old).abs(),
-            (score - self.score_of(first)).abs(),
-        );
-        if dist > gap * limit {
+        if !self.looks_short(first, old, score) {
             return false;
         }
         // Cross neighbours while they are on the wrong side of the new
@@ -1022,6 +1013,15 @@ impl SkipList {
             self.nodes[next as usize].prev = x;
         }
         true
+    }
+
+    /// Whether a node moving from score `old` to `score` past its neighbour
+    /// `first` (on the side it moves to) likely stays within
+    /// [`SHORT_MOVE`] neighbours: the distance beyond `first` is at most
+    /// that many times the gap to it.
+    fn looks_short(&self, first: u32, old: f64, score: f64) -> bool {
+        let s = self.score_of(first);
+        (score - s).abs() <= (s - old).abs() * SHORT_MOVE as f64
     }
 
     /// Moves node `x` to where `score` puts it: the paths to its old and new
