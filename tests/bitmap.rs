@@ -651,11 +651,7 @@ fn memory_of_a_million_setbits() {
 
 /// INFO used_memory, as a number.
 fn used_memory(c: &mut redis::Connection) -> i64 {
-    let info: String = redis::cmd("INFO").arg("memory").query(c).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap()
+    common::info(c, "memory")["used_memory"].parse().unwrap()
 }
 
 /// Sets the last bit of each of the first `bytes` bytes of `key`, in order

@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use common::TestServer;
+use common::{info, TestServer};
 
 /// Pipelines sent by the writer, and commands in each.
 const BATCHES: usize = 40;
@@ -135,15 +135,6 @@ fn pipelines_on_a_hot_key_alongside_transactions_scripts_and_blocking_pops() {
     assert_eq!(queued, BATCHES * PER_BATCH / 10 - 50);
 }
 
-/// The field `name` of an INFO section, as a number.
-fn info_number(c: &mut redis::Connection, section: &str, name: &str) -> u64 {
-    let info: String = redis::cmd("INFO").arg(section).query(c).expect("INFO");
-    info.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
-}
-
 /// Pipelined ZRANK / ZREVRANK calls on one board are answered together
 /// (`commands::run`): the replies, the command statistics and the keyspace
 /// hits must be those of the same calls sent one at a time.
@@ -201,27 +192,18 @@ fn pipelined_ranks_match_single_calls_and_count_alike() {
 
     let ranks = calls.iter().filter(|(n, _, _)| *n == "ZRANK").count() as u64;
     let revranks = calls.len() as u64 - ranks;
-    let stat = |c: &mut redis::Connection, cmd: &str| {
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query(c)
-            .expect("INFO");
-        info.lines()
-            .find_map(|l| {
-                l.strip_prefix(&format!("cmdstat_{cmd}:calls="))?
-                    .split(',')
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .unwrap_or(0)
+    let commands = info(&mut c, "commandstats");
+    let stat = |cmd: &str| -> u64 {
+        commands[&format!("cmdstat_{cmd}")]
+            .strip_prefix("calls=")
+            .and_then(|v| v.split(',').next()?.parse().ok())
+            .expect("calls=N")
     };
-    assert_eq!(stat(&mut c, "zrank"), ranks);
-    assert_eq!(stat(&mut c, "zrevrank"), revranks);
+    assert_eq!(stat("zrank"), ranks);
+    assert_eq!(stat("zrevrank"), revranks);
     let on_board = calls.iter().filter(|(_, k, _)| *k == "board").count() as u64;
-    assert_eq!(info_number(&mut c, "stats", "keyspace_hits"), on_board);
-    assert_eq!(
-        info_number(&mut c, "stats", "keyspace_misses"),
-        calls.len() as u64 - on_board
-    );
+    let stats = info(&mut c, "stats");
+    let number = |field: &str| -> u64 { stats[field].parse().expect("a number") };
+    assert_eq!(number("keyspace_hits"), on_board);
+    assert_eq!(number("keyspace_misses"), calls.len() as u64 - on_board);
 }

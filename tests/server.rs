@@ -7,17 +7,8 @@ use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, read_at_least, roundtrip, temp_dir, TestServer};
+use common::{free_port, info, read_at_least, roundtrip, temp_dir, TestServer};
 use redis::Value;
-
-/// INFO's `field:value` lines by field.
-fn info(c: &mut redis::Connection, section: &str) -> HashMap<String, String> {
-    let text: String = redis::cmd("INFO").arg(section).query(c).unwrap();
-    text.split("\r\n")
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
 
 fn config_get(c: &mut redis::Connection, pattern: &str) -> Vec<(String, String)> {
     redis::cmd("CONFIG")

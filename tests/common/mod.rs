@@ -2,11 +2,21 @@
 //! stop it when the handle is dropped.
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// INFO's `field:value` lines (of `section`) by field.
+pub fn info(c: &mut redis::Connection, section: &str) -> HashMap<String, String> {
+    let text: String = redis::cmd("INFO").arg(section).query(c).expect("INFO");
+    text.split("\r\n")
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
 
 /// A running server process, killed on drop.
 pub struct TestServer {
