@@ -3,7 +3,8 @@
 //! and repairs an append-only file instead.
 
 use clap::{Parser, Subcommand};
-use rostrum::server::{self, Config, Server};
+use rostrum::server;
+use rostrum::state::{journal, Config, Server};
 
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
@@ -181,7 +182,7 @@ fn main() {
         std::process::exit(1);
     }
     let result = runtime.block_on(server::run(server.clone()));
-    rostrum::persistence::shutdown_flush(&server);
+    journal::shutdown_flush(&server.aof);
     if let Err(e) = result {
         eprintln!("Could not create server TCP listening socket: {e}");
         std::process::exit(1);

@@ -746,8 +746,9 @@ mod in_process {
     use rostrum::commands;
     use rostrum::persistence;
     use rostrum::protocol::Reply;
-    use rostrum::server::client::{ClientInfo, ClientState};
-    use rostrum::server::{Config, Server};
+    use rostrum::state::client::{ClientInfo, ClientState};
+    use rostrum::state::journal;
+    use rostrum::state::{Config, Server};
 
     fn run(server: &Server, client: &mut ClientState, args: &[&str]) -> String {
         let mut out = Reply::new(false);
@@ -793,7 +794,7 @@ mod in_process {
         assert!(!dir.aof().exists());
 
         server.config.write().appendonly = true;
-        persistence::on_config_change(&server).expect("on");
+        journal::on_config_change(&server.aof, &server.config.read()).expect("on");
         // The rewrite holds the data written before the AOF was on.
         wait_for_file(&dir.aof(), "before");
         run(&server, &mut client, &["SET", "during", "2"]);
@@ -801,12 +802,12 @@ mod in_process {
         assert!(text.starts_with("*2\r\n$6\r\nSELECT\r\n"), "{text:?}");
 
         server.config.write().appendonly = false;
-        persistence::on_config_change(&server).expect("off");
+        journal::on_config_change(&server.aof, &server.config.read()).expect("off");
         run(&server, &mut client, &["SET", "after", "3"]);
-        persistence::shutdown_flush(&server);
+        journal::shutdown_flush(&server.aof);
         let text = String::from_utf8_lossy(&std::fs::read(dir.aof()).expect("aof")).into_owned();
         assert!(!text.contains("after"), "{text:?}");
-        let info = persistence::info_fields(&server);
+        let info = journal::info_fields(&server.aof);
         let aof_enabled = info.iter().find(|(k, _)| *k == "aof_enabled");
         assert_eq!(aof_enabled.map(|(_, v)| v.as_str()), Some("0"));
         let rewrites = info.iter().find(|(k, _)| *k == "aof_rewrites");
@@ -836,7 +837,7 @@ mod in_process {
         }
         // DEL of an expired key: nothing deleted, but the expiry is logged.
         assert_eq!(run(&server, &mut client, &["DEL", "k"]), ":0\r\n");
-        persistence::shutdown_flush(&server);
+        journal::shutdown_flush(&server.aof);
         let text = String::from_utf8_lossy(&std::fs::read(dir.aof()).expect("aof")).into_owned();
         assert!(text.ends_with("*2\r\n$3\r\nDEL\r\n$1\r\nk\r\n"), "{text:?}");
     }

@@ -6,7 +6,7 @@ use super::args::{self, is};
 use super::table::{flags::*, CommandSpec, KeySpec};
 use super::Ctx;
 use crate::error::{CmdError, CmdResult};
-use crate::server::client::ReplyMode;
+use crate::state::client::ReplyMode;
 
 /// The Redis version whose behaviour Rostrum matches.
 pub const REDIS_VERSION: &str = "7.0.15";

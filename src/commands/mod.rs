@@ -5,7 +5,6 @@
 pub mod args;
 pub mod bitmap;
 pub mod connection;
-pub mod ctx;
 pub mod keys;
 pub mod long_double;
 pub mod persistence;
@@ -23,15 +22,16 @@ use std::time::Instant;
 
 use smallvec::SmallVec;
 
-pub use ctx::{Ctx, Keys};
+pub use crate::state::{Ctx, Keys};
 pub use run::{execute_pipelined, execute_run, PipelineRun};
 use table::{flags, table, Command, CommandSpec, KeySpec, Lookup};
 
 use crate::engine::Locked;
 use crate::error::CmdError;
 use crate::protocol::Reply;
-use crate::server::client::{ClientState, Queued, ReplyMode};
-use crate::server::state::Server;
+use crate::state::client::{ClientState, Queued, ReplyMode};
+use crate::state::journal;
+use crate::state::Server;
 
 /// Every family's commands; the table is built from this list.
 pub const FAMILIES: &[&[CommandSpec]] = &[
@@ -197,7 +197,7 @@ fn admit<'s>(
         return None;
     }
     // AOF: writes are refused while the file can't be written (MISCONF).
-    if let Some(e) = crate::persistence::refuse_write(server, client, spec) {
+    if let Some(e) = refuse_write(server, client, spec) {
         reject(server, client, out, Some(cmd), &e);
         return None;
     }
@@ -219,7 +219,7 @@ fn admit<'s>(
         // Nothing may be held past here: waits and fresh locks follow.
         cache.clear();
         // A script running: wait for it, or BUSY past busy-reply-threshold.
-        if let Err(e) = crate::scripting::wait_not_busy(server, spec) {
+        if let Err(e) = wait_not_busy(server, spec) {
             reject(server, client, out, Some(cmd), &e);
             return None;
         }
@@ -275,7 +275,11 @@ fn run_admitted<'s>(
         (None, None) => Locked::none(),
     };
     // AOF rewrite running: save the shards this command may change first.
-    crate::persistence::before_write(server, client, spec, args, &locked);
+    journal::before_write(
+        &server.aof,
+        || shards_written(server, client, spec, args),
+        &locked,
+    );
     let start = client.clock.last;
     let now_ms = if server.aof.loading() {
         0
@@ -305,7 +309,7 @@ fn run_admitted<'s>(
     ctx.client.clock.last = end;
     // AOF: log what changed before the locks go, so the log order is the
     // order in which changes were applied.
-    let wait = crate::persistence::feed(server, &mut ctx.keys, start_db, args);
+    let wait = journal::feed(&server.aof, &mut ctx.keys, start_db, args);
     if wait > 0 {
         ctx.client.aof_wait = wait;
     }
@@ -328,13 +332,97 @@ fn run_admitted<'s>(
     client.info.last_cmd_ms.store(now_ms, Ordering::Relaxed);
 }
 
+/// Refuses a write while the AOF cannot be written (Redis's MISCONF), before
+/// the command runs or is queued. For EXEC the transaction is discarded.
+fn refuse_write(server: &Server, client: &mut ClientState, spec: &CommandSpec) -> Option<CmdError> {
+    let reason = journal::misconf(&server.aof)?;
+    let exec_writes = spec.name == "exec"
+        && client.multi.as_ref().is_some_and(|q| {
+            q.iter().any(|c| {
+                let args: Vec<&[u8]> = c.args.iter().map(|a| a.as_slice()).collect();
+                resolve(&args).is_ok_and(|cmd| cmd.spec.has(flags::WRITE))
+            })
+        });
+    if !(spec.has(flags::WRITE) || spec.name == "ping" || exec_writes) {
+        return None;
+    }
+    let line = format!("MISCONF Errors writing to the AOF file: {reason}");
+    if exec_writes {
+        client.multi = None;
+        client.multi_error = false;
+        client.info.multi.store(u64::MAX, Ordering::Relaxed);
+        unwatch_all(server, client, None);
+        return Some(CmdError::line(format!(
+            "EXECABORT Transaction discarded because of: {line}"
+        )));
+    }
+    if client.multi.is_some() {
+        client.multi_error = true;
+    }
+    Some(CmdError::line(line))
+}
+
+/// The shards a command may change, for the rewrite's copy-before-write:
+/// none for a command that cannot write, `None` for every shard.
+fn shards_written(
+    server: &Server,
+    client: &ClientState,
+    spec: &CommandSpec,
+    args: &[&[u8]],
+) -> Option<SmallVec<[usize; 4]>> {
+    let may_write = spec.has(flags::WRITE) || spec.has(flags::MAY_REPLICATE) || spec.name == "exec";
+    if !may_write {
+        return Some(SmallVec::new());
+    }
+    let ks = &server.keyspace;
+    match spec.keys {
+        KeySpec::All if spec.name == "exec" => {
+            let mut out = SmallVec::new();
+            for q in client.multi.as_deref().unwrap_or(&[]) {
+                let a: Vec<&[u8]> = q.args.iter().map(|x| x.as_slice()).collect();
+                let Ok(cmd) = resolve(&a) else {
+                    continue;
+                };
+                if matches!(cmd.spec.keys, KeySpec::All) {
+                    return None;
+                }
+                for i in cmd.spec.key_indexes(&a) {
+                    if let Some(k) = a.get(i) {
+                        out.push(ks.shard_of(k));
+                    }
+                }
+            }
+            Some(out)
+        }
+        KeySpec::All => None,
+        _ => Some(
+            spec.key_indexes(args)
+                .into_iter()
+                .filter_map(|i| args.get(i).map(|k| ks.shard_of(k)))
+                .collect(),
+        ),
+    }
+}
+
+/// Before a command locks anything: while a script runs, a command not
+/// flagged ALLOW_BUSY waits for it to end, and gets `BUSY` once it has run
+/// past `busy-reply-threshold` (see `scripting::Scripting::wait_not_busy`).
+fn wait_not_busy(server: &Server, spec: &CommandSpec) -> Result<(), CmdError> {
+    let scripting = &server.scripting;
+    if !scripting.busy() || spec.has(flags::ALLOW_BUSY) {
+        return Ok(());
+    }
+    let threshold = server.config.read().busy_reply_threshold;
+    scripting.wait_not_busy(threshold)
+}
+
 /// Runs a resolved command inside an existing context (locks held): how
 /// EXEC and scripts run their commands. What it changes is collected for
 /// the AOF in the enclosing command's `keys.propagate`.
 pub fn call(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]]) {
-    let saved = crate::persistence::nested_begin(ctx);
+    let saved = journal::nested_begin(&mut ctx.keys);
     invoke(ctx, cmd, args, Instant::now());
-    crate::persistence::nested_end(ctx, saved, args);
+    journal::nested_end(&ctx.server.aof, &mut ctx.keys, saved, args);
 }
 
 /// Runs a resolved command's handler (the dispatcher's last step), timed
@@ -431,7 +519,7 @@ pub fn flush_stats(server: &Server, client: &mut ClientState) {
         let Some(s) = client.pending_stats.get_mut(slot) else {
             continue;
         };
-        let Some(dst) = server.command_stats.get(slot) else {
+        let Some(dst) = server.command_stats(table().slots()).get(slot) else {
             continue;
         };
         let (calls, us, failed, rejected) = std::mem::take(s);

@@ -10,7 +10,7 @@
 use super::table::{flags::*, CommandSpec, KeySpec};
 use super::Ctx;
 use crate::error::{CmdError, CmdResult};
-use crate::persistence::{self, RewriteStart};
+use crate::state::journal::{self, RewriteStart};
 
 const fn cmd(
     name: &'static str,
@@ -57,7 +57,7 @@ pub const COMMANDS: &[CommandSpec] = &[
 ];
 
 fn bgrewriteaof(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
-    match persistence::request_rewrite(ctx.server) {
+    match journal::request_rewrite(&ctx.server.aof) {
         RewriteStart::Started => ctx
             .out
             .simple(b"Background append only file rewriting started"),
@@ -77,10 +77,10 @@ fn bgsave(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         _ => return Err(CmdError::Syntax),
     };
     if ctx.server.aof.rewriting()
-        || persistence::request_rewrite(ctx.server) == RewriteStart::InProgress
+        || journal::request_rewrite(&ctx.server.aof) == RewriteStart::InProgress
     {
         if schedule {
-            persistence::schedule_rewrite(ctx.server);
+            journal::schedule_rewrite(&ctx.server.aof);
             ctx.out.simple(b"Background saving scheduled");
             return Ok(());
         }
@@ -99,9 +99,9 @@ fn save(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     let multi_thread = tokio::runtime::Handle::try_current()
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
     let ok = if multi_thread {
-        tokio::task::block_in_place(|| persistence::save_blocking(server))
+        tokio::task::block_in_place(|| journal::save_blocking(&server.aof))
     } else {
-        persistence::save_blocking(server)
+        journal::save_blocking(&server.aof)
     };
     if !ok {
         return Err(CmdError::line("ERR"));

@@ -16,8 +16,8 @@ use super::{
     account, admit, execute_cached, execute_resolved, invoke, resolve, run_admitted, LockCache,
 };
 use crate::protocol::Reply;
-use crate::server::client::{ClientState, ReplyMode};
-use crate::server::state::Server;
+use crate::state::client::{ClientState, ReplyMode};
+use crate::state::Server;
 
 /// Most calls handled together: enough to overlap the misses of a rank
 /// walk (16 walks run about twice as fast as one at a time, 32 no faster).

@@ -4,23 +4,100 @@
 //! conversions live in `crate::scripting`.
 //!
 //! Scripts and functions run with every shard locked (KeySpec::All), so
-//! they are atomic; the commands they call run through `commands::call` and
-//! are what the AOF records. The FUNCTION commands that change libraries
+//! they are atomic; the commands they call run through `commands::call`
+//! (the VM reaches it through this module's [`ScriptHost`] for [`Ctx`])
+//! and are what the AOF records. The FUNCTION commands that change libraries
 //! also lock every shard, so that an AOF rewrite sees the libraries and the
 //! data at the same instant; they are written to the AOF themselves.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::MutexGuard;
 
 use super::args::is;
-use super::table::{flags::*, CommandSpec, Handler, KeySpec};
+use super::table::{flags::*, table, CommandSpec, Handler, KeySpec, Lookup};
 use super::Ctx;
 use crate::engine::glob;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::parse_i64;
 use crate::protocol::Reply;
 use crate::scripting::library;
-use crate::scripting::vm::RestorePolicy;
-use crate::scripting::{Vm, BUSY_EVAL, BUSY_FUNCTION};
+use crate::scripting::vm::{Entered, RestorePolicy};
+use crate::scripting::{ScriptHost, Vm, BUSY_EVAL, BUSY_FUNCTION};
+use crate::state::Server;
+
+/// Whether `args` name a command of the table (`redis.acl_check_cmd`).
+fn is_command(args: &[&[u8]]) -> bool {
+    matches!(table().lookup(args), Lookup::Found(_))
+}
+
+/// The VM, for a command that holds every shard (no script can be running).
+fn vm_now(server: &Server) -> Result<MutexGuard<'_, Option<Vm>>, CmdError> {
+    server.scripting.vm(is_command)
+}
+
+/// The VM, for a command that does not hold the shards: waits for a running
+/// script, up to `busy-reply-threshold`.
+fn vm_waiting(server: &Server) -> Result<MutexGuard<'_, Option<Vm>>, CmdError> {
+    let threshold = server.config.read().busy_reply_threshold;
+    server.scripting.vm_waiting(threshold, is_command)
+}
+
+/// The dispatcher as a script sees it: `redis.call` runs a command of the
+/// table inside the calling command's context, under Redis's rules for
+/// scripts.
+impl ScriptHost for Ctx<'_, '_> {
+    fn call(
+        &mut self,
+        args: &[&[u8]],
+        out: &mut Reply,
+        deny_writes: bool,
+        wrote: &AtomicBool,
+    ) -> Result<(), &'static [u8]> {
+        let cmd = match table().lookup(args) {
+            Lookup::Found(c) if c.spec.arity_ok(args.len()) => c,
+            Lookup::Found(_) | Lookup::MissingSub(_) => {
+                return Err(b"ERR Wrong number of args calling Redis command from script")
+            }
+            Lookup::Unknown | Lookup::UnknownSub(_) => {
+                return Err(b"ERR Unknown Redis command called from script")
+            }
+        };
+        if cmd.spec.has(NOSCRIPT) {
+            return Err(b"ERR This Redis command is not allowed from script");
+        }
+        if cmd.spec.has(WRITE) {
+            if deny_writes {
+                return Err(b"ERR Write commands are not allowed from read-only scripts.");
+            }
+            wrote.store(true, Ordering::Release);
+        }
+        std::mem::swap(&mut *self.out, out);
+        super::call(self, cmd, args);
+        std::mem::swap(&mut *self.out, out);
+        Ok(())
+    }
+
+    fn out(&mut self) -> &mut Reply {
+        self.out
+    }
+
+    fn enter(&mut self) -> Entered {
+        Entered {
+            db: self.client.db,
+            deny_blocking: std::mem::replace(&mut self.client.deny_blocking, true),
+        }
+    }
+
+    fn leave(&mut self, saved: Entered) {
+        self.client.deny_blocking = saved.deny_blocking;
+        if self.client.db != saved.db {
+            self.client.db = saved.db;
+            self.keys.db = saved.db;
+            self.client.info.db.store(saved.db, Ordering::Relaxed);
+        }
+    }
+}
 
 const fn cmd(
     name: &'static str,
@@ -303,7 +380,7 @@ fn split_keys<'x>(a: Args<'x>, not_integer: CmdError) -> Result<(Args<'x>, Args<
 fn run_eval(ctx: &mut Ctx, a: &[&[u8]], by_sha: bool, read_only: bool) -> CmdResult {
     let (keys, args) = split_keys(a, CmdError::NotInteger)?;
     let server = ctx.server;
-    let mut g = server.scripting.vm()?;
+    let mut g = vm_now(server)?;
     let vm = vm_of(&mut g)?;
     let noscript = || CmdError::line("NOSCRIPT No matching script. Please use EVAL.");
     let loaded;
@@ -341,7 +418,7 @@ fn evalsha_ro(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 fn run_fcall(ctx: &mut Ctx, a: &[&[u8]], read_only: bool) -> CmdResult {
     let (keys, args) = split_keys(a, CmdError::err("Bad number of keys provided"))?;
     let server = ctx.server;
-    let mut g = server.scripting.vm()?;
+    let mut g = vm_now(server)?;
     vm_of(&mut g)?.fcall(ctx, a[1], keys, args, read_only, a)
 }
 
@@ -357,7 +434,7 @@ fn fcall_ro(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 
 fn script_load(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let server = ctx.server;
-    let mut g = server.scripting.vm_waiting(server)?;
+    let mut g = vm_waiting(server)?;
     let sha = vm_of(&mut g)?.load_script(a[2])?;
     ctx.out.bulk(sha.as_bytes());
     Ok(())
@@ -365,7 +442,7 @@ fn script_load(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 
 fn script_exists(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let server = ctx.server;
-    let mut g = server.scripting.vm_waiting(server)?;
+    let mut g = vm_waiting(server)?;
     let vm = vm_of(&mut g)?;
     ctx.out.array(a.len() - 2);
     for sha in &a[2..] {
@@ -388,7 +465,7 @@ fn flush_mode(a: &[&[u8]], err: &'static str) -> CmdResult {
 fn script_flush(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     flush_mode(a, "SCRIPT FLUSH only support SYNC|ASYNC option")?;
     let server = ctx.server;
-    let mut g = server.scripting.vm_waiting(server)?;
+    let mut g = vm_waiting(server)?;
     vm_of(&mut g)?.flush_scripts();
     ctx.out.ok();
     Ok(())
@@ -462,7 +539,7 @@ fn function_load(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     }
     let code = a[a.len() - 1];
     let server = ctx.server;
-    let mut g = server.scripting.vm()?;
+    let mut g = vm_now(server)?;
     let name = vm_of(&mut g)?.function_load(code, replace)?;
     ctx.keys.dirty += 1;
     ctx.out.bulk(name.as_bytes());
@@ -471,7 +548,7 @@ fn function_load(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 
 fn function_delete(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let server = ctx.server;
-    let mut g = server.scripting.vm()?;
+    let mut g = vm_now(server)?;
     if !vm_of(&mut g)?.delete_library(&String::from_utf8_lossy(a[2])) {
         return Err(CmdError::err("Library not found"));
     }
@@ -483,7 +560,7 @@ fn function_delete(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 fn function_flush(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     flush_mode(a, "FUNCTION FLUSH only supports SYNC|ASYNC option")?;
     let server = ctx.server;
-    let mut g = server.scripting.vm()?;
+    let mut g = vm_now(server)?;
     vm_of(&mut g)?.flush_functions();
     ctx.keys.dirty += 1;
     ctx.out.ok();
@@ -507,7 +584,7 @@ fn function_restore(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     }
     let codes = library::undump(a[2])?;
     let server = ctx.server;
-    let mut g = server.scripting.vm()?;
+    let mut g = vm_now(server)?;
     vm_of(&mut g)?.restore(&codes, policy)?;
     ctx.keys.dirty += 1;
     ctx.out.ok();
@@ -536,7 +613,7 @@ fn function_list(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         i += 1;
     }
     let server = ctx.server;
-    let mut g = server.scripting.vm_waiting(server)?;
+    let mut g = vm_waiting(server)?;
     let vm = vm_of(&mut g)?;
     let libs: Vec<_> = vm
         .libraries()
@@ -577,7 +654,7 @@ fn function_list(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 
 fn function_dump(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     let server = ctx.server;
-    let mut g = server.scripting.vm_waiting(server)?;
+    let mut g = vm_waiting(server)?;
     let payload = library::dump(&vm_of(&mut g)?.library_codes());
     ctx.out.bulk(&payload);
     Ok(())
@@ -614,7 +691,7 @@ fn function_stats(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
         return Ok(());
     }
     let server = ctx.server;
-    let mut g = server.scripting.vm_waiting(server)?;
+    let mut g = vm_waiting(server)?;
     let vm = vm_of(&mut g)?;
     let (libs, funcs) = (vm.libraries().count(), vm.function_count());
     let out = &mut *ctx.out;

@@ -759,9 +759,9 @@ mod tests {
 
     use super::*;
     use crate::protocol::Reply;
-    use crate::server::client::{ClientInfo, ClientState};
-    use crate::server::config::Config;
-    use crate::server::state::{unix_ms, Server};
+    use crate::state::client::{ClientInfo, ClientState};
+    use crate::state::config::Config;
+    use crate::state::{unix_ms, Server};
 
     /// Runs commands in process, with direct access to the keyspace.
     struct Harness {

@@ -9,8 +9,8 @@ use std::sync::atomic::Ordering;
 use super::table::{flags::*, CommandSpec, KeySpec};
 use super::{resolve, Ctx};
 use crate::error::{CmdError, CmdResult};
-use crate::server::client::ClientState;
-use crate::server::state::Server;
+use crate::state::client::ClientState;
+use crate::state::Server;
 
 const fn tx(
     name: &'static str,

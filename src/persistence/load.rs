@@ -24,8 +24,8 @@ use crate::commands;
 use crate::commands::table::{CommandSpec, KeySpec};
 use crate::engine::Value;
 use crate::protocol::{Limits, Parsed, Reply, RequestParser};
-use crate::server::client::{ClientInfo, ClientState};
-use crate::server::state::{unix_ms, Server};
+use crate::state::client::{ClientInfo, ClientState};
+use crate::state::{unix_ms, Server};
 
 /// Bytes read from the file at a time.
 const READ_CHUNK: usize = 4 << 20;
@@ -386,8 +386,8 @@ pub fn load_file(server: &Server, path: &Path, load_truncated: bool) -> Result<L
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::persistence::encode::write_command;
-    use crate::server::Config;
+    use crate::state::journal::encode::write_command;
+    use crate::state::Config;
 
     fn push(file: &mut Vec<u8>, args: &[&str]) {
         write_command(file, args.iter().map(|a| a.as_bytes()));

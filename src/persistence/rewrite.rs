@@ -5,295 +5,40 @@
 //! every shard locked for a moment), plus every change fed since T0. It
 //! reads the shards one at a time; a command that is about to change a
 //! shard the rewrite has not read yet first writes that shard out as it
-//! is ([`presave`], "copy before write"), and the active expiry cycle
+//! is (`state::journal::snapshot::presave`, "copy before write", which
+//! the dispatcher calls), and the active expiry cycle
 //! waits until the rewrite ends. So each shard is captured before any
 //! change made after T0, and replaying the changes collected since T0 on
 //! top gives exactly the current data. At the end, under the feed mutex,
 //! the collected changes are appended, the temp file is fsynced, renamed
 //! over the AOF, the directory fsynced, and the writer continues on it.
 
-use std::borrow::Cow;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
-use smallvec::SmallVec;
-
-use super::encode::{write_command, write_select};
-use super::writer::{check_fault, error_text};
-use super::{aof_path, Stream};
-use crate::commands::table::{flags, CommandSpec, KeySpec};
-use crate::engine::bitmap::CHUNK_BYTES;
-use crate::engine::keyspace::{Locked, Shard, ShardGuard, SHARD_COUNT};
-use crate::engine::set::{Member, SetValue};
-use crate::engine::string::StrValue;
-use crate::engine::zset::ZSet;
-use crate::engine::Value;
-use crate::protocol::number::{format_double, MAX_DOUBLE_CHARS};
-use crate::server::client::ClientState;
-use crate::server::state::{unix_ms, Server};
-
-/// Most elements per ZADD / SADD command in a rewritten file (Redis's
-/// AOF_REWRITE_ITEMS_PER_CMD).
-pub const ITEMS_PER_COMMAND: usize = 64;
-
-/// A running rewrite, shared with the dispatcher.
-pub struct Job {
-    /// Shards already written out (by the rewrite or by [`presave`]).
-    done: Vec<AtomicBool>,
-    /// Shards written out by commands, waiting to go to the file.
-    chunks: Mutex<Vec<Vec<u8>>>,
-    /// Set to give up (shutdown).
-    pub(crate) abort: AtomicBool,
-}
-
-impl Job {
-    fn new() -> Self {
-        Job {
-            done: (0..SHARD_COUNT).map(|_| AtomicBool::new(false)).collect(),
-            chunks: Mutex::new(Vec::new()),
-            abort: AtomicBool::new(false),
-        }
-    }
-
-    fn is_done(&self, i: usize) -> bool {
-        self.done.get(i).is_some_and(|d| d.load(Ordering::Acquire))
-    }
-
-    fn mark_done(&self, i: usize) {
-        if let Some(d) = self.done.get(i) {
-            d.store(true, Ordering::Release);
-        }
-    }
-}
-
-/// The elements of a sorted set, for its ZADD commands.
-fn zset_items(z: &ZSet) -> impl Iterator<Item = (&[u8], f64)> {
-    z.iter()
-}
-
-/// The members of a set, for its SADD commands (intset members formatted).
-fn set_members(s: &SetValue) -> impl Iterator<Item = Cow<'_, [u8]>> {
-    s.iter().map(|m| match m {
-        Member::Int(n) => Cow::Owned(itoa::Buffer::new().format(n).as_bytes().to_vec()),
-        Member::Bytes(b) => Cow::Borrowed(b),
-    })
-}
-
-/// Appends `ZADD key score member ...` commands of at most
-/// [`ITEMS_PER_COMMAND`] pairs.
-pub fn write_zadds<'a>(
-    out: &mut Vec<u8>,
-    key: &[u8],
-    items: impl Iterator<Item = (&'a [u8], f64)>,
-) {
-    let mut batch: Vec<(Vec<u8>, &'a [u8])> = Vec::with_capacity(ITEMS_PER_COMMAND);
-    let flush = |batch: &mut Vec<(Vec<u8>, &'a [u8])>, out: &mut Vec<u8>| {
-        if batch.is_empty() {
-            return;
-        }
-        let mut args: Vec<&[u8]> = Vec::with_capacity(2 + batch.len() * 2);
-        args.push(b"ZADD");
-        args.push(key);
-        for (score, member) in batch.iter() {
-            args.push(score);
-            args.push(member);
-        }
-        write_command(out, args.into_iter());
-        batch.clear();
-    };
-    let mut num = [0u8; MAX_DOUBLE_CHARS];
-    for (member, score) in items {
-        let n = format_double(score, &mut num);
-        batch.push((num[..n].to_vec(), member));
-        if batch.len() == ITEMS_PER_COMMAND {
-            flush(&mut batch, out);
-        }
-    }
-    flush(&mut batch, out);
-}
-
-/// Appends `SADD key member ...` commands of at most [`ITEMS_PER_COMMAND`]
-/// members.
-pub fn write_sadds<'a>(
-    out: &mut Vec<u8>,
-    key: &[u8],
-    members: impl Iterator<Item = Cow<'a, [u8]>>,
-) {
-    let mut batch: Vec<Cow<'a, [u8]>> = Vec::with_capacity(ITEMS_PER_COMMAND);
-    let flush = |batch: &mut Vec<Cow<'a, [u8]>>, out: &mut Vec<u8>| {
-        if batch.is_empty() {
-            return;
-        }
-        let mut args: Vec<&[u8]> = Vec::with_capacity(2 + batch.len());
-        args.push(b"SADD");
-        args.push(key);
-        args.extend(batch.iter().map(|m| m.as_ref()));
-        write_command(out, args.into_iter());
-        batch.clear();
-    };
-    for m in members {
-        batch.push(m);
-        if batch.len() == ITEMS_PER_COMMAND {
-            flush(&mut batch, out);
-        }
-    }
-    flush(&mut batch, out);
-}
-
-/// A compressed (sparse) bitmap as SETRANGE commands: its last byte first
-/// (which sets the length), then each block holding a set bit, so the
-/// rewrite never builds the whole zero-filled string.
-fn write_sparse_string(out: &mut Vec<u8>, key: &[u8], s: &StrValue) {
-    let len = s.len() as u64;
-    if len == 0 {
-        write_command(out, [&b"SET"[..], key, b""].into_iter());
-        return;
-    }
-    let mut num = itoa::Buffer::new();
-    let mut last = [0u8; 1];
-    s.read_bytes(len - 1, &mut last);
-    write_command(
-        out,
-        [&b"SETRANGE"[..], key, num.format(len - 1).as_bytes(), &last].into_iter(),
-    );
-    let mut block = vec![0u8; CHUNK_BYTES];
-    for k in s.nonzero_blocks() {
-        let start = k * CHUNK_BYTES as u64;
-        let n = (len - start.min(len)).min(CHUNK_BYTES as u64) as usize;
-        let Some(buf) = block.get_mut(..n) else {
-            continue;
-        };
-        s.read_bytes(start, buf);
-        write_command(
-            out,
-            [&b"SETRANGE"[..], key, num.format(start).as_bytes(), buf].into_iter(),
-        );
-    }
-}
-
-/// Appends the commands that recreate `key` holding `value`.
-pub fn write_value(out: &mut Vec<u8>, key: &[u8], value: &Value) {
-    match value {
-        Value::Str(s) if s.is_compressed() => write_sparse_string(out, key, s),
-        Value::Str(s) => write_command(out, [&b"SET"[..], key, &s.as_bytes()].into_iter()),
-        Value::ZSet(z) => write_zadds(out, key, zset_items(z)),
-        Value::Set(s) => write_sadds(out, key, set_members(s)),
-    }
-}
-
-/// Appends every live key of a shard (all databases) as commands, each
-/// database after its SELECT.
-pub fn write_shard(out: &mut Vec<u8>, shard: &Shard, now_ms: u64) {
-    let mut num = itoa::Buffer::new();
-    for (i, db) in shard.dbs.iter().enumerate() {
-        if db.is_empty() {
-            continue;
-        }
-        let mut selected = false;
-        for (key, entry) in db.iter() {
-            let at = entry.expire_at();
-            if at.is_some_and(|t| t <= now_ms) {
-                continue;
-            }
-            if !selected {
-                write_select(out, i);
-                selected = true;
-            }
-            write_value(out, key, &entry.value);
-            if let Some(t) = at {
-                let ms = num.format(t).as_bytes();
-                write_command(out, [&b"PEXPIREAT"[..], key, ms].into_iter());
-            }
-        }
-    }
-}
-
-/// The shards a command may change, `None` for every shard.
-fn shards_written(
-    server: &Server,
-    client: &ClientState,
-    spec: &CommandSpec,
-    args: &[&[u8]],
-) -> Option<SmallVec<[usize; 4]>> {
-    let ks = &server.keyspace;
-    match spec.keys {
-        KeySpec::All if spec.name == "exec" => {
-            let mut out = SmallVec::new();
-            for q in client.multi.as_deref().unwrap_or(&[]) {
-                let a: Vec<&[u8]> = q.args.iter().map(|x| x.as_slice()).collect();
-                let Ok(cmd) = crate::commands::resolve(&a) else {
-                    continue;
-                };
-                if matches!(cmd.spec.keys, KeySpec::All) {
-                    return None;
-                }
-                for i in cmd.spec.key_indexes(&a) {
-                    if let Some(k) = a.get(i) {
-                        out.push(ks.shard_of(k));
-                    }
-                }
-            }
-            Some(out)
-        }
-        KeySpec::All => None,
-        _ => Some(
-            spec.key_indexes(args)
-                .into_iter()
-                .filter_map(|i| args.get(i).map(|k| ks.shard_of(k)))
-                .collect(),
-        ),
-    }
-}
-
-/// Copy before write: writes out, as they are now, the shards a command
-/// holds for writing and may change, unless the rewrite already has them.
-pub fn presave(
-    server: &Server,
-    job: &Job,
-    client: &ClientState,
-    spec: &CommandSpec,
-    args: &[&[u8]],
-    locked: &Locked<'_>,
-) {
-    let may_write = spec.has(flags::WRITE) || spec.has(flags::MAY_REPLICATE) || spec.name == "exec";
-    if !may_write {
-        return;
-    }
-    let shards = match shards_written(server, client, spec, args) {
-        Some(s) => s,
-        None => (0..SHARD_COUNT).collect(),
-    };
-    for i in shards {
-        if job.is_done(i) {
-            continue;
-        }
-        // Only a write lock keeps the shard still (and the rewrite out).
-        let Some(ShardGuard::Write(g)) = locked.guard(i) else {
-            continue;
-        };
-        let mut chunk = Vec::new();
-        write_shard(&mut chunk, g, unix_ms());
-        job.chunks.lock().push(chunk);
-        job.mark_done(i);
-    }
-}
+use super::aof_path;
+use crate::engine::keyspace::SHARD_COUNT;
+use crate::state::journal::encode::write_command;
+use crate::state::journal::snapshot::{write_shard, Job};
+use crate::state::journal::writer::{check_fault, error_text};
+use crate::state::journal::{self, Aof, Stream};
+use crate::state::{unix_ms, Server};
 
 fn io_err(what: &str, e: std::io::Error) -> String {
     format!("{what}: {}", error_text(&e))
 }
 
-fn write_all(aof: &super::Aof, w: &mut impl Write, data: &[u8]) -> Result<(), String> {
+fn write_all(aof: &Aof, w: &mut impl Write, data: &[u8]) -> Result<(), String> {
     check_fault(aof).map_err(|e| io_err("Error writing the rewritten AOF", e))?;
     w.write_all(data)
         .map_err(|e| io_err("Error writing the rewritten AOF", e))
 }
 
-fn flush_chunks(aof: &super::Aof, job: &Job, w: &mut impl Write) -> Result<(), String> {
+fn flush_chunks(aof: &Aof, job: &Job, w: &mut impl Write) -> Result<(), String> {
     let chunks = std::mem::take(&mut *job.chunks.lock());
     for c in chunks {
         write_all(aof, w, &c)?;
@@ -445,7 +190,16 @@ pub fn run(server: &Server) {
         {
             let mut st = aof.rewrite.lock();
             while !st.requested && !st.stop {
-                aof.wake_rewriter.wait(&mut st);
+                // Once a second: the automatic rewrite, when due.
+                if aof
+                    .wake_rewriter
+                    .wait_for(&mut st, Duration::from_secs(1))
+                    .timed_out()
+                {
+                    drop(st);
+                    cron(server);
+                    st = aof.rewrite.lock();
+                }
             }
             if st.stop {
                 return;
@@ -465,7 +219,7 @@ pub fn run(server: &Server) {
                 st.last_ok = true;
                 st.count += 1;
                 st.failures = 0;
-                super::saved(server);
+                journal::saved(aof);
                 tracing::info!(
                     "Background AOF rewrite finished successfully ({size} bytes, {:.3} seconds)",
                     t.elapsed().as_secs_f64()
@@ -485,62 +239,11 @@ pub fn run(server: &Server) {
     }
 }
 
-/// Once a second (from the writer thread): the automatic rewrite when the
-/// file grew by `auto-aof-rewrite-percentage` over its size after the last
-/// rewrite and is over `auto-aof-rewrite-min-size`, and a retry of the
-/// first rewrite after the AOF was turned on.
-pub fn cron(server: &Server) {
-    let aof = &server.aof;
-    {
-        let st = aof.rewrite.lock();
-        if st.requested || st.started.is_some() || st.stop {
-            return;
-        }
-    }
-    if aof.waiting_rewrite() {
-        super::request_rewrite(server);
-        return;
-    }
-    if !aof.enabled() {
-        return;
-    }
+/// The automatic rewrite's check, with the configuration in force.
+fn cron(server: &Server) {
     let (perc, min) = {
         let c = server.config.read();
         (c.auto_aof_rewrite_percentage, c.auto_aof_rewrite_min_size)
     };
-    let cur = aof.current_size.load(Ordering::Relaxed);
-    let base = aof.base_size.load(Ordering::Relaxed).max(1);
-    if perc == 0 || cur <= min {
-        return;
-    }
-    let growth = cur.saturating_sub(base).saturating_mul(100) / base;
-    if growth >= perc {
-        tracing::info!("Starting automatic rewriting of AOF on {growth}% growth");
-        super::request_rewrite(server);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn zadd_batches_are_bounded() {
-        let members: Vec<Vec<u8>> = (0..130).map(|i| format!("m{i}").into_bytes()).collect();
-        let mut out = Vec::new();
-        write_zadds(&mut out, b"k", members.iter().map(|m| (m.as_slice(), 0.1)));
-        let text = String::from_utf8(out).unwrap();
-        assert_eq!(text.matches("ZADD").count(), 3);
-        assert!(text.starts_with("*130\r\n$4\r\nZADD\r\n$1\r\nk\r\n$19\r\n0.10000000000000001\r\n"));
-        assert!(text.contains("*6\r\n$4\r\nZADD"));
-        let mut out = Vec::new();
-        write_sadds(
-            &mut out,
-            b"s",
-            members.iter().take(65).map(|m| Cow::Borrowed(m.as_slice())),
-        );
-        let text = String::from_utf8(out).unwrap();
-        assert_eq!(text.matches("SADD").count(), 2);
-        assert!(text.contains("*3\r\n$4\r\nSADD\r\n$1\r\ns\r\n$3\r\nm64\r\n"));
-    }
+    journal::auto_rewrite(&server.aof, perc, min);
 }

@@ -10,8 +10,11 @@
 //! - [`libs`] holds the Lua libraries Redis bundles (bit, struct, cjson,
 //!   cmsgpack), written for this server.
 //!
-//! The command handlers are in `commands::scripting`; this module knows the
-//! dispatcher only through `commands::call`.
+//! The command handlers are in `commands::scripting`. This module sits
+//! below the command layer: it knows neither the command table nor the
+//! server, and `redis.call` reaches the dispatcher through the
+//! [`ScriptHost`] the running command hands to [`Vm::eval`] and
+//! [`Vm::fcall`].
 //!
 //! Scripts are atomic, so one VM behind a mutex costs nothing: two scripts
 //! never run at once anyway. A running script is visible to the dispatcher
@@ -29,11 +32,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
-use crate::commands::table::{flags, CommandSpec};
 use crate::error::CmdError;
-use crate::server::state::Server;
 
-pub use vm::Vm;
+pub use vm::{ScriptHost, Vm};
 
 /// `BUSY` while an EVAL script runs.
 pub const BUSY_EVAL: &str =
@@ -205,29 +206,78 @@ impl Scripting {
         }
     }
 
-    /// The VM, created on first use.
-    pub fn vm(&self) -> Result<MutexGuard<'_, Option<Vm>>, CmdError> {
+    /// The VM, created on first use; `is_command` tells
+    /// `redis.acl_check_cmd` which commands exist.
+    pub fn vm(&self, is_command: IsCommand) -> Result<MutexGuard<'_, Option<Vm>>, CmdError> {
         let mut g = self.vm.lock();
         if g.is_none() {
-            *g = Some(Vm::new(self.running.clone())?);
+            *g = Some(Vm::new(self.running.clone(), is_command)?);
         }
         Ok(g)
     }
 
     /// The VM for a command that does not hold the shards (SCRIPT LOAD,
     /// FUNCTION LIST, ...): waits while a script runs, and gives up with
-    /// `BUSY` once it has run past the threshold.
-    pub fn vm_waiting(&self, server: &Server) -> Result<MutexGuard<'_, Option<Vm>>, CmdError> {
+    /// `BUSY` once it has run past `threshold_ms` (`busy-reply-threshold`).
+    pub fn vm_waiting(
+        &self,
+        threshold_ms: u64,
+        is_command: IsCommand,
+    ) -> Result<MutexGuard<'_, Option<Vm>>, CmdError> {
         loop {
             if let Some(mut g) = self.vm.try_lock_for(Duration::from_millis(2)) {
                 if g.is_none() {
-                    *g = Some(Vm::new(self.running.clone())?);
+                    *g = Some(Vm::new(self.running.clone(), is_command)?);
                 }
                 return Ok(g);
             }
-            if let Some(e) = busy_error(server) {
+            if let Some(e) = self.busy_error(threshold_ms) {
                 return Err(e);
             }
+        }
+    }
+
+    /// Whether a script runs now.
+    pub fn busy(&self) -> bool {
+        self.running.elapsed_ms().is_some()
+    }
+
+    /// The `BUSY` error other clients get when a script has run longer than
+    /// `threshold_ms` (`busy-reply-threshold`), `None` otherwise.
+    pub fn busy_error(&self, threshold_ms: u64) -> Option<CmdError> {
+        let running = &self.running;
+        let elapsed = running.elapsed_ms()?;
+        if elapsed < threshold_ms {
+            return None;
+        }
+        Some(CmdError::line(if running.eval.load(Ordering::Acquire) {
+            BUSY_EVAL
+        } else {
+            BUSY_FUNCTION
+        }))
+    }
+
+    /// Waits for the running script to end, and gives up with `BUSY` once
+    /// it has run past `threshold_ms`. The wait blocks this thread as Redis
+    /// blocks its event loop: scripts are short, and a long one hands its
+    /// own core to another thread (`Running::offer_core_if_long`), so
+    /// connections keep being read and get their BUSY once the threshold
+    /// has passed.
+    pub fn wait_not_busy(&self, threshold_ms: u64) -> Result<(), CmdError> {
+        let running = &self.running;
+        let mut g = running.ended_lock.lock();
+        loop {
+            let Some(elapsed) = running.elapsed_ms() else {
+                return Ok(());
+            };
+            if elapsed >= threshold_ms {
+                drop(g);
+                return self.busy_error(threshold_ms).map_or(Ok(()), Err);
+            }
+            // Woken when the script ends; the timeout is the threshold.
+            running
+                .ended
+                .wait_for(&mut g, Duration::from_millis(threshold_ms - elapsed));
         }
     }
 
@@ -245,50 +295,9 @@ impl Scripting {
     }
 }
 
-/// The `BUSY` error other clients get when a script has run longer than
-/// `busy-reply-threshold`, `None` otherwise.
-pub fn busy_error(server: &Server) -> Option<CmdError> {
-    let running = &server.scripting.running;
-    let elapsed = running.elapsed_ms()?;
-    let threshold = server.config.read().busy_reply_threshold;
-    if elapsed < threshold {
-        return None;
-    }
-    Some(CmdError::line(if running.eval.load(Ordering::Acquire) {
-        BUSY_EVAL
-    } else {
-        BUSY_FUNCTION
-    }))
-}
-
-/// Dispatcher hook, before a command locks anything: while a script runs,
-/// a command not flagged ALLOW_BUSY waits for it to end, and gets `BUSY`
-/// once it has run past `busy-reply-threshold`. The wait blocks this
-/// thread as Redis blocks its event loop: scripts are short, and a long one
-/// hands its own core to another thread (`Running::offer_core_if_long`),
-/// so connections keep being read and get their BUSY once the threshold
-/// has passed.
-pub fn wait_not_busy(server: &Server, spec: &CommandSpec) -> Result<(), CmdError> {
-    let running = &server.scripting.running;
-    if running.elapsed_ms().is_none() || spec.has(flags::ALLOW_BUSY) {
-        return Ok(());
-    }
-    let threshold = server.config.read().busy_reply_threshold;
-    let mut g = running.ended_lock.lock();
-    loop {
-        let Some(elapsed) = running.elapsed_ms() else {
-            return Ok(());
-        };
-        if elapsed >= threshold {
-            drop(g);
-            return busy_error(server).map_or(Ok(()), Err);
-        }
-        // Woken when the script ends; the timeout is the threshold.
-        running
-            .ended
-            .wait_for(&mut g, Duration::from_millis(threshold - elapsed));
-    }
-}
+/// Tells whether arguments name a command of the table (with its
+/// subcommand): how `redis.acl_check_cmd` sees the table it cannot import.
+pub type IsCommand = fn(&[&[u8]]) -> bool;
 
 /// The SHA1 of `body` in lower-case hex (script names, redis.sha1hex).
 pub fn sha1_hex(body: &[u8]) -> String {

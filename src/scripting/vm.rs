@@ -3,10 +3,10 @@
 //! context.
 //!
 //! `redis.call` and `redis.pcall` are Rust functions, created once with the
-//! VM: each runs the command through `commands::call` with the calling
-//! command's context (every shard already locked), which the run lends them
-//! through a [`CallSlot`], captures the reply in a scratch writer, and
-//! decodes it for Lua ([`convert`]). The script body runs under
+//! VM: each runs the command through the [`ScriptHost`] of the command
+//! running the script (the dispatcher, with every shard already locked),
+//! which the run lends them through a [`CallSlot`], captures the reply in a
+//! scratch writer, and decodes it for Lua ([`convert`]). The script body runs under
 //! a Lua-side `xpcall`, whose handler records where the error was raised,
 //! so every error line ends in ` script: <name>, on @user_script:<line>.`
 //! as in Redis.
@@ -14,7 +14,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use mlua::chunk::ChunkMode;
@@ -25,11 +25,48 @@ use smallvec::SmallVec;
 
 use super::convert::{c_double, lua_to_reply, reply_to_lua, Decoded};
 use super::library::{self, Shebang};
-use super::{libs, sha1_hex, Running};
-use crate::commands::table::{flags, table, Lookup};
-use crate::commands::{self, Ctx};
+use super::{libs, sha1_hex, IsCommand, Running};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Reply;
+
+/// What a running script needs from the command that runs it (EVAL, FCALL,
+/// ...): the dispatcher behind `redis.call`, and the calling client's state
+/// around the run. The command layer implements it, so the VM knows
+/// neither the command table nor the server.
+pub trait ScriptHost {
+    /// Runs one command for `redis.call` / `redis.pcall`, its reply written
+    /// to `out`. A command a script may not run is refused, before it runs,
+    /// with its error line: unknown, wrong arity, not allowed from scripts,
+    /// or a write when `deny_writes`. `wrote` is raised before a write runs.
+    fn call(
+        &mut self,
+        args: &[&[u8]],
+        out: &mut Reply,
+        deny_writes: bool,
+        wrote: &AtomicBool,
+    ) -> Result<(), &'static [u8]>;
+
+    /// Where the script's own reply goes.
+    fn out(&mut self) -> &mut Reply;
+
+    /// Before the script runs: blocking commands must answer at once, and
+    /// SELECT inside the script must not outlive it. Returns what
+    /// [`ScriptHost::leave`] restores.
+    fn enter(&mut self) -> Entered;
+
+    /// After the script: the client's database and blocking rule as they
+    /// were.
+    fn leave(&mut self, saved: Entered);
+}
+
+/// The client state a script run saves and restores ([`ScriptHost`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Entered {
+    /// The selected database.
+    pub db: usize,
+    /// Whether blocking was denied before.
+    pub deny_blocking: bool,
+}
 
 const PRELUDE: &str = include_str!("prelude.lua");
 const PRELUDE_NAME: &str = "=rostrum_prelude";
@@ -161,11 +198,13 @@ fn log_line(level: i64, msg: &str) {
 
 impl Vm {
     /// A fresh VM with the sandbox and the bundled libraries.
-    pub fn new(running: Arc<Running>) -> Result<Vm, CmdError> {
-        Self::build(running).map_err(|e| CmdError::err(format!("Can't create the Lua VM: {e}")))
+    /// `is_command` answers `redis.acl_check_cmd`.
+    pub fn new(running: Arc<Running>, is_command: IsCommand) -> Result<Vm, CmdError> {
+        Self::build(running, is_command)
+            .map_err(|e| CmdError::err(format!("Can't create the Lua VM: {e}")))
     }
 
-    fn build(running: Arc<Running>) -> mlua::Result<Vm> {
+    fn build(running: Arc<Running>, is_command: IsCommand) -> mlua::Result<Vm> {
         let lua = Lua::new_with(
             StdLib::TABLE | StdLib::STRING | StdLib::MATH,
             LuaOptions::default(),
@@ -201,7 +240,7 @@ impl Vm {
         )?;
         prims.raw_set(
             "log",
-            lua.create_function(|_, argv: Variadic<Value>| {
+            lua.create_function(move |_, argv: Variadic<Value>| {
                 if argv.len() < 2 {
                     return Err(raise("redis.log() requires two arguments or more."));
                 }
@@ -255,7 +294,7 @@ impl Vm {
         prims.raw_set("killed", lua.create_function(move |_, ()| Ok(r.killed()))?)?;
         prims.raw_set(
             "acl_check_cmd",
-            lua.create_function(|_, argv: Variadic<Value>| {
+            lua.create_function(move |_, argv: Variadic<Value>| {
                 if argv.is_empty() {
                     return Err(raise(
                         "Please specify at least one argument for this redis lib call",
@@ -263,9 +302,10 @@ impl Vm {
                 }
                 let args: Vec<Vec<u8>> = argv.iter().map(lua_bytes).collect();
                 let refs: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
-                match table().lookup(&refs) {
-                    Lookup::Found(_) => Ok(true),
-                    _ => Err(raise("Invalid command passed to redis.acl_check_cmd()")),
+                if is_command(&refs) {
+                    Ok(true)
+                } else {
+                    Err(raise("Invalid command passed to redis.acl_check_cmd()"))
                 }
             })?,
         )?;
@@ -394,7 +434,7 @@ impl Vm {
     /// Runs the cached script `sha` (EVAL, EVALSHA and their _RO forms).
     pub fn eval(
         &mut self,
-        ctx: &mut Ctx<'_, '_>,
+        host: &mut dyn ScriptHost,
         sha: &str,
         keys: &[&[u8]],
         args: &[&[u8]],
@@ -416,7 +456,7 @@ impl Vm {
             name: Cow::Borrowed(sha),
             deny_writes: read_only || script.shebang.no_writes,
         };
-        self.run(ctx, &func, keys, args, &run)
+        self.run(host, &func, keys, args, &run)
     }
 
     // ---- Functions ----
@@ -566,7 +606,7 @@ impl Vm {
     /// FUNCTION STATS.
     pub fn fcall(
         &mut self,
-        ctx: &mut Ctx<'_, '_>,
+        host: &mut dyn ScriptHost,
         name: &[u8],
         keys: &[&[u8]],
         args: &[&[u8]],
@@ -597,14 +637,14 @@ impl Vm {
             run.name.to_string(),
             argv.iter().map(|a| a.to_vec()).collect(),
         ));
-        self.run(ctx, &func, keys, args, &run)
+        self.run(host, &func, keys, args, &run)
     }
 
     // ---- Running ----
 
     fn run(
         &mut self,
-        ctx: &mut Ctx<'_, '_>,
+        host: &mut dyn ScriptHost,
         func: &Function,
         keys: &[&[u8]],
         args: &[&[u8]],
@@ -622,12 +662,11 @@ impl Vm {
         let args_t = to_table(args).map_err(lua_err)?;
         let running = &self.running;
         running.start(kind.eval, false);
-        let saved_db = ctx.client.db;
-        let saved_deny = std::mem::replace(&mut ctx.client.deny_blocking, true);
+        let saved = host.enter();
         let resp = &self.resp;
         resp.store(2, Ordering::Relaxed);
         let mut env = CallEnv {
-            ctx: &mut *ctx,
+            host: &mut *host,
             scratch: &mut self.scratch,
             deny_writes: kind.deny_writes,
         };
@@ -637,7 +676,7 @@ impl Vm {
         });
         let result = result.map(|(ok, value)| {
             if ok {
-                lua_to_reply(ctx.out, &value, resp.load(Ordering::Relaxed));
+                lua_to_reply(host.out(), &value, resp.load(Ordering::Relaxed));
                 Ok(())
             } else {
                 Err(script_error(&value, &kind.name, running.killed()))
@@ -645,12 +684,7 @@ impl Vm {
         });
         running.stop();
         self.scratch.trim();
-        ctx.client.deny_blocking = saved_deny;
-        if ctx.client.db != saved_db {
-            ctx.client.db = saved_db;
-            ctx.keys.db = saved_db;
-            ctx.client.info.db.store(saved_db, Ordering::Relaxed);
-        }
+        host.leave(saved);
         result.map_err(lua_err)?
     }
 }
@@ -849,8 +883,8 @@ impl Scratch {
 
 /// What redis.call works with while a script runs: the calling command's
 /// context (every shard locked) and the VM's buffers.
-struct CallEnv<'r, 'c, 'a> {
-    ctx: &'r mut Ctx<'c, 'a>,
+struct CallEnv<'r> {
+    host: &'r mut dyn ScriptHost,
     scratch: &'r mut Scratch,
     /// Writes are refused (read-only scripts and functions).
     deny_writes: bool,
@@ -865,7 +899,7 @@ struct CallSlot(AtomicPtr<()>);
 
 impl CallSlot {
     /// Runs `f` (the script) with `env` lent to redis.call.
-    fn lend<R>(&self, env: &mut CallEnv<'_, '_, '_>, f: impl FnOnce() -> R) -> R {
+    fn lend<R>(&self, env: &mut CallEnv<'_>, f: impl FnOnce() -> R) -> R {
         /// Empties the slot when the run ends, even by unwinding.
         struct Clear<'s>(&'s AtomicPtr<()>);
         impl Drop for Clear<'_> {
@@ -880,7 +914,7 @@ impl CallSlot {
 
     /// Runs `f` with the lent [`CallEnv`]; `None` when no script runs (or
     /// inside another `with`, which has taken it).
-    fn with<R>(&self, f: impl FnOnce(&mut CallEnv<'_, '_, '_>) -> R) -> Option<R> {
+    fn with<R>(&self, f: impl FnOnce(&mut CallEnv<'_>) -> R) -> Option<R> {
         /// Puts the taken pointer back, even by unwinding.
         struct Restore<'s>(&'s AtomicPtr<()>, *mut ());
         impl Drop for Restore<'_> {
@@ -904,7 +938,7 @@ impl CallSlot {
         // on one thread: the script runs inside `f` of `lend`, and mlua
         // holds the VM's lock for the whole call. The lifetimes are erased:
         // `f` is generic over them, so the reference cannot leave `f`.
-        let env = unsafe { &mut *restore.1.cast::<CallEnv<'_, '_, '_>>() };
+        let env = unsafe { &mut *restore.1.cast::<CallEnv<'_>>() };
         Some(f(env))
     }
 }
@@ -921,7 +955,7 @@ struct Call {
 /// `{err=...}` by redis.pcall.
 fn call_command(
     lua: &Lua,
-    env: &mut CallEnv<'_, '_, '_>,
+    env: &mut CallEnv<'_>,
     running: &Running,
     call: Call,
     argv: MultiValue,
@@ -940,7 +974,7 @@ fn call_command(
 /// Runs one command for redis.call: its reply for Lua, or its error line.
 fn run_command(
     lua: &Lua,
-    env: &mut CallEnv<'_, '_, '_>,
+    env: &mut CallEnv<'_>,
     running: &Running,
     resp: u8,
     argv: MultiValue,
@@ -969,34 +1003,18 @@ fn run_command(
         refs.push(&args[start..end]);
         start = end;
     }
-    let cmd = match table().lookup(&refs) {
-        Lookup::Found(c) if c.spec.arity_ok(refs.len()) => c,
-        Lookup::Found(_) | Lookup::MissingSub(_) => {
-            return fail(b"ERR Wrong number of args calling Redis command from script")
-        }
-        Lookup::Unknown | Lookup::UnknownSub(_) => {
-            return fail(b"ERR Unknown Redis command called from script")
-        }
-    };
-    if cmd.spec.has(flags::NOSCRIPT) {
-        return fail(b"ERR This Redis command is not allowed from script");
-    }
-    if cmd.spec.has(flags::WRITE) {
-        if env.deny_writes {
-            return fail(b"ERR Write commands are not allowed from read-only scripts.");
-        }
-        running.wrote.store(true, Ordering::Release);
-    }
     reply.clear();
-    let ctx = &mut *env.ctx;
     let mut out = Reply {
         buf: std::mem::take(reply),
         resp3: resp == 3,
     };
-    std::mem::swap(&mut *ctx.out, &mut out);
-    commands::call(ctx, cmd, &refs);
-    std::mem::swap(&mut *ctx.out, &mut out);
+    let ran = env
+        .host
+        .call(&refs, &mut out, env.deny_writes, &running.wrote);
     *reply = out.buf;
+    if let Err(line) = ran {
+        return fail(line);
+    }
     match reply_to_lua(lua, reply)? {
         Decoded::Value(v) => Ok(Ok(v)),
         Decoded::Error(line) => {
@@ -1027,7 +1045,7 @@ mod hook_tests {
     #[test]
     fn the_hook_stops_a_killed_script() {
         let running = Arc::new(Running::new());
-        let vm = Vm::new(running.clone()).unwrap();
+        let vm = Vm::new(running.clone(), |_| true).unwrap();
         running.kill.store(true, Ordering::Release);
         let r: mlua::Result<()> = vm.lua.load("while true do end").exec();
         assert!(r.is_err());

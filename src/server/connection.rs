@@ -11,10 +11,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use super::client::{ClientInfo, ClientState};
-use super::state::{unix_ms, Server};
 use crate::commands;
 use crate::protocol::{Limits, Parsed, Reply, RequestParser};
+use crate::state::client::{ClientInfo, ClientState};
+use crate::state::{unix_ms, Server};
 
 /// Replies are sent early once this many bytes are waiting.
 const FLUSH_AT: usize = 64 * 1024;

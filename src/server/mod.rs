@@ -1,18 +1,16 @@
-//! The network side: the listener, one task per connection, client state,
-//! configuration and shared server state. Commands live in `commands`.
+//! The network side, at the top: the listener, one task per connection,
+//! the periodic work and signals. The state they share is `state`;
+//! commands live in `commands`.
 
-pub mod client;
-pub mod config;
 pub mod connection;
-pub mod state;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
 
-pub use config::Config;
-pub use state::Server;
+use crate::state::journal;
+use crate::state::{unix_ms, Server};
 
 /// Binds every configured address, then serves until shutdown (SHUTDOWN,
 /// SIGTERM or Ctrl-C). Returns once every listener has stopped.
@@ -104,15 +102,14 @@ fn spawn_cron(server: Arc<Server>) {
             // rewrite pauses it (see persistence::rewrite); expired keys
             // are logged to the AOF as DELs.
             for _ in 0..16 {
-                if crate::persistence::expiry_paused(&server) {
+                if journal::expiry_paused(&server.aof) {
                     break;
                 }
-                let (_, more) =
-                    server
-                        .keyspace
-                        .active_expire(state::unix_ms(), 200, &mut |db, keys| {
-                            crate::persistence::feed_expired(&server, db, keys)
-                        });
+                let (_, more) = server
+                    .keyspace
+                    .active_expire(unix_ms(), 200, &mut |db, keys| {
+                        journal::feed_expired(&server.aof, db, keys)
+                    });
                 if !more {
                     break;
                 }

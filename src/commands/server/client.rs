@@ -11,8 +11,8 @@ use super::super::Ctx;
 
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::parse_i64;
-use crate::server::client::{ClientInfo, ReplyMode};
-use crate::server::state::unix_ms;
+use crate::state::client::{ClientInfo, ReplyMode};
+use crate::state::unix_ms;
 
 const fn sub(
     name: &'static str,

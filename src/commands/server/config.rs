@@ -1,5 +1,5 @@
 //! CONFIG GET / SET / RESETSTAT / REWRITE / HELP. The parameters themselves
-//! (names, syntax, defaults) live in `server::config`.
+//! (names, syntax, defaults) live in `state::config`.
 
 use std::sync::atomic::Ordering;
 
@@ -7,8 +7,8 @@ use super::super::args::text;
 use super::super::Ctx;
 use super::srv;
 use crate::error::{CmdError, CmdResult};
-use crate::server::config::SetError;
-use crate::server::Server;
+use crate::state::config::SetError;
+use crate::state::Server;
 
 use super::super::table::{flags::*, CommandSpec};
 
@@ -90,11 +90,12 @@ fn set(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
                 n.eq_ignore_ascii_case("appendonly") || n.eq_ignore_ascii_case("appendfsync")
             });
             if let Some((name, _)) = aof_param {
-                crate::persistence::on_config_change(ctx.server).map_err(|why| {
-                    CmdError::err(format!(
-                        "CONFIG SET failed (possibly related to argument '{name}') - {why}"
-                    ))
-                })?;
+                crate::state::journal::on_config_change(&ctx.server.aof, &ctx.server.config.read())
+                    .map_err(|why| {
+                        CmdError::err(format!(
+                            "CONFIG SET failed (possibly related to argument '{name}') - {why}"
+                        ))
+                    })?;
             }
             ctx.out.ok();
             Ok(())
@@ -112,7 +113,7 @@ fn set(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 /// stats section), as CONFIG RESETSTAT does. `expired_now` is the keyspace's
 /// expired-keys count, from which INFO's `expired_keys` starts again.
 pub fn reset_stats(server: &Server, expired_now: u64) {
-    for s in &server.command_stats {
+    for s in server.command_stats(super::super::table::table().slots()) {
         s.calls.store(0, Ordering::Relaxed);
         s.usec.store(0, Ordering::Relaxed);
         s.failed.store(0, Ordering::Relaxed);

@@ -12,8 +12,8 @@ use super::super::Ctx;
 use super::srv;
 use crate::commands::connection::REDIS_VERSION;
 use crate::error::CmdResult;
-use crate::server::state::{unix_ms, unix_us};
-use crate::server::Server;
+use crate::state::Server;
+use crate::state::{unix_ms, unix_us};
 
 /// INFO [section ...].
 pub const INFO: CommandSpec = srv(
@@ -372,7 +372,7 @@ fn memory_section(server: &Server, l: &mut Lines) {
 }
 
 fn persistence_section(server: &Server, l: &mut Lines) {
-    for (name, value) in crate::persistence::info_fields(server) {
+    for (name, value) in crate::state::journal::info_fields(&server.aof) {
         l.put(name, value);
     }
 }
@@ -524,7 +524,7 @@ fn cpu_section(l: &mut Lines) {
 
 fn commandstats_section(server: &Server, l: &mut Lines) {
     for c in table().all_slots() {
-        let Some(s) = server.command_stats.get(c.id) else {
+        let Some(s) = server.command_stats(table().slots()).get(c.id) else {
             continue;
         };
         let calls = s.calls.load(Ordering::Relaxed);

@@ -14,7 +14,7 @@ use super::table::{flags::*, CommandSpec, Handler, KeySpec};
 use super::Ctx;
 use crate::engine::keyspace::Shard;
 use crate::error::{CmdError, CmdResult};
-use crate::server::state::unix_us;
+use crate::state::unix_us;
 
 pub use client::validate_client_name;
 
@@ -244,6 +244,7 @@ fn time(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
 fn lastsave(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     let t = ctx
         .server
+        .aof
         .lastsave
         .load(std::sync::atomic::Ordering::Relaxed);
     ctx.out.int(t as i64);

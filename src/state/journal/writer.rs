@@ -3,7 +3,7 @@
 //! for the disk. Under `always` one fsync covers every write buffered
 //! before it (group commit), and the durable offset is published for the
 //! clients waiting on it. Once a second it also fsyncs (`everysec`), retries
-//! after a write error, and starts the automatic rewrite when due.
+//! and retries after a write error.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -12,7 +12,6 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::{Aof, Fsync};
-use crate::server::state::Server;
 
 /// Opens (creating if needed) the AOF for appending; returns it and its size.
 pub fn open_append(path: &Path) -> io::Result<(File, u64)> {
@@ -99,8 +98,7 @@ const WRITE_EVERY: Duration = Duration::from_micros(500);
 const KICK_WAIT: Duration = Duration::from_millis(1);
 
 /// The writer loop; returns when the server shuts down.
-pub fn run(server: &Server) {
-    let aof = &server.aof;
+pub fn run(aof: &Aof) {
     let mut target: Option<Target> = None;
     // Bytes taken from the feed but not yet written (kept across errors).
     let mut pending: Vec<u8> = Vec::new();
@@ -231,7 +229,6 @@ pub fn run(server: &Server) {
         }
         if last_tick.elapsed() >= Duration::from_secs(1) {
             last_tick = Instant::now();
-            super::rewrite::cron(server);
         }
     }
 }

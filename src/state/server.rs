@@ -3,33 +3,19 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 
 use super::client::ClientInfo;
+use super::clock::unix_ms;
 use super::config::Config;
-use crate::commands::table::table;
+use super::journal::Aof;
 use crate::engine::Keyspace;
-
-/// Unix time in milliseconds.
-pub fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
-/// Unix time in microseconds.
-pub fn unix_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0)
-}
+use crate::scripting::Scripting;
 
 /// Calls, time and errors of one command (INFO commandstats).
 #[derive(Debug, Default)]
@@ -99,8 +85,9 @@ pub struct Server {
     pub blocked_on: Mutex<HashMap<(usize, bytes::Bytes), Vec<u64>>>,
     /// Counters.
     pub stats: Stats,
-    /// Per-command statistics, indexed by command slot.
-    pub command_stats: Vec<CommandStat>,
+    /// Per-command statistics, indexed by command slot (the command
+    /// table's; sized by the first [`Server::command_stats`] call).
+    command_stats: OnceLock<Box<[CommandStat]>>,
     /// Error replies by error code (INFO errorstats).
     pub error_stats: Mutex<HashMap<String, u64>>,
     /// The slow log, newest first.
@@ -111,8 +98,6 @@ pub struct Server {
     pub started: Instant,
     /// See [`Server::started`].
     pub started_unix_ms: u64,
-    /// Unix seconds of the last successful save.
-    pub lastsave: AtomicU64,
     /// TCP port actually listened on.
     pub port: AtomicU64,
     /// Path of the config file, if started with one.
@@ -126,9 +111,9 @@ pub struct Server {
     /// See [`InfoMarks`].
     pub info_marks: InfoMarks,
     /// The append-only file.
-    pub aof: crate::persistence::Aof,
+    pub aof: Aof,
     /// The Lua VM, its scripts and function libraries.
-    pub scripting: crate::scripting::Scripting,
+    pub scripting: Scripting,
 }
 
 impl Server {
@@ -140,7 +125,7 @@ impl Server {
             .map(|_| format!("{:x}", rand::random::<u8>() % 16))
             .collect();
         Arc::new(Server {
-            aof: crate::persistence::Aof::new(&config),
+            aof: Aof::new(&config),
             keyspace: Keyspace::new(config.databases),
             slowlog_threshold_us: AtomicI64::new(config.slowlog_log_slower_than),
             proto_max_bulk_len: AtomicU64::new(config.proto_max_bulk_len),
@@ -152,23 +137,26 @@ impl Server {
             blocked_clients: AtomicUsize::new(0),
             blocked_on: Mutex::new(HashMap::new()),
             stats: Stats::default(),
-            command_stats: (0..table().slots())
-                .map(|_| CommandStat::default())
-                .collect(),
+            command_stats: OnceLock::new(),
             error_stats: Mutex::new(HashMap::new()),
             slowlog: Mutex::new(VecDeque::new()),
             slowlog_next_id: AtomicU64::new(0),
             started: Instant::now(),
             started_unix_ms: now,
-            lastsave: AtomicU64::new(now / 1000),
             port: AtomicU64::new(0),
             config_file,
             shutdown: tx,
             shutting_down: AtomicBool::new(false),
             run_id,
             info_marks: InfoMarks::default(),
-            scripting: crate::scripting::Scripting::new(),
+            scripting: Scripting::new(),
         })
+    }
+
+    /// The per-command statistics of a table of `slots` commands.
+    pub fn command_stats(&self, slots: usize) -> &[CommandStat] {
+        self.command_stats
+            .get_or_init(|| (0..slots).map(|_| CommandStat::default()).collect())
     }
 
     /// A new, never reused client id.

@@ -1,56 +1,12 @@
-//! What a command handler works with: the server, the calling client, the
-//! reply writer, and [`Keys`], its view of the keys it has locked.
+//! [`Keys`]: a command's view of the keyspace while it runs (the shards it
+//! locked, its database and clock), and what it changed, for the journal,
+//! WATCH and blocked clients.
 
 use bytes::Bytes;
 
 use crate::engine::keyspace::{Db, Entry, Keyspace, Locked};
 use crate::engine::value::Value;
 use crate::error::CmdError;
-use crate::protocol::Reply;
-use crate::server::client::ClientState;
-use crate::server::state::Server;
-
-/// Everything a handler needs. Fields are public so a handler can read its
-/// keys and write its reply at the same time.
-pub struct Ctx<'c, 'a> {
-    /// Shared server state.
-    pub server: &'a Server,
-    /// The calling client.
-    pub client: &'c mut ClientState,
-    /// Where the reply goes.
-    pub out: &'c mut Reply,
-    /// The keys this command may touch.
-    pub keys: Keys<'a>,
-}
-
-impl Ctx<'_, '_> {
-    /// Blocks the client on `keys` (of the selected database) until one of
-    /// them changes or `timeout` passes (`None`: forever); the command is then
-    /// run again. Returns false when blocking is not allowed here (inside
-    /// EXEC or a script): the handler must then reply as on timeout.
-    pub fn block_on(
-        &mut self,
-        keys: &[&[u8]],
-        timeout: Option<std::time::Duration>,
-        args: &[&[u8]],
-    ) -> bool {
-        if self.client.deny_blocking {
-            return false;
-        }
-        let db = self.keys.db;
-        let keys: Vec<(usize, Bytes)> = keys
-            .iter()
-            .map(|k| (db, Bytes::copy_from_slice(k)))
-            .collect();
-        self.server.block_client(self.client.id(), &keys);
-        self.client.blocked = Some(crate::server::client::BlockState {
-            args: args.iter().map(|a| a.to_vec()).collect(),
-            keys,
-            deadline: timeout.map(|t| std::time::Instant::now() + t),
-        });
-        true
-    }
-}
 
 /// A command's access to the keyspace: the shards it locked, the selected
 /// database and the command's clock (fixed for its whole run, as in Redis, so

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+pub use super::clock::CommandClock;
+
 /// What CLIENT LIST / INFO / KILL can see of a connection.
 #[derive(Debug)]
 pub struct ClientInfo {
@@ -97,45 +99,6 @@ pub enum ReplyMode {
 pub struct Queued {
     /// The arguments, name first.
     pub args: Vec<Vec<u8>>,
-}
-
-/// A connection's command clock. Reading the time costs as much as a small
-/// command, so one reading serves as the end of a command and the start of
-/// the next; the wall clock is read once per batch of pipelined commands.
-#[derive(Debug, Clone, Copy)]
-pub struct CommandClock {
-    base: std::time::Instant,
-    base_unix_ms: u64,
-    /// When the previous command ended (the next one's start).
-    pub last: std::time::Instant,
-}
-
-impl CommandClock {
-    /// A clock read now.
-    pub fn new() -> Self {
-        let now = std::time::Instant::now();
-        CommandClock {
-            base: now,
-            base_unix_ms: super::state::unix_ms(),
-            last: now,
-        }
-    }
-
-    /// Reads both clocks again (before a batch, after waiting).
-    pub fn reset(&mut self) {
-        *self = CommandClock::new();
-    }
-
-    /// Unix milliseconds at `at` (an instant after the last reset).
-    pub fn unix_ms_at(&self, at: std::time::Instant) -> u64 {
-        self.base_unix_ms + at.saturating_duration_since(self.base).as_millis() as u64
-    }
-}
-
-impl Default for CommandClock {
-    fn default() -> Self {
-        Self::new()
-    }
 }
 
 /// A client waiting for data on keys (BZPOPMIN and friends).

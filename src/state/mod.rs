@@ -1,0 +1,23 @@
+//! The state commands need but do not own: the server's shared state
+//! ([`Server`]: keyspace, configuration, clients, counters, slow log, the
+//! registry of blocked clients), one connection's state ([`client`]), a
+//! command's context ([`Ctx`], [`Keys`]) and the journal every write is fed
+//! to ([`journal`], the AOF's entry point and writer).
+//!
+//! Below `commands`: nothing here knows the command table or a command
+//! family. What needs the dispatcher (AOF loading and rewrite, the
+//! connection loop) sits above it and reaches in here, never the other way.
+
+pub mod client;
+pub mod clock;
+pub mod config;
+pub mod ctx;
+pub mod journal;
+pub mod keys;
+pub mod server;
+
+pub use clock::{unix_ms, unix_us};
+pub use config::Config;
+pub use ctx::Ctx;
+pub use keys::Keys;
+pub use server::Server;
