@@ -92,7 +92,8 @@ impl std::error::Error for HashError {}
 /// write); the command layer can supply that type, and `f64` is provided
 /// for everything else (it follows the same rules at double precision, so
 /// its last digits can differ from Redis's: `10.5 + 0.1` is
-/// `10.59999999999999964` in `f64` and `10.6` in long double).
+/// `10.59999999999999964` in `f64` and `10.6` in long double, and values
+/// past `f64`'s range such as `1e400` are not floats to it).
 pub trait HashFloat: Copy {
     /// The value of an absent field.
     fn zero() -> Self;
