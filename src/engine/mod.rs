@@ -3,6 +3,7 @@
 
 pub mod bitmap;
 pub mod glob;
+pub mod hash;
 pub mod keyspace;
 pub mod set;
 pub mod string;

@@ -1,0 +1,1662 @@
+//! Hashes, in the two encodings Redis 7.0 reports with OBJECT ENCODING:
+//!
+//! - `listpack`: every field and value back to back in one exactly sized
+//!   byte buffer, in insertion order (HGETALL on a small hash answers in that
+//!   order; an overwritten field keeps its place), found by a linear scan.
+//!   Used while the hash has at most `hash-max-listpack-entries` fields and
+//!   every field and value is at most `hash-max-listpack-value` bytes.
+//! - `hashtable`: an open-addressing table over entries stored back to back
+//!   in one byte arena, built for memory (see `FieldTable`).
+//!
+//! A hash moves from `listpack` to `hashtable` in one place,
+//! `HashValue::convert_to_hashtable`, and never back (Redis never converts a
+//! hash back either).
+//!
+//! Nothing here knows about RESP or commands: the limits come from the
+//! caller ([`HashLimits`]), randomness from the caller's `Rng`, and the
+//! number type HINCRBYFLOAT adds with from the caller ([`HashFloat`]; an
+//! `f64` version is provided here).
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::OnceLock;
+
+use ahash::RandomState;
+use rand::seq::{index, SliceRandom};
+use rand::Rng;
+
+use crate::protocol::number::{parse_i64, strtod};
+
+/// Redis's default `hash-max-listpack-entries`.
+pub const DEFAULT_MAX_LISTPACK_ENTRIES: usize = 128;
+
+/// Redis's default `hash-max-listpack-value`.
+pub const DEFAULT_MAX_LISTPACK_VALUE: usize = 64;
+
+/// Redis's `LISTPACK_MAX_SAFETY_SIZE`: a listpack that would grow past 1 GiB
+/// becomes a `hashtable` whatever the other limits say.
+const LISTPACK_MAX_SAFETY_SIZE: usize = 1 << 30;
+
+/// The two `hash-max-listpack-*` parameters, as the caller's configuration
+/// holds them when a command runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HashLimits {
+    /// `hash-max-listpack-entries`: most fields a `listpack` hash holds.
+    pub max_listpack_entries: usize,
+    /// `hash-max-listpack-value`: longest field or value (bytes) a
+    /// `listpack` hash holds.
+    pub max_listpack_value: usize,
+}
+
+impl Default for HashLimits {
+    fn default() -> Self {
+        HashLimits {
+            max_listpack_entries: DEFAULT_MAX_LISTPACK_ENTRIES,
+            max_listpack_value: DEFAULT_MAX_LISTPACK_VALUE,
+        }
+    }
+}
+
+/// Why HINCRBY or HINCRBYFLOAT refused; `Display` is Redis's error line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HashError {
+    /// `ERR hash value is not an integer`: HINCRBY on a value that is not a
+    /// canonical 64-bit integer (Redis's `string2ll`).
+    NotAnInteger,
+    /// `ERR increment or decrement would overflow`: HINCRBY past the i64
+    /// range.
+    Overflow,
+    /// `ERR hash value is not a float`: HINCRBYFLOAT on a value that does not
+    /// parse as a number.
+    NotAFloat,
+    /// `ERR increment would produce NaN or Infinity`: HINCRBYFLOAT whose sum
+    /// is not finite.
+    NanOrInfinity,
+}
+
+impl fmt::Display for HashError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            HashError::NotAnInteger => "ERR hash value is not an integer",
+            HashError::Overflow => "ERR increment or decrement would overflow",
+            HashError::NotAFloat => "ERR hash value is not a float",
+            HashError::NanOrInfinity => "ERR increment would produce NaN or Infinity",
+        })
+    }
+}
+
+impl std::error::Error for HashError {}
+
+/// The number type HINCRBYFLOAT adds with. Redis uses the x87 long double
+/// (`string2ld` to read, `+`, `%.17Lf` with trailing zeros removed to
+/// write); the command layer can supply that type, and `f64` is provided
+/// for everything else (it follows the same rules at double precision, so
+/// its last digits can differ from Redis's: `10.5 + 0.1` is
+/// `10.59999999999999964` in `f64` and `10.6` in long double, and values
+/// past `f64`'s range such as `1e400` are not floats to it).
+pub trait HashFloat: Copy {
+    /// The value of an absent field.
+    fn zero() -> Self;
+    /// Reads a stored value; `None` when Redis would answer "hash value is
+    /// not a float".
+    fn parse(bytes: &[u8]) -> Option<Self>;
+    /// The sum of two numbers.
+    fn add(self, other: Self) -> Self;
+    /// Whether the number is neither NaN nor infinite.
+    fn is_finite(self) -> bool;
+    /// The bytes HINCRBYFLOAT stores and replies with.
+    fn format(self) -> Vec<u8>;
+}
+
+/// Redis's `MAX_LONG_DOUBLE_CHARS`: `string2ld` reads shorter strings only.
+const MAX_LONG_DOUBLE_CHARS: usize = 5 * 1024;
+
+impl HashFloat for f64 {
+    fn zero() -> Self {
+        0.0
+    }
+
+    /// `string2ld`'s rules: not empty, shorter than 5 KiB, no leading space,
+    /// the whole string read, no NaN, no overflow or underflow to zero.
+    fn parse(bytes: &[u8]) -> Option<Self> {
+        if bytes.is_empty() || bytes.len() >= MAX_LONG_DOUBLE_CHARS {
+            return None;
+        }
+        if bytes.first().is_some_and(|&b| is_c_space(b)) {
+            return None;
+        }
+        let r = strtod(bytes);
+        if r.consumed != bytes.len() || r.value.is_nan() {
+            return None;
+        }
+        if r.range_error && (r.value.is_infinite() || r.value == 0.0) {
+            return None;
+        }
+        Some(r.value)
+    }
+
+    fn add(self, other: Self) -> Self {
+        self + other
+    }
+
+    fn is_finite(self) -> bool {
+        f64::is_finite(self)
+    }
+
+    /// `%.17f`, trailing zeros (and a bare `.`) removed, `-0` written `0`.
+    fn format(self) -> Vec<u8> {
+        let mut s = format!("{self:.17}").into_bytes();
+        if s.contains(&b'.') {
+            while s.last() == Some(&b'0') {
+                s.pop();
+            }
+            if s.last() == Some(&b'.') {
+                s.pop();
+            }
+        }
+        if s == b"-0" {
+            s = b"0".to_vec();
+        }
+        s
+    }
+}
+
+/// C's `isspace` in the "C" locale.
+fn is_c_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
+/// A hash value.
+#[derive(Debug, Clone)]
+pub struct HashValue {
+    enc: Encoding,
+}
+
+#[derive(Debug, Clone)]
+enum Encoding {
+    Listpack(Listpack),
+    // Boxed so a small hash does not carry the table's fields.
+    Table(Box<FieldTable>),
+}
+
+impl Default for HashValue {
+    fn default() -> Self {
+        HashValue::new()
+    }
+}
+
+impl HashValue {
+    /// An empty hash (a `listpack`, as Redis creates every new hash).
+    pub fn new() -> HashValue {
+        HashValue {
+            enc: Encoding::Listpack(Listpack::default()),
+        }
+    }
+
+    /// Number of fields (HLEN).
+    pub fn len(&self) -> usize {
+        match &self.enc {
+            Encoding::Listpack(l) => l.len(),
+            Encoding::Table(t) => t.len,
+        }
+    }
+
+    /// Whether the hash has no fields (such a hash must not stay in the
+    /// keyspace).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The name OBJECT ENCODING answers: `listpack` or `hashtable`.
+    pub fn encoding(&self) -> &'static str {
+        match &self.enc {
+            Encoding::Listpack(_) => "listpack",
+            Encoding::Table(_) => "hashtable",
+        }
+    }
+
+    /// A deep copy (COPY).
+    pub fn duplicate(&self) -> HashValue {
+        self.clone()
+    }
+
+    /// Approximate bytes used (heap buffers by capacity, plus the struct).
+    pub fn memory_usage(&self) -> usize {
+        std::mem::size_of::<HashValue>()
+            + match &self.enc {
+                Encoding::Listpack(l) => l.heap_bytes(),
+                Encoding::Table(t) => std::mem::size_of::<FieldTable>() + t.heap_bytes(),
+            }
+    }
+
+    /// The value of `field` (HGET).
+    pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
+        match &self.enc {
+            Encoding::Listpack(l) => l.find(field).map(|(_, p)| p.value),
+            Encoding::Table(t) => t.get(field),
+        }
+    }
+
+    /// Whether `field` is in the hash (HEXISTS).
+    pub fn contains(&self, field: &[u8]) -> bool {
+        self.get(field).is_some()
+    }
+
+    /// Length of the value of `field`, 0 when absent (HSTRLEN).
+    pub fn strlen(&self, field: &[u8]) -> usize {
+        self.get(field).map_or(0, <[u8]>::len)
+    }
+
+    /// Sets `field` to `value`; returns whether the field is new (HSET).
+    /// A `listpack` becomes a `hashtable` first when `field` or `value` is
+    /// longer than `hash-max-listpack-value` (or the buffer would pass
+    /// 1 GiB), and afterwards when it holds more than
+    /// `hash-max-listpack-entries` fields.
+    pub fn set(&mut self, field: &[u8], value: &[u8], limits: HashLimits) -> bool {
+        if let Encoding::Listpack(l) = &self.enc {
+            let too_long =
+                field.len() > limits.max_listpack_value || value.len() > limits.max_listpack_value;
+            let too_big = l
+                .heap_bytes()
+                .saturating_add(field.len())
+                .saturating_add(value.len())
+                > LISTPACK_MAX_SAFETY_SIZE;
+            if too_long || too_big {
+                self.convert_to_hashtable(1);
+            }
+        }
+        let (added, over) = match &mut self.enc {
+            Encoding::Listpack(l) => {
+                let added = l.set(field, value);
+                (added, l.len() > limits.max_listpack_entries)
+            }
+            Encoding::Table(t) => (t.set(field, value), false),
+        };
+        if over {
+            self.convert_to_hashtable(0);
+        }
+        added
+    }
+
+    /// Sets `field` only if it is absent; returns whether it was set
+    /// (HSETNX). An existing field leaves the hash untouched, encoding
+    /// included, as in Redis.
+    pub fn set_nx(&mut self, field: &[u8], value: &[u8], limits: HashLimits) -> bool {
+        if self.contains(field) {
+            return false;
+        }
+        self.set(field, value, limits)
+    }
+
+    /// Removes `field`; returns whether it was there (HDEL). The encoding
+    /// stays what it was.
+    pub fn remove(&mut self, field: &[u8]) -> bool {
+        match &mut self.enc {
+            Encoding::Listpack(l) => l.remove(field),
+            Encoding::Table(t) => t.remove(field),
+        }
+    }
+
+    /// Adds `incr` to the integer value of `field` (an absent field counts
+    /// as 0) and returns the new value (HINCRBY). Nothing changes on error.
+    pub fn incr_by(
+        &mut self,
+        field: &[u8],
+        incr: i64,
+        limits: HashLimits,
+    ) -> Result<i64, HashError> {
+        let old = match self.get(field) {
+            Some(v) => parse_i64(v).ok_or(HashError::NotAnInteger)?,
+            None => 0,
+        };
+        let new = old.checked_add(incr).ok_or(HashError::Overflow)?;
+        self.set(field, itoa::Buffer::new().format(new).as_bytes(), limits);
+        Ok(new)
+    }
+
+    /// Adds `incr` to the number in `field` (an absent field counts as 0),
+    /// stores the sum as [`HashFloat::format`] writes it and returns those
+    /// bytes (HINCRBYFLOAT's reply). Nothing changes on error. Checking that
+    /// `incr` itself is a finite number is the caller's (it is an argument).
+    pub fn incr_by_float<F: HashFloat>(
+        &mut self,
+        field: &[u8],
+        incr: F,
+        limits: HashLimits,
+    ) -> Result<Vec<u8>, HashError> {
+        let old = match self.get(field) {
+            Some(v) => F::parse(v).ok_or(HashError::NotAFloat)?,
+            None => F::zero(),
+        };
+        let sum = old.add(incr);
+        if !sum.is_finite() {
+            return Err(HashError::NanOrInfinity);
+        }
+        let bytes = sum.format();
+        self.set(field, &bytes, limits);
+        Ok(bytes)
+    }
+
+    /// The one place a `listpack` becomes a `hashtable` (room is made for
+    /// `extra` more fields).
+    fn convert_to_hashtable(&mut self, extra: usize) {
+        let Encoding::Listpack(l) = &self.enc else {
+            return;
+        };
+        // A table entry's two length prefixes take at most one byte more
+        // than the pair's listpack header.
+        let arena = l.heap_bytes() + l.len();
+        let mut table = FieldTable::with_capacity(l.len() + extra, arena);
+        for (f, v) in l.iter() {
+            table.set(f, v);
+        }
+        self.enc = Encoding::Table(Box::new(table));
+    }
+
+    /// Every (field, value) pair: insertion order for a `listpack`, table
+    /// order for a `hashtable` (HGETALL order).
+    pub fn iter(&self) -> Iter<'_> {
+        Iter {
+            inner: match &self.enc {
+                Encoding::Listpack(l) => IterInner::Listpack(l.iter()),
+                Encoding::Table(t) => IterInner::Table(t.iter()),
+            },
+        }
+    }
+
+    /// Every field, in [`HashValue::iter`] order (HKEYS).
+    pub fn keys(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.iter().map(|(f, _)| f)
+    }
+
+    /// Every value, in [`HashValue::iter`] order (HVALS).
+    pub fn values(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.iter().map(|(_, v)| v)
+    }
+
+    /// One (field, value) pair chosen uniformly at random (HRANDFIELD
+    /// without a count).
+    pub fn random_field<R: Rng + ?Sized>(&self, rng: &mut R) -> Option<(&[u8], &[u8])> {
+        match &self.enc {
+            Encoding::Listpack(l) => {
+                if l.len() == 0 {
+                    return None;
+                }
+                l.iter().nth(rng.random_range(0..l.len()))
+            }
+            Encoding::Table(t) => t.random_slot(rng).map(|(_, f, v)| (f, v)),
+        }
+    }
+
+    /// `count` distinct pairs chosen at random (HRANDFIELD with a positive
+    /// count), or every pair in [`HashValue::iter`] order when the hash has
+    /// no more than `count`. A `listpack` gives its picks in its own order.
+    pub fn random_distinct<R: Rng + ?Sized>(
+        &self,
+        count: usize,
+        rng: &mut R,
+    ) -> Vec<(&[u8], &[u8])> {
+        let len = self.len();
+        if count >= len {
+            return self.iter().collect();
+        }
+        match &self.enc {
+            Encoding::Listpack(l) => {
+                let mut picks = index::sample(rng, len, count).into_vec();
+                picks.sort_unstable();
+                let mut picks = picks.into_iter().peekable();
+                let mut out = Vec::with_capacity(count);
+                for (i, pair) in l.iter().enumerate() {
+                    if picks.peek() == Some(&i) {
+                        picks.next();
+                        out.push(pair);
+                    }
+                }
+                out
+            }
+            // Many of the pairs: shuffle them all; the shuffled part is a
+            // uniform pick.
+            Encoding::Table(t) if count.saturating_mul(3) > len => {
+                let mut all: Vec<(&[u8], &[u8])> = t.iter().collect();
+                let (picked, _) = all.partial_shuffle(rng, count);
+                picked.to_vec()
+            }
+            // Few of them: draw slots until enough distinct ones came up.
+            Encoding::Table(t) => {
+                let mut slots = std::collections::HashSet::with_capacity(count);
+                let mut out = Vec::with_capacity(count);
+                while out.len() < count {
+                    let Some((slot, f, v)) = t.random_slot(rng) else {
+                        break;
+                    };
+                    if slots.insert(slot) {
+                        out.push((f, v));
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    /// Calls `emit` `count` times with a pair chosen uniformly at random
+    /// each time, repeats allowed (HRANDFIELD with a negative count).
+    /// Nothing is emitted for an empty hash.
+    pub fn random_with_repeats<R: Rng + ?Sized>(
+        &self,
+        count: usize,
+        rng: &mut R,
+        mut emit: impl FnMut(&[u8], &[u8]),
+    ) {
+        match &self.enc {
+            Encoding::Listpack(l) => {
+                let all: Vec<(&[u8], &[u8])> = l.iter().collect();
+                if all.is_empty() {
+                    return;
+                }
+                for _ in 0..count {
+                    if let Some(&(f, v)) = all.get(rng.random_range(0..all.len())) {
+                        emit(f, v);
+                    }
+                }
+            }
+            Encoding::Table(t) => {
+                for _ in 0..count {
+                    let Some((_, f, v)) = t.random_slot(rng) else {
+                        return;
+                    };
+                    emit(f, v);
+                }
+            }
+        }
+    }
+
+    /// One step of HSCAN: calls `emit` for the pairs of at least `count`
+    /// buckets' worth (a hint, as in Redis) starting at `cursor`, and returns
+    /// the next cursor (0 when the iteration is complete). A `listpack` is
+    /// returned whole in one step, whatever the cursor. Every field present
+    /// for a whole iteration is emitted at least once, even if the table
+    /// grows or shrinks between steps (and a hash can only become a
+    /// `hashtable` before a scan's first step: the `listpack` step ends it).
+    pub fn scan(&self, cursor: u64, count: usize, mut emit: impl FnMut(&[u8], &[u8])) -> u64 {
+        match &self.enc {
+            Encoding::Listpack(l) => {
+                l.iter().for_each(|(f, v)| emit(f, v));
+                0
+            }
+            Encoding::Table(t) => t.scan(cursor, count, emit),
+        }
+    }
+}
+
+/// Iterator over a hash's (field, value) pairs; see [`HashValue::iter`].
+pub struct Iter<'a> {
+    inner: IterInner<'a>,
+}
+
+enum IterInner<'a> {
+    Listpack(ListpackIter<'a>),
+    Table(TableIter<'a>),
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    fn next(&mut self) -> Option<(&'a [u8], &'a [u8])> {
+        match &mut self.inner {
+            IterInner::Listpack(i) => i.next(),
+            IterInner::Table(i) => i.next(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// lengths
+
+/// Bytes of `n` as LEB128.
+fn varint_len(mut n: usize) -> usize {
+    let mut len = 1;
+    while n >= 0x80 {
+        n >>= 7;
+        len += 1;
+    }
+    len
+}
+
+/// Appends `n` as LEB128.
+fn push_varint(out: &mut Vec<u8>, mut n: usize) {
+    while n >= 0x80 {
+        out.push((n & 0x7f) as u8 | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+/// Reads a LEB128 number at `*at`, moving `*at` past it.
+fn read_varint(bytes: &[u8], at: &mut usize) -> Option<usize> {
+    let mut n = 0usize;
+    let mut shift = 0;
+    loop {
+        let b = *bytes.get(*at)?;
+        *at += 1;
+        if shift >= usize::BITS {
+            return None;
+        }
+        n |= ((b & 0x7f) as usize) << shift;
+        if b & 0x80 == 0 {
+            return Some(n);
+        }
+        shift += 7;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// listpack
+
+/// Longest field a one-byte pair header holds.
+const SHORT_FIELD_MAX: usize = 14;
+/// Longest value a one-byte pair header holds.
+const SHORT_VALUE_MAX: usize = 15;
+/// The header byte of every other pair: two LEB128 lengths follow it.
+const LONG_PAIR: u8 = 0xF0;
+
+/// Bytes of the header of a pair with these lengths.
+fn header_len(field_len: usize, value_len: usize) -> usize {
+    if field_len <= SHORT_FIELD_MAX && value_len <= SHORT_VALUE_MAX {
+        1
+    } else {
+        1 + varint_len(field_len) + varint_len(value_len)
+    }
+}
+
+/// Bytes a pair takes in a listpack.
+fn pair_len(field: &[u8], value: &[u8]) -> usize {
+    header_len(field.len(), value.len()) + field.len() + value.len()
+}
+
+/// Appends a pair: its header, the field, the value.
+fn push_pair(out: &mut Vec<u8>, field: &[u8], value: &[u8]) {
+    let (fl, vl) = (field.len(), value.len());
+    if fl <= SHORT_FIELD_MAX && vl <= SHORT_VALUE_MAX {
+        out.push(((fl << 4) | vl) as u8);
+    } else {
+        out.push(LONG_PAIR);
+        push_varint(out, fl);
+        push_varint(out, vl);
+    }
+    out.extend_from_slice(field);
+    out.extend_from_slice(value);
+}
+
+/// One pair of a listpack, as found at a position.
+struct PairAt<'a> {
+    field: &'a [u8],
+    value: &'a [u8],
+    /// Where the value starts in the buffer.
+    value_at: usize,
+    /// Where the next pair starts.
+    end: usize,
+}
+
+/// The pair starting at `start`, if one does.
+fn pair_at(bytes: &[u8], start: usize) -> Option<PairAt<'_>> {
+    let h = *bytes.get(start)?;
+    let mut at = start + 1;
+    let (fl, vl) = if h < LONG_PAIR {
+        ((h >> 4) as usize, (h & 0x0f) as usize)
+    } else {
+        let fl = read_varint(bytes, &mut at)?;
+        (fl, read_varint(bytes, &mut at)?)
+    };
+    let value_at = at.checked_add(fl)?;
+    let end = value_at.checked_add(vl)?;
+    Some(PairAt {
+        field: bytes.get(at..value_at)?,
+        value: bytes.get(value_at..end)?,
+        value_at,
+        end,
+    })
+}
+
+/// The `listpack` encoding: pairs back to back in a buffer of exactly their
+/// size, each a header then the field's bytes then the value's. The header
+/// is one byte (field length in the high nibble, value length in the low
+/// one) when the field has at most 14 bytes and the value at most 15, so a
+/// `name` → `alice` pair takes 10 bytes (Redis's listpack takes 13: a
+/// length byte and a back-length byte per string); longer pairs take
+/// [`LONG_PAIR`] and two LEB128 lengths. Every change reallocates the buffer
+/// to its new size, as Redis's listpack does.
+#[derive(Debug, Clone, Default)]
+struct Listpack {
+    bytes: Box<[u8]>,
+    /// Number of pairs; below 2^30 since the buffer is (see
+    /// [`LISTPACK_MAX_SAFETY_SIZE`]) and a pair takes at least one byte.
+    len: u32,
+}
+
+impl Listpack {
+    fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.bytes.len()
+    }
+
+    fn iter(&self) -> ListpackIter<'_> {
+        ListpackIter {
+            bytes: &self.bytes,
+            at: 0,
+        }
+    }
+
+    /// The pair whose field is `field`, and where it starts.
+    fn find(&self, field: &[u8]) -> Option<(usize, PairAt<'_>)> {
+        let mut start = 0;
+        while let Some(p) = pair_at(&self.bytes, start) {
+            if p.field == field {
+                return Some((start, p));
+            }
+            start = p.end;
+        }
+        None
+    }
+
+    fn set(&mut self, field: &[u8], value: &[u8]) -> bool {
+        let Some((start, p)) = self.find(field) else {
+            let mut v = std::mem::take(&mut self.bytes).into_vec();
+            v.reserve_exact(pair_len(field, value));
+            push_pair(&mut v, field, value);
+            self.bytes = v.into_boxed_slice();
+            self.len += 1;
+            return true;
+        };
+        let span = start..p.end;
+        let value_at = p.value_at;
+        if p.value.len() == value.len() {
+            // Same lengths, same header: overwrite the value in place.
+            if let Some(dst) = self.bytes.get_mut(value_at..span.end) {
+                dst.copy_from_slice(value);
+            }
+        } else {
+            self.replace(span, field, value);
+        }
+        false
+    }
+
+    /// Rewrites the pair at `span` as `field` → `value`, in one exactly sized
+    /// new buffer.
+    fn replace(&mut self, span: Range<usize>, field: &[u8], value: &[u8]) {
+        let old = &self.bytes;
+        let size = old.len() - span.len() + pair_len(field, value);
+        let mut v = Vec::with_capacity(size);
+        v.extend_from_slice(old.get(..span.start).unwrap_or(&[]));
+        push_pair(&mut v, field, value);
+        v.extend_from_slice(old.get(span.end..).unwrap_or(&[]));
+        self.bytes = v.into_boxed_slice();
+    }
+
+    fn remove(&mut self, field: &[u8]) -> bool {
+        let Some((start, p)) = self.find(field) else {
+            return false;
+        };
+        let span = start..p.end;
+        let mut v = std::mem::take(&mut self.bytes).into_vec();
+        v.drain(span);
+        // Shrinks the allocation to the new size.
+        self.bytes = v.into_boxed_slice();
+        self.len -= 1;
+        true
+    }
+}
+
+/// Iterator over a `listpack`'s pairs, in insertion order.
+struct ListpackIter<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Iterator for ListpackIter<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    fn next(&mut self) -> Option<(&'a [u8], &'a [u8])> {
+        let p = pair_at(self.bytes, self.at)?;
+        self.at = p.end;
+        Some((p.field, p.value))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// hashtable
+
+/// The hasher shared by every hash table; seeded at random once per process
+/// (HSCAN cursors are only meaningful within one process, as in Redis).
+fn hasher() -> &'static RandomState {
+    static STATE: OnceLock<RandomState> = OnceLock::new();
+    STATE.get_or_init(RandomState::new)
+}
+
+fn hash_of(field: &[u8]) -> u64 {
+    hasher().hash_one(field)
+}
+
+/// The control byte of an occupied slot: the top 7 bits of the hash with the
+/// high bit set (0 marks an empty slot).
+fn tag_of(hash: u64) -> u8 {
+    0x80 | (hash >> 57) as u8
+}
+
+const MIN_SLOTS: usize = 8;
+
+/// Slots for `n` fields at a load of at most 4/5.
+fn slots_for(n: usize) -> usize {
+    n.saturating_mul(5)
+        .div_ceil(4)
+        .saturating_add(1)
+        .next_power_of_two()
+        .max(MIN_SLOTS)
+}
+
+/// Arena offsets: 4 bytes each until the arena outgrows 4 GiB.
+#[derive(Debug, Clone)]
+enum Offsets {
+    Narrow(Vec<u32>),
+    Wide(Vec<u64>),
+}
+
+impl Offsets {
+    fn zeroed(n: usize, wide: bool) -> Offsets {
+        if wide {
+            Offsets::Wide(vec![0; n])
+        } else {
+            Offsets::Narrow(vec![0; n])
+        }
+    }
+
+    fn is_wide(&self) -> bool {
+        matches!(self, Offsets::Wide(_))
+    }
+
+    fn get(&self, i: usize) -> usize {
+        match self {
+            Offsets::Narrow(v) => v.get(i).map_or(0, |&o| o as usize),
+            Offsets::Wide(v) => v.get(i).map_or(0, |&o| o as usize),
+        }
+    }
+
+    /// Stores `off` in slot `i`; the caller has widened the offsets first
+    /// if `off` needs more than 32 bits.
+    fn set(&mut self, i: usize, off: usize) {
+        match self {
+            Offsets::Narrow(v) => {
+                if let (Some(slot), Ok(o)) = (v.get_mut(i), u32::try_from(off)) {
+                    *slot = o;
+                }
+            }
+            Offsets::Wide(v) => {
+                if let Some(slot) = v.get_mut(i) {
+                    *slot = off as u64;
+                }
+            }
+        }
+    }
+
+    fn widen(&mut self) {
+        if let Offsets::Narrow(v) = self {
+            *self = Offsets::Wide(v.iter().map(|&o| o.into()).collect());
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Offsets::Narrow(v) => v.capacity() * 4,
+            Offsets::Wide(v) => v.capacity() * 8,
+        }
+    }
+}
+
+/// One entry of the arena, as found at an offset.
+struct EntryAt<'a> {
+    field: &'a [u8],
+    value: &'a [u8],
+    /// Where the value starts in the arena.
+    value_at: usize,
+    /// Bytes the whole entry takes.
+    size: usize,
+}
+
+const NO_ENTRY: EntryAt<'static> = EntryAt {
+    field: &[],
+    value: &[],
+    value_at: 0,
+    size: 0,
+};
+
+/// The `hashtable` encoding. Entries (field length, field, value length,
+/// value; lengths in LEB128) live back to back in one arena; an
+/// open-addressing table with linear probing maps a field's hash to its
+/// entry's offset. A slot costs 5 bytes (a control byte holding 7 hash bits,
+/// so most probes never touch the arena, and a 4-byte offset) at a load
+/// between 2/5 and 4/5, so a 10-byte field with a 10-byte value costs about
+/// 30 bytes where Redis's dict entry and two sds strings take about 70.
+///
+/// A value of the same length is overwritten in place; any other new value
+/// is appended as a new entry and the old one becomes a hole. Removal shifts
+/// the following slots back (no tombstones) and leaves a hole too; the arena
+/// is compacted once holes outweigh live bytes.
+///
+/// Each field sits in exactly one slot, so a random occupied slot is a
+/// uniformly random field, and HSCAN walks "home" buckets (`hash & mask`) in
+/// reverse-binary order like Redis's `dictScan`, which keeps its promise
+/// across resizes.
+#[derive(Debug, Clone)]
+struct FieldTable {
+    ctrl: Vec<u8>,
+    offsets: Offsets,
+    arena: Vec<u8>,
+    len: usize,
+    /// Bytes of the arena no slot points to.
+    garbage: usize,
+}
+
+impl FieldTable {
+    /// A table with room for `n` fields and `arena` bytes of entries.
+    fn with_capacity(n: usize, arena: usize) -> FieldTable {
+        let slots = slots_for(n);
+        FieldTable {
+            ctrl: vec![0; slots],
+            offsets: Offsets::zeroed(slots, arena > u32::MAX as usize),
+            arena: Vec::with_capacity(arena),
+            len: 0,
+            garbage: 0,
+        }
+    }
+
+    fn mask(&self) -> usize {
+        self.ctrl.len().wrapping_sub(1)
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.ctrl.capacity() + self.offsets.heap_bytes() + self.arena.capacity()
+    }
+
+    /// The entry at arena offset `off`.
+    fn entry_at(&self, off: usize) -> EntryAt<'_> {
+        let arena = &self.arena;
+        let read = || {
+            let mut at = off;
+            let fl = read_varint(arena, &mut at)?;
+            let field = arena.get(at..at.checked_add(fl)?)?;
+            at += fl;
+            let vl = read_varint(arena, &mut at)?;
+            let end = at.checked_add(vl)?;
+            Some(EntryAt {
+                field,
+                value: arena.get(at..end)?,
+                value_at: at,
+                size: end - off,
+            })
+        };
+        read().unwrap_or(NO_ENTRY)
+    }
+
+    fn entry_at_slot(&self, slot: usize) -> EntryAt<'_> {
+        self.entry_at(self.offsets.get(slot))
+    }
+
+    fn home(&self, field: &[u8]) -> usize {
+        hash_of(field) as usize & self.mask()
+    }
+
+    fn is_occupied(&self, slot: usize) -> bool {
+        self.ctrl.get(slot).is_some_and(|&c| c != 0)
+    }
+
+    /// The slot holding `field`.
+    fn find(&self, field: &[u8], hash: u64) -> Option<usize> {
+        let mask = self.mask();
+        let tag = tag_of(hash);
+        let mut i = hash as usize & mask;
+        loop {
+            let c = *self.ctrl.get(i)?;
+            if c == 0 {
+                return None;
+            }
+            if c == tag && self.entry_at_slot(i).field == field {
+                return Some(i);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    fn get(&self, field: &[u8]) -> Option<&[u8]> {
+        let slot = self.find(field, hash_of(field))?;
+        Some(self.entry_at_slot(slot).value)
+    }
+
+    /// Puts an arena offset into the first free slot from the hash's home.
+    fn place(&mut self, hash: u64, off: usize) {
+        let mask = self.mask();
+        let mut i = hash as usize & mask;
+        while self.is_occupied(i) {
+            i = (i + 1) & mask;
+        }
+        if let Some(c) = self.ctrl.get_mut(i) {
+            *c = tag_of(hash);
+            self.offsets.set(i, off);
+        }
+    }
+
+    /// Appends an entry to the arena; returns its offset. The arena grows by
+    /// a quarter at a time, not double, to keep memory tight.
+    fn push_entry(&mut self, field: &[u8], value: &[u8]) -> usize {
+        let need = varint_len(field.len()) + field.len() + varint_len(value.len()) + value.len();
+        if self.arena.capacity() - self.arena.len() < need {
+            let extra = need.max(self.arena.len() / 4).max(64);
+            self.arena.reserve_exact(extra);
+        }
+        let off = self.arena.len();
+        push_varint(&mut self.arena, field.len());
+        self.arena.extend_from_slice(field);
+        push_varint(&mut self.arena, value.len());
+        self.arena.extend_from_slice(value);
+        if off > u32::MAX as usize {
+            self.offsets.widen();
+        }
+        off
+    }
+
+    fn set(&mut self, field: &[u8], value: &[u8]) -> bool {
+        let hash = hash_of(field);
+        if let Some(slot) = self.find(field, hash) {
+            let old = self.entry_at_slot(slot);
+            let (value_at, old_len, old_size) = (old.value_at, old.value.len(), old.size);
+            if old_len == value.len() {
+                if let Some(dst) = self.arena.get_mut(value_at..value_at + old_len) {
+                    dst.copy_from_slice(value);
+                }
+            } else {
+                self.garbage += old_size;
+                let off = self.push_entry(field, value);
+                self.offsets.set(slot, off);
+                self.compact_if_sparse();
+            }
+            return false;
+        }
+        if (self.len + 1) * 5 > self.ctrl.len() * 4 {
+            self.resize(self.ctrl.len() * 2);
+        }
+        let off = self.push_entry(field, value);
+        self.place(hash, off);
+        self.len += 1;
+        true
+    }
+
+    fn remove(&mut self, field: &[u8]) -> bool {
+        let Some(mut hole) = self.find(field, hash_of(field)) else {
+            return false;
+        };
+        self.garbage += self.entry_at_slot(hole).size;
+        // Backward-shift deletion: pull later entries of the probe run into
+        // the hole when their home allows it, so no tombstones are needed.
+        let mask = self.mask();
+        let mut j = (hole + 1) & mask;
+        while let Some(&c) = self.ctrl.get(j).filter(|&&c| c != 0) {
+            let home = self.home(self.entry_at_slot(j).field);
+            // Whether `home` lies cyclically in (hole, j]: then the entry
+            // cannot move to the hole.
+            let stays = if hole <= j {
+                hole < home && home <= j
+            } else {
+                hole < home || home <= j
+            };
+            if !stays {
+                if let Some(h) = self.ctrl.get_mut(hole) {
+                    *h = c;
+                }
+                let off = self.offsets.get(j);
+                self.offsets.set(hole, off);
+                hole = j;
+            }
+            j = (j + 1) & mask;
+        }
+        if let Some(h) = self.ctrl.get_mut(hole) {
+            *h = 0;
+        }
+        self.len -= 1;
+        if self.len * 8 < self.ctrl.len() && self.ctrl.len() > MIN_SLOTS {
+            self.resize(slots_for(self.len));
+        }
+        self.compact_if_sparse();
+        true
+    }
+
+    /// Rebuilds the slots with `slots` entries (a power of two).
+    fn resize(&mut self, slots: usize) {
+        let old_ctrl = std::mem::replace(&mut self.ctrl, vec![0; slots]);
+        let wide = self.offsets.is_wide();
+        let old_offsets = std::mem::replace(&mut self.offsets, Offsets::zeroed(slots, wide));
+        for (i, &c) in old_ctrl.iter().enumerate() {
+            if c != 0 {
+                let off = old_offsets.get(i);
+                let hash = hash_of(self.entry_at(off).field);
+                self.place(hash, off);
+            }
+        }
+    }
+
+    /// Copies the live entries into a fresh arena, dropping the holes, once
+    /// the holes are at least half of it.
+    fn compact_if_sparse(&mut self) {
+        if self.garbage < 64 || self.garbage * 2 <= self.arena.len() {
+            return;
+        }
+        let mut arena = Vec::with_capacity(self.arena.len() - self.garbage);
+        for i in 0..self.ctrl.len() {
+            if self.is_occupied(i) {
+                let off = self.offsets.get(i);
+                let size = self.entry_at(off).size;
+                let new_off = arena.len();
+                arena.extend_from_slice(self.arena.get(off..off + size).unwrap_or(&[]));
+                self.offsets.set(i, new_off);
+            }
+        }
+        self.arena = arena;
+        self.garbage = 0;
+    }
+
+    fn iter(&self) -> TableIter<'_> {
+        TableIter {
+            table: self,
+            slot: 0,
+        }
+    }
+
+    /// A uniformly random occupied slot and its pair.
+    fn random_slot<R: Rng + ?Sized>(&self, rng: &mut R) -> Option<(usize, &[u8], &[u8])> {
+        if self.len == 0 {
+            return None;
+        }
+        // The load is at least 1/8 (the table shrinks below that), so this
+        // takes a few draws on average.
+        loop {
+            let i = rng.random_range(0..self.ctrl.len());
+            if self.is_occupied(i) {
+                let e = self.entry_at_slot(i);
+                return Some((i, e.field, e.value));
+            }
+        }
+    }
+
+    /// Emits the pairs whose home bucket is `bucket`: they sit in the probe
+    /// run that starts there.
+    fn emit_bucket(&self, bucket: usize, emit: &mut impl FnMut(&[u8], &[u8])) {
+        let mask = self.mask();
+        let mut i = bucket;
+        while self.is_occupied(i) {
+            let e = self.entry_at_slot(i);
+            if self.home(e.field) == bucket {
+                emit(e.field, e.value);
+            }
+            i = (i + 1) & mask;
+            if i == bucket {
+                break;
+            }
+        }
+    }
+
+    fn scan(&self, cursor: u64, count: usize, mut emit: impl FnMut(&[u8], &[u8])) -> u64 {
+        let mask = self.mask() as u64;
+        let mut v = cursor;
+        let mut emitted = 0usize;
+        let mut buckets = count.saturating_mul(10).max(1);
+        loop {
+            self.emit_bucket((v & mask) as usize, &mut |f, val| {
+                emitted += 1;
+                emit(f, val)
+            });
+            // Increment the reversed cursor (Redis's dictScan order): the
+            // buckets a step visits stay visited when the table doubles or
+            // halves in between.
+            v |= !mask;
+            v = v.reverse_bits().wrapping_add(1).reverse_bits();
+            buckets -= 1;
+            if v == 0 || emitted >= count || buckets == 0 {
+                return v;
+            }
+        }
+    }
+}
+
+/// Iterator over a `hashtable`'s pairs, in slot order.
+struct TableIter<'a> {
+    table: &'a FieldTable,
+    slot: usize,
+}
+
+impl<'a> Iterator for TableIter<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    fn next(&mut self) -> Option<(&'a [u8], &'a [u8])> {
+        let t = self.table;
+        while let Some(&c) = t.ctrl.get(self.slot) {
+            self.slot += 1;
+            if c != 0 {
+                let e = t.entry_at_slot(self.slot - 1);
+                return Some((e.field, e.value));
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+#[path = "hash_model_tests.rs"]
+mod model_tests;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+    use std::collections::{HashMap, HashSet};
+
+    const DEFAULT: HashLimits = HashLimits {
+        max_listpack_entries: DEFAULT_MAX_LISTPACK_ENTRIES,
+        max_listpack_value: DEFAULT_MAX_LISTPACK_VALUE,
+    };
+
+    fn limits(entries: usize, value: usize) -> HashLimits {
+        HashLimits {
+            max_listpack_entries: entries,
+            max_listpack_value: value,
+        }
+    }
+
+    fn pairs(h: &HashValue) -> Vec<(Vec<u8>, Vec<u8>)> {
+        h.iter().map(|(f, v)| (f.to_vec(), v.to_vec())).collect()
+    }
+
+    fn owned(list: &[(&str, &str)]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        list.iter()
+            .map(|(f, v)| (f.as_bytes().to_vec(), v.as_bytes().to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn listpack_keeps_insertion_order() {
+        let mut h = HashValue::new();
+        assert!(h.is_empty());
+        assert!(h.set(b"name", b"alice", DEFAULT));
+        assert!(h.set(b"age", b"31", DEFAULT));
+        assert!(h.set(b"city", b"Lisbon", DEFAULT));
+        // Overwritten: keeps its place, with a longer and a same-length value.
+        assert!(!h.set(b"name", b"alexandra", DEFAULT));
+        assert!(!h.set(b"age", b"32", DEFAULT));
+        assert_eq!(h.encoding(), "listpack");
+        assert_eq!(
+            pairs(&h),
+            owned(&[("name", "alexandra"), ("age", "32"), ("city", "Lisbon")])
+        );
+        assert!(h.remove(b"age"));
+        assert!(!h.remove(b"age"));
+        assert!(h.set(b"age", b"33", DEFAULT));
+        assert_eq!(
+            pairs(&h),
+            owned(&[("name", "alexandra"), ("city", "Lisbon"), ("age", "33")])
+        );
+        let keys: Vec<&[u8]> = h.keys().collect();
+        assert_eq!(keys, [&b"name"[..], b"city", b"age"]);
+        let values: Vec<&[u8]> = h.values().collect();
+        assert_eq!(values, [&b"alexandra"[..], b"Lisbon", b"33"]);
+        assert_eq!(h.get(b"city"), Some(&b"Lisbon"[..]));
+        assert_eq!(h.get(b"nope"), None);
+        assert_eq!(h.strlen(b"name"), 9);
+        assert_eq!(h.strlen(b"nope"), 0);
+        assert!(h.contains(b"age") && !h.contains(b"ag"));
+        assert_eq!(h.len(), 3);
+    }
+
+    #[test]
+    fn listpack_headers_short_and_long() {
+        // 14/15 bytes fit the one-byte header; 15/16 take the long one.
+        let mut h = HashValue::new();
+        let cases: [(usize, usize); 6] = [(0, 0), (14, 15), (15, 15), (14, 16), (64, 64), (1, 0)];
+        for (i, &(fl, vl)) in cases.iter().enumerate() {
+            let mut f = vec![b'f'; fl];
+            if let Some(first) = f.first_mut() {
+                *first = b'0' + i as u8;
+            }
+            let v = vec![b'v'; vl];
+            assert!(h.set(&f, &v, DEFAULT), "{fl}/{vl}");
+            assert_eq!(h.get(&f), Some(v.as_slice()));
+        }
+        assert_eq!(h.len(), cases.len());
+        assert_eq!(h.encoding(), "listpack");
+        // Grow a short value into a long one and back: the header changes.
+        let f = [b"1".as_slice(), &[b'f'; 13]].concat();
+        let long = vec![b'x'; 40];
+        assert!(!h.set(&f, &long, DEFAULT));
+        assert_eq!(h.get(&f), Some(long.as_slice()));
+        assert!(!h.set(&f, b"y", DEFAULT));
+        assert_eq!(h.get(&f), Some(&b"y"[..]));
+        assert_eq!(h.len(), cases.len());
+        let Encoding::Listpack(l) = &h.enc else {
+            panic!("listpack expected");
+        };
+        let want: usize = h.iter().map(|(f, v)| pair_len(f, v)).sum();
+        assert_eq!(l.heap_bytes(), want);
+    }
+
+    #[test]
+    fn converts_on_entries_past_the_limit() {
+        let lim = limits(3, 64);
+        let mut h = HashValue::new();
+        for f in ["a", "b", "c"] {
+            h.set(f.as_bytes(), b"1", lim);
+        }
+        assert_eq!(h.encoding(), "listpack");
+        // An update at the limit does not convert.
+        h.set(b"c", b"2", lim);
+        assert_eq!(h.encoding(), "listpack");
+        h.set(b"d", b"1", lim);
+        assert_eq!(h.encoding(), "hashtable");
+        // Never back, even when it shrinks.
+        for f in ["a", "b", "c"] {
+            assert!(h.remove(f.as_bytes()));
+        }
+        assert_eq!(h.encoding(), "hashtable");
+        assert_eq!(pairs(&h), owned(&[("d", "1")]));
+        let mut z = HashValue::new();
+        z.set(b"a", b"1", limits(0, 64));
+        assert_eq!(z.encoding(), "hashtable");
+    }
+
+    #[test]
+    fn converts_on_long_field_or_value() {
+        for (f, v) in [
+            (vec![b'f'; 65], b"v".to_vec()),
+            (b"f".to_vec(), vec![b'v'; 65]),
+        ] {
+            let mut h = HashValue::new();
+            h.set(b"x", b"1", DEFAULT);
+            h.set(&[b'a'; 64], &[b'b'; 64], DEFAULT);
+            assert_eq!(h.encoding(), "listpack");
+            assert!(h.set(&f, &v, DEFAULT));
+            assert_eq!(h.encoding(), "hashtable");
+            assert_eq!(h.get(&f), Some(v.as_slice()));
+            assert_eq!(h.get(b"x"), Some(&b"1"[..]));
+            assert_eq!(h.len(), 3);
+        }
+    }
+
+    #[test]
+    fn set_nx_on_existing_field_changes_nothing() {
+        let mut h = HashValue::new();
+        h.set(b"f", b"1", DEFAULT);
+        assert!(!h.set_nx(b"f", &[b'v'; 100], DEFAULT));
+        assert_eq!(h.encoding(), "listpack");
+        assert_eq!(h.get(b"f"), Some(&b"1"[..]));
+        assert!(h.set_nx(b"g", &[b'v'; 100], DEFAULT));
+        assert_eq!(h.encoding(), "hashtable");
+        assert_eq!(h.strlen(b"g"), 100);
+    }
+
+    #[test]
+    fn incr_by_follows_hincrby() {
+        let mut h = HashValue::new();
+        assert_eq!(h.incr_by(b"n", 5, DEFAULT), Ok(5));
+        assert_eq!(h.incr_by(b"n", -7, DEFAULT), Ok(-2));
+        assert_eq!(h.get(b"n"), Some(&b"-2"[..]));
+        for bad in [
+            "",
+            " 1",
+            "1 ",
+            "+1",
+            "01",
+            "-0",
+            "1.0",
+            "abc",
+            "9223372036854775808",
+        ] {
+            h.set(b"b", bad.as_bytes(), DEFAULT);
+            assert_eq!(
+                h.incr_by(b"b", 1, DEFAULT),
+                Err(HashError::NotAnInteger),
+                "{bad}"
+            );
+            assert_eq!(h.get(b"b"), Some(bad.as_bytes()));
+        }
+        h.set(b"m", b"9223372036854775807", DEFAULT);
+        assert_eq!(h.incr_by(b"m", 1, DEFAULT), Err(HashError::Overflow));
+        assert_eq!(h.incr_by(b"m", 0, DEFAULT), Ok(i64::MAX));
+        h.set(b"m", b"-9223372036854775808", DEFAULT);
+        assert_eq!(h.incr_by(b"m", -1, DEFAULT), Err(HashError::Overflow));
+        assert_eq!(h.incr_by(b"m", i64::MAX, DEFAULT), Ok(-1));
+        assert_eq!(
+            HashError::NotAnInteger.to_string(),
+            "ERR hash value is not an integer"
+        );
+        assert_eq!(
+            HashError::Overflow.to_string(),
+            "ERR increment or decrement would overflow"
+        );
+        // A long field converts when the increment is stored, as in Redis.
+        let long = vec![b'k'; 65];
+        assert_eq!(h.incr_by(&long, 1, DEFAULT), Ok(1));
+        assert_eq!(h.encoding(), "hashtable");
+        assert_eq!(h.incr_by(&long, 1, DEFAULT), Ok(2));
+    }
+
+    #[test]
+    fn incr_by_float_follows_hincrbyfloat() {
+        let mut h = HashValue::new();
+        assert_eq!(h.incr_by_float(b"x", 10.5, DEFAULT), Ok(b"10.5".to_vec()));
+        assert_eq!(h.incr_by_float(b"x", 1.5, DEFAULT), Ok(b"12".to_vec()));
+        assert_eq!(h.get(b"x"), Some(&b"12"[..]));
+        h.set(b"e", b"5.0e3", DEFAULT);
+        assert_eq!(h.incr_by_float(b"e", 200.0, DEFAULT), Ok(b"5200".to_vec()));
+        h.set(b"i", b"-1", DEFAULT);
+        assert_eq!(h.incr_by_float(b"i", 1.0, DEFAULT), Ok(b"0".to_vec()));
+        for bad in ["", " 1", "1 ", "abc", "nan", "1e400", "1.5x"] {
+            h.set(b"b", bad.as_bytes(), DEFAULT);
+            assert_eq!(
+                h.incr_by_float(b"b", 1.0, DEFAULT),
+                Err(HashError::NotAFloat),
+                "{bad}"
+            );
+            assert_eq!(h.get(b"b"), Some(bad.as_bytes()));
+        }
+        h.set(b"big", b"1.7e308", DEFAULT);
+        assert_eq!(
+            h.incr_by_float(b"big", 1.7e308, DEFAULT),
+            Err(HashError::NanOrInfinity)
+        );
+        assert_eq!(h.get(b"big"), Some(&b"1.7e308"[..]));
+        h.set(b"inf", b"inf", DEFAULT);
+        assert_eq!(
+            h.incr_by_float(b"inf", 1.0, DEFAULT),
+            Err(HashError::NanOrInfinity)
+        );
+        assert_eq!(
+            HashError::NanOrInfinity.to_string(),
+            "ERR increment would produce NaN or Infinity"
+        );
+        assert_eq!(
+            HashError::NotAFloat.to_string(),
+            "ERR hash value is not a float"
+        );
+    }
+
+    #[test]
+    fn f64_format_is_fixed_17_without_trailing_zeros() {
+        let cases: [(f64, &str); 9] = [
+            (0.0, "0"),
+            (-0.0, "0"),
+            (-1e-30, "0"),
+            (3.0, "3"),
+            (-2.5, "-2.5"),
+            (0.1, "0.10000000000000001"),
+            (1e20, "100000000000000000000"),
+            (1.5e-7, "0.00000015"),
+            (123.456, "123.45600000000000307"),
+        ];
+        for (x, want) in cases {
+            assert_eq!(
+                String::from_utf8(x.format()).ok().as_deref(),
+                Some(want),
+                "{x}"
+            );
+        }
+    }
+
+    /// glibc's `%.17f` for a double.
+    fn glibc_fixed17(x: f64) -> Vec<u8> {
+        let mut buf = vec![0u8; 400];
+        // SAFETY: the buffer is writable for its length, the format string
+        // is NUL-terminated and takes one double.
+        let n = unsafe { libc::snprintf(buf.as_mut_ptr().cast(), buf.len(), c"%.17f".as_ptr(), x) };
+        buf.truncate(usize::try_from(n).unwrap_or(0).min(buf.len()));
+        buf
+    }
+
+    #[test]
+    fn f64_format_matches_glibc_rounding() {
+        let mut rng = StdRng::seed_from_u64(11);
+        let mut xs: Vec<f64> = vec![2f64.powi(-18), 2f64.powi(-19) * 3.0, 0.5, 1e-17, 5e-18];
+        for _ in 0..2000 {
+            let bits: u64 = rng.random();
+            let x = f64::from_bits(bits);
+            if x.is_finite() && x.abs() < 1e40 {
+                xs.push(x);
+            }
+            xs.push(rng.random_range(-1e6..1e6));
+            xs.push(rng.random_range(0..1u64 << 20) as f64 / (1u64 << 20) as f64);
+        }
+        for x in xs {
+            let mut want = glibc_fixed17(x);
+            // The same trimming as Redis's ld2string.
+            while want.last() == Some(&b'0') {
+                want.pop();
+            }
+            if want.last() == Some(&b'.') {
+                want.pop();
+            }
+            if want == b"-0" {
+                want = b"0".to_vec();
+            }
+            assert_eq!(x.format(), want, "{x:e}");
+        }
+    }
+
+    #[test]
+    fn table_grows_shrinks_and_compacts() {
+        let mut h = HashValue::new();
+        let n = 5000;
+        for i in 0..n {
+            assert!(h.set(
+                format!("user:{i}").as_bytes(),
+                format!("{i}").as_bytes(),
+                DEFAULT
+            ));
+        }
+        assert_eq!(h.encoding(), "hashtable");
+        assert_eq!(h.len(), n);
+        // Same-length and new-length overwrites.
+        for i in 0..n {
+            let f = format!("user:{i}");
+            let v = if i % 2 == 0 {
+                format!("{}", i % 10)
+            } else {
+                format!("v{i}-{i}")
+            };
+            assert!(!h.set(f.as_bytes(), v.as_bytes(), DEFAULT));
+        }
+        let full = h.memory_usage();
+        for i in (0..n).filter(|i| i % 7 != 0) {
+            assert!(h.remove(format!("user:{i}").as_bytes()));
+        }
+        assert_eq!(h.len(), n.div_ceil(7));
+        for i in 0..n {
+            let got = h.get(format!("user:{i}").as_bytes());
+            if i % 7 == 0 {
+                let v = if i % 2 == 0 {
+                    format!("{}", i % 10)
+                } else {
+                    format!("v{i}-{i}")
+                };
+                assert_eq!(got, Some(v.as_bytes()));
+            } else {
+                assert_eq!(got, None);
+            }
+        }
+        // Slots shrink and the arena is compacted: a seventh of the fields
+        // left, in well under a quarter of the memory.
+        let small = h.memory_usage();
+        assert!(small * 4 < full, "{small} of {full}");
+    }
+
+    #[test]
+    fn table_memory_per_field_is_small() {
+        let mut h = HashValue::new();
+        let n = 100_000;
+        for i in 0..n {
+            h.set(
+                format!("field:{i:06}").as_bytes(),
+                format!("value:{i:06}").as_bytes(),
+                DEFAULT,
+            );
+        }
+        // 12-byte fields and values: Redis's dict takes about 72 bytes a
+        // field (24 entry, two 16-byte sds allocations, 8-16 of buckets).
+        let per_field = h.memory_usage() as f64 / n as f64;
+        assert!(per_field < 40.0, "{per_field}");
+    }
+
+    #[test]
+    fn listpack_memory_is_exact() {
+        let mut h = HashValue::new();
+        for i in 0..10 {
+            h.set(
+                format!("f{i}").as_bytes(),
+                format!("value{i}").as_bytes(),
+                DEFAULT,
+            );
+        }
+        // One header byte + 2 + 6 per pair, and the struct.
+        assert_eq!(h.memory_usage(), std::mem::size_of::<HashValue>() + 10 * 9);
+        assert!(std::mem::size_of::<HashValue>() <= 24);
+    }
+
+    #[test]
+    fn long_values_round_trip() {
+        let big = vec![b'x'; 100_000];
+        let mut h = HashValue::new();
+        h.set(b"a", b"1", DEFAULT);
+        h.set(b"big", &big, DEFAULT);
+        assert_eq!(h.encoding(), "hashtable");
+        assert_eq!(h.get(b"big"), Some(big.as_slice()));
+        assert!(h.remove(b"a"));
+        assert_eq!(pairs(&h), vec![(b"big".to_vec(), big.clone())]);
+        // A listpack with huge limits holds it too.
+        let mut l = HashValue::new();
+        l.set(&big, &big, limits(128, usize::MAX));
+        assert_eq!(l.encoding(), "listpack");
+        assert_eq!(l.get(&big), Some(big.as_slice()));
+    }
+
+    #[test]
+    fn scan_of_listpack_is_one_step() {
+        let mut h = HashValue::new();
+        h.set(b"a", b"1", DEFAULT);
+        h.set(b"b", b"2", DEFAULT);
+        let mut got = Vec::new();
+        let next = h.scan(12345, 1, |f, v| got.push((f.to_vec(), v.to_vec())));
+        assert_eq!(next, 0);
+        assert_eq!(got, owned(&[("a", "1"), ("b", "2")]));
+    }
+
+    #[test]
+    fn scan_survives_growth_and_shrinking_between_steps() {
+        let mut h = HashValue::new();
+        for i in 0..300 {
+            h.set(format!("m{i}").as_bytes(), b"v", DEFAULT);
+        }
+        let mut seen = HashSet::new();
+        let mut cursor = 0;
+        let mut steps = 0;
+        loop {
+            cursor = h.scan(cursor, 10, |f, _| {
+                seen.insert(f.to_vec());
+            });
+            steps += 1;
+            // Grow the table, then shrink it, between steps: the original
+            // fields must all still come back.
+            if steps < 20 {
+                for j in 0..100 {
+                    h.set(format!("new{steps}-{j}").as_bytes(), b"v", DEFAULT);
+                }
+            } else if steps < 40 {
+                for j in 0..100 {
+                    h.remove(format!("new{}-{j}", steps - 20).as_bytes());
+                }
+            }
+            if cursor == 0 || steps > 100_000 {
+                break;
+            }
+        }
+        assert_eq!(cursor, 0);
+        for i in 0..300 {
+            assert!(seen.contains(format!("m{i}").as_bytes()), "m{i} missed");
+        }
+    }
+
+    #[test]
+    fn random_picks_are_uniform_enough() {
+        let mut rng = StdRng::seed_from_u64(7);
+        for lim in [DEFAULT, limits(0, 64)] {
+            let mut h = HashValue::new();
+            for f in ["a", "b", "c", "d"] {
+                h.set(f.as_bytes(), b"v", lim);
+            }
+            let mut counts: HashMap<Vec<u8>, usize> = HashMap::new();
+            for _ in 0..4000 {
+                if let Some((f, _)) = h.random_field(&mut rng) {
+                    *counts.entry(f.to_vec()).or_insert(0) += 1;
+                }
+            }
+            assert_eq!(counts.len(), 4);
+            assert!(counts.values().all(|&c| c > 800), "{counts:?}");
+            // Two of four, many times: each field about half the time.
+            let mut counts: HashMap<Vec<u8>, usize> = HashMap::new();
+            for _ in 0..4000 {
+                for (f, _) in h.random_distinct(2, &mut rng) {
+                    *counts.entry(f.to_vec()).or_insert(0) += 1;
+                }
+            }
+            assert!(counts.values().all(|&c| c > 1700), "{counts:?}");
+            let mut counts: HashMap<Vec<u8>, usize> = HashMap::new();
+            h.random_with_repeats(4000, &mut rng, |f, _| {
+                *counts.entry(f.to_vec()).or_insert(0) += 1;
+            });
+            assert!(counts.values().all(|&c| c > 800), "{counts:?}");
+        }
+    }
+
+    #[test]
+    fn random_distinct_from_a_big_table_is_not_biased_to_slot_order() {
+        // Picking 9 of 10 many times: every field must be left out
+        // sometimes.
+        let mut rng = StdRng::seed_from_u64(3);
+        let mut h = HashValue::new();
+        for i in 0..10 {
+            h.set(format!("f{i}").as_bytes(), b"v", limits(0, 64));
+        }
+        let mut left_out: HashMap<Vec<u8>, usize> = HashMap::new();
+        for _ in 0..2000 {
+            let picked: HashSet<Vec<u8>> = h
+                .random_distinct(9, &mut rng)
+                .into_iter()
+                .map(|(f, _)| f.to_vec())
+                .collect();
+            assert_eq!(picked.len(), 9);
+            for f in h.keys() {
+                if !picked.contains(f) {
+                    *left_out.entry(f.to_vec()).or_insert(0) += 1;
+                }
+            }
+        }
+        assert_eq!(left_out.len(), 10);
+        assert!(left_out.values().all(|&c| c > 100), "{left_out:?}");
+    }
+
+    #[test]
+    fn duplicate_is_deep() {
+        let mut h = HashValue::new();
+        h.set(b"a", b"1", DEFAULT);
+        let copy = h.duplicate();
+        h.set(b"a", b"2", DEFAULT);
+        assert_eq!(copy.get(b"a"), Some(&b"1"[..]));
+        assert_eq!(HashValue::default().len(), 0);
+        assert_eq!(HashLimits::default(), DEFAULT);
+    }
+}
