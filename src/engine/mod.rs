@@ -4,6 +4,7 @@
 pub mod bitmap;
 pub mod glob;
 pub mod keyspace;
+pub mod list;
 pub mod set;
 pub mod string;
 pub mod value;
