@@ -237,6 +237,16 @@ pub const COMMANDS: &[CommandSpec] = &[
         RANGE_COMPLEXITY,
     ),
     string(
+        "lcs",
+        -3,
+        READONLY,
+        KeySpec::FIRST_TWO,
+        lcs,
+        "Find longest common substring",
+        "7.0.0",
+        "O(N*M) where N and M are the lengths of s1 and s2, respectively",
+    ),
+    string(
         "substr",
         4,
         READONLY,
@@ -692,6 +702,182 @@ fn getrange(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
+/// The bytes of the strings under two keys for LCS (empty when absent),
+/// both looked up before either is checked, as Redis does.
+fn lcs_inputs(keys: &mut Keys<'_>, k1: &[u8], k2: &[u8]) -> Result<(Vec<u8>, Vec<u8>), CmdError> {
+    let wrong = || CmdError::err("The specified keys must contain string values");
+    let a = match keys.value(k1)? {
+        None => Some(Vec::new()),
+        Some(Value::Str(s)) => Some(s.as_bytes().into_owned()),
+        Some(_) => None,
+    };
+    let b = match keys.value(k2)? {
+        None => Some(Vec::new()),
+        Some(Value::Str(s)) => Some(s.as_bytes().into_owned()),
+        Some(_) => None,
+    };
+    match (a, b) {
+        (Some(a), Some(b)) => Ok((a, b)),
+        _ => Err(wrong()),
+    }
+}
+
+/// One common run found by LCS IDX: its ranges in both strings (inclusive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LcsMatch {
+    a: (usize, usize),
+    b: (usize, usize),
+}
+
+impl LcsMatch {
+    fn len(&self) -> usize {
+        self.a.1 - self.a.0 + 1
+    }
+}
+
+/// The longest common subsequence of `a` and `b` (the classic dynamic
+/// programming table, `table_bytes` at most, as Redis bounds it by
+/// `proto-max-bulk-len`), with its runs from the end backwards, as Redis
+/// walks them.
+fn longest_common(
+    a: &[u8],
+    b: &[u8],
+    table_bytes: u64,
+) -> Result<(Vec<u8>, Vec<LcsMatch>), CmdError> {
+    if a.len() >= u32::MAX as usize - 1 || b.len() >= u32::MAX as usize - 1 {
+        return Err(CmdError::err("String too long for LCS"));
+    }
+    let (alen, blen) = (a.len(), b.len());
+    let cells = (alen as u64 + 1) * (blen as u64 + 1);
+    if cells.saturating_mul(4) > table_bytes {
+        return Err(CmdError::err(
+            "Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len",
+        ));
+    }
+    let mut table: Vec<u32> = Vec::new();
+    if table.try_reserve_exact(cells as usize).is_err() {
+        return Err(CmdError::err(
+            "Insufficient memory, failed allocating transient memory for LCS",
+        ));
+    }
+    table.resize(cells as usize, 0);
+    let w = blen + 1;
+    for i in 1..=alen {
+        for j in 1..=blen {
+            table[i * w + j] = if a[i - 1] == b[j - 1] {
+                table[(i - 1) * w + j - 1] + 1
+            } else {
+                table[(i - 1) * w + j].max(table[i * w + j - 1])
+            };
+        }
+    }
+    let len = table[alen * w + blen] as usize;
+    let mut common = vec![0u8; len];
+    let mut runs = Vec::new();
+    let mut run: Option<LcsMatch> = None;
+    let (mut i, mut j, mut k) = (alen, blen, len);
+    while i > 0 && j > 0 {
+        let mut close = false;
+        if a[i - 1] == b[j - 1] {
+            k -= 1;
+            common[k] = a[i - 1];
+            match run.as_mut() {
+                None => {
+                    run = Some(LcsMatch {
+                        a: (i - 1, i - 1),
+                        b: (j - 1, j - 1),
+                    })
+                }
+                // Still contiguous: the run grows backwards.
+                Some(r) if r.a.0 == i && r.b.0 == j => {
+                    r.a.0 -= 1;
+                    r.b.0 -= 1;
+                }
+                Some(_) => close = true,
+            }
+            // A run that reached the start of either string ends here.
+            if run.is_some_and(|r| r.a.0 == 0 || r.b.0 == 0) {
+                close = true;
+            }
+            i -= 1;
+            j -= 1;
+        } else {
+            if table[(i - 1) * w + j] > table[i * w + j - 1] {
+                i -= 1;
+            } else {
+                j -= 1;
+            }
+            close = run.is_some();
+        }
+        if close {
+            if let Some(r) = run.take() {
+                runs.push(r);
+            }
+        }
+    }
+    Ok((common, runs))
+}
+
+/// LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN].
+fn lcs(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let (x, y) = lcs_inputs(&mut ctx.keys, a[1], a[2])?;
+    let (mut want_len, mut want_idx, mut with_len) = (false, false, false);
+    let mut min_len: i64 = 0;
+    let mut i = 3;
+    while i < a.len() {
+        let opt = a[i];
+        if args::is(opt, "idx") {
+            want_idx = true;
+        } else if args::is(opt, "len") {
+            want_len = true;
+        } else if args::is(opt, "withmatchlen") {
+            with_len = true;
+        } else if args::is(opt, "minmatchlen") && i + 1 < a.len() {
+            min_len = args::int(a[i + 1])?.max(0);
+            i += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 1;
+    }
+    if want_idx && want_len {
+        return Err(CmdError::err(
+            "If you want both the length and indexes, please just use IDX.",
+        ));
+    }
+    let max = ctx.server.proto_max_bulk_len.load(Ordering::Relaxed);
+    let (common, runs) = longest_common(&x, &y, max)?;
+    if want_idx {
+        let shown: Vec<&LcsMatch> = runs
+            .iter()
+            .filter(|r| min_len == 0 || r.len() as u64 >= min_len as u64)
+            .collect();
+        let out = &mut *ctx.out;
+        out.map(2);
+        out.bulk(b"matches");
+        out.array(shown.len());
+        for r in shown {
+            out.array(2 + with_len as usize);
+            out.array(2);
+            out.int(r.a.0 as i64);
+            out.int(r.a.1 as i64);
+            out.array(2);
+            out.int(r.b.0 as i64);
+            out.int(r.b.1 as i64);
+            if with_len {
+                out.int(r.len() as i64);
+            }
+        }
+        out.bulk(b"len");
+        out.int(common.len() as i64);
+    } else if want_len {
+        ctx.out.int(common.len() as i64);
+    } else {
+        ctx.out.bulk(&common);
+    }
+    Ok(())
+}
+
 /// The byte range GETRANGE returns for a string of `len` bytes, with
 /// Redis's index rules (negative from the end, clamped); `None` if empty.
 fn substring_range(len: usize, start: i64, end: i64) -> Option<std::ops::Range<usize>> {
@@ -1067,6 +1253,18 @@ mod tests {
             exp(ExpireKind::Px, "x").resolve(1, "getex"),
             Err(CmdError::NotInteger)
         );
+    }
+
+    #[test]
+    fn longest_common_finds_the_runs_from_the_end() {
+        let (common, runs) = super::longest_common(b"ohmytext", b"mynewtext", 1 << 20).unwrap();
+        assert_eq!(common, b"mytext");
+        let ranges: Vec<_> = runs.iter().map(|r| (r.a, r.b, r.len())).collect();
+        assert_eq!(ranges, vec![((4, 7), (5, 8), 4), ((2, 3), (0, 1), 2)]);
+        let (common, runs) = super::longest_common(b"", b"abc", 1 << 20).unwrap();
+        assert!(common.is_empty() && runs.is_empty());
+        // (9 * 9 cells) * 4 bytes is over 100.
+        assert!(super::longest_common(b"ohmytext", b"mynewtex", 100).is_err());
     }
 
     #[test]
