@@ -669,13 +669,20 @@ fn lpos(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         }
         return Ok(());
     };
-    match o.count {
+    // Redis negates a negative rank in a C long: -2^63 stays -2^63, which
+    // then matches from the first match at the tail on, and overflows the
+    // COUNT check so that every match is reported.
+    let (rank, count) = match o.rank {
+        i64::MIN => (-1, o.count.map(|_| 0)),
+        rank => (rank, o.count),
+    };
+    match count {
         Some(count) => {
-            let found = l.positions(a[2], o.rank, count, o.maxlen);
+            let found = l.positions(a[2], rank, count, o.maxlen);
             ctx.out.array(found.len());
             found.iter().for_each(|&i| ctx.out.int(i as i64));
         }
-        None => match l.positions(a[2], o.rank, 1, o.maxlen).first() {
+        None => match l.positions(a[2], rank, 1, o.maxlen).first() {
             Some(&i) => ctx.out.int(i as i64),
             None => ctx.out.null(),
         },
