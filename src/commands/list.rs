@@ -316,13 +316,6 @@ impl End {
         }
     }
 
-    fn word(self) -> &'static [u8] {
-        match self {
-            End::Left => b"LEFT",
-            End::Right => b"RIGHT",
-        }
-    }
-
     /// The pop command that logs a pop at this end.
     fn pop_name(self) -> &'static [u8] {
         match self {
@@ -896,8 +889,8 @@ fn blocking_move(
                 b"LMOVE".to_vec(),
                 src.to_vec(),
                 dst.to_vec(),
-                from.word().to_vec(),
-                to.word().to_vec(),
+                a[3].to_vec(),
+                a[4].to_vec(),
             ]
         };
         ctx.keys.propagate_as(logged);
