@@ -326,4 +326,13 @@ fn lindex_in_the_middle_of_a_million_elements_is_fast() {
         strings(&mut c, &["LRANGE", "big", "499999", "500001"]),
         ["element:499999", "element:500000", "element:500001"]
     );
+    assert_eq!(
+        q::<String>(&mut c, &["OBJECT", "ENCODING", "big"]),
+        "quicklist"
+    );
+    let bytes: i64 = q(&mut c, &["MEMORY", "USAGE", "big"]);
+    assert!(
+        (N as i64..16 * N as i64).contains(&bytes),
+        "MEMORY USAGE {bytes}"
+    );
 }
