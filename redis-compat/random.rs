@@ -52,6 +52,10 @@ pub const FAMILIES: &[Family] = &[
         name: "sets",
         generate: sets,
     },
+    Family {
+        name: "lists",
+        generate: lists,
+    },
 ];
 
 /// The families a filter selects: all of them for no filter or `random`,
@@ -1009,5 +1013,109 @@ pub fn sets(r: &mut Rng) -> Cmd {
         }
         14 => cmd([w("TYPE"), key(r)]),
         _ => cmd([w("OBJECT"), w("ENCODING"), key(r)]),
+    }
+}
+
+/// List elements: integers (stored as numbers), their non-canonical
+/// spellings, words, and the empty string.
+const LIST_ELEMENTS: &[&str] = &["1", "2", "-3", "01", "a", "b", "c", "", "x y", "70000"];
+
+fn list_element(r: &mut Rng) -> Vec<u8> {
+    r.word(LIST_ELEMENTS)
+}
+
+/// LEFT or RIGHT, rarely a bad word.
+fn list_end(r: &mut Rng) -> Vec<u8> {
+    r.word(&["LEFT", "RIGHT", "left", "right", "LEFT", "RIGHT", "up"])
+}
+
+/// List commands. Blocking ones wait 10 ms at most on an empty key; the
+/// node size limit changes now and then, so lists of a few elements span
+/// several nodes (invisible in replies, but every command then walks them).
+pub fn lists(r: &mut Rng) -> Cmd {
+    match r.below(25) {
+        0..=4 => {
+            let name = r.word(&["LPUSH", "RPUSH", "LPUSH", "RPUSH", "LPUSHX", "RPUSHX"]);
+            let mut c = cmd([name, key(r)]);
+            for _ in 0..1 + r.below(5) {
+                c.push(list_element(r));
+            }
+            c
+        }
+        5 | 6 => {
+            let mut c = cmd([r.word(&["LPOP", "RPOP"]), key(r)]);
+            if r.chance(50) {
+                c.push(int_arg(r));
+            }
+            c
+        }
+        7 => cmd([w("LLEN"), key(r)]),
+        8 | 9 => cmd([w("LRANGE"), key(r), int_arg(r), int_arg(r)]),
+        10 => cmd([w("LINDEX"), key(r), int_arg(r)]),
+        11 => cmd([w("LSET"), key(r), int_arg(r), list_element(r)]),
+        12 => {
+            let place = r.word(&["BEFORE", "AFTER", "after", "middle"]);
+            cmd([
+                w("LINSERT"),
+                key(r),
+                place,
+                list_element(r),
+                list_element(r),
+            ])
+        }
+        13 => cmd([w("LREM"), key(r), int_arg(r), list_element(r)]),
+        14 => cmd([w("LTRIM"), key(r), int_arg(r), int_arg(r)]),
+        15 | 16 => {
+            let mut c = cmd([w("LPOS"), key(r), list_element(r)]);
+            for _ in 0..r.below(3) {
+                let opt = r.word(&["RANK", "COUNT", "MAXLEN"]);
+                c.push(opt);
+                c.push(int_arg(r));
+            }
+            c
+        }
+        17 => cmd([w("LMOVE"), key(r), key(r), list_end(r), list_end(r)]),
+        18 => cmd([w("RPOPLPUSH"), key(r), key(r)]),
+        19 => {
+            let keys = some_keys(r, 3);
+            let mut c = cmd([w("LMPOP"), keys.len().to_string().into_bytes()]);
+            c.extend(keys);
+            c.push(list_end(r));
+            if r.chance(50) {
+                c.push(w("COUNT"));
+                c.push(int_arg(r));
+            }
+            c
+        }
+        20 => {
+            let mut c = cmd([r.word(&["BLPOP", "BRPOP"])]);
+            c.extend(some_keys(r, 3));
+            c.push(w("0.01"));
+            c
+        }
+        21 => {
+            let (src, dst) = (key(r), key(r));
+            if r.chance(50) {
+                cmd([w("BRPOPLPUSH"), src, dst, w("0.01")])
+            } else {
+                cmd([w("BLMOVE"), src, dst, list_end(r), list_end(r), w("0.01")])
+            }
+        }
+        22 => {
+            let keys = some_keys(r, 3);
+            let mut c = cmd([w("BLMPOP"), w("0.01"), keys.len().to_string().into_bytes()]);
+            c.extend(keys);
+            c.push(list_end(r));
+            if r.chance(50) {
+                c.push(w("COUNT"));
+                c.push(int_arg(r));
+            }
+            c
+        }
+        23 => {
+            let size = r.word(&["1", "2", "3", "-1", "-2"]);
+            cmd([w("CONFIG"), w("SET"), w("list-max-listpack-size"), size])
+        }
+        _ => cmd([w("TYPE"), key(r)]),
     }
 }

@@ -1,8 +1,12 @@
 //! Small argument parsers shared by every family: integers and floats with
 //! Redis's error lines, option words matched case-insensitively.
 
+use std::time::Duration;
+
+use super::long_double::LongDouble;
 use crate::error::CmdError;
 use crate::protocol::number;
+use crate::protocol::number::strtod;
 
 /// An integer argument (`ERR value is not an integer or out of range`).
 pub fn int(arg: &[u8]) -> Result<i64, CmdError> {
@@ -91,9 +95,45 @@ pub fn scan_cursor(arg: &[u8]) -> Option<u64> {
     Some(if neg { v.wrapping_neg() } else { v })
 }
 
+/// A blocking command's timeout in seconds, read as Redis 7.0's
+/// `getTimeoutFromObjectOrReply` does: a long double, times 1000, truncated
+/// to whole milliseconds. `None` waits forever (0, or anything under a
+/// millisecond).
+pub fn timeout(arg: &[u8]) -> Result<Option<Duration>, CmdError> {
+    if LongDouble::string2ld(arg).is_none() {
+        return Err(CmdError::line("ERR timeout is not a float or out of range"));
+    }
+    let secs = strtod(arg).value;
+    let ms = secs * 1000.0;
+    // C's conversion to long long of a value out of its range (infinity
+    // included) gives LLONG_MIN on x86-64: a "negative" timeout. Redis
+    // multiplies in long double, exact up to 9223372036854775 s, where a
+    // double already rounds up to 2^63 ms: those still count as in range.
+    const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+    const LAST_SECOND: f64 = 9_223_372_036_854_775.0;
+    let ms = if (-TWO_POW_63..TWO_POW_63).contains(&ms) {
+        ms.trunc() as i64
+    } else if secs > 0.0 && secs <= LAST_SECOND {
+        i64::MAX
+    } else {
+        i64::MIN
+    };
+    if ms < 0 {
+        return Err(CmdError::line("ERR timeout is negative"));
+    }
+    // Beyond a century is forever in practice (and keeps Instant arithmetic
+    // from overflowing).
+    const CENTURY_MS: i64 = 100 * 366 * 24 * 3600 * 1000;
+    Ok(match ms {
+        0 => None,
+        ms if ms > CENTURY_MS => None,
+        ms => Some(Duration::from_millis(ms as u64)),
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::scan_cursor;
+    use super::*;
 
     #[test]
     fn scan_cursor_reads_like_strtoul() {
@@ -109,5 +149,23 @@ mod tests {
         assert_eq!(scan_cursor(b"0x"), None);
         assert_eq!(scan_cursor(b"-"), None);
         assert_eq!(scan_cursor(b"x"), None);
+    }
+
+    #[test]
+    fn timeouts_as_redis_reads_them() {
+        assert_eq!(timeout(b"0"), Ok(None));
+        assert_eq!(timeout(b"0.0001"), Ok(None));
+        assert_eq!(timeout(b"-0.0001"), Ok(None));
+        assert_eq!(timeout(b"1.5"), Ok(Some(Duration::from_millis(1500))));
+        assert_eq!(timeout(b"0x10"), Ok(Some(Duration::from_secs(16))));
+        let negative = Err(CmdError::line("ERR timeout is negative"));
+        assert_eq!(timeout(b"-1"), negative);
+        assert_eq!(timeout(b"inf"), negative);
+        assert_eq!(timeout(b"1e30"), negative);
+        let junk = Err(CmdError::line("ERR timeout is not a float or out of range"));
+        for arg in [&b"abc"[..], b"nan", b" 1", b"1 ", b""] {
+            assert_eq!(timeout(arg), junk);
+        }
+        assert_eq!(timeout(b"9223372036854775"), Ok(None));
     }
 }

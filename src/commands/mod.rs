@@ -6,6 +6,7 @@ pub mod args;
 pub mod bitmap;
 pub mod connection;
 pub mod keys;
+pub mod list;
 pub mod long_double;
 pub mod persistence;
 pub mod run;
@@ -45,6 +46,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     persistence::COMMANDS,
     zset::COMMANDS,
     scripting::COMMANDS,
+    list::COMMANDS,
 ];
 
 /// Commands that run at once even inside MULTI.

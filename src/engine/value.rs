@@ -1,5 +1,6 @@
 //! The typed values a key can hold.
 
+use super::list::ListValue;
 use super::set::SetValue;
 use super::string::StrValue;
 use super::zset::ZSet;
@@ -13,6 +14,8 @@ pub enum Value {
     ZSet(Box<ZSet>),
     /// A set.
     Set(Box<SetValue>),
+    /// A list.
+    List(Box<ListValue>),
 }
 
 impl Value {
@@ -22,6 +25,7 @@ impl Value {
             Value::Str(_) => "string",
             Value::ZSet(_) => "zset",
             Value::Set(_) => "set",
+            Value::List(_) => "list",
         }
     }
 
@@ -31,6 +35,7 @@ impl Value {
             Value::Str(s) => s.encoding(),
             Value::ZSet(z) => z.encoding(),
             Value::Set(s) => s.encoding(),
+            Value::List(l) => l.encoding(),
         }
     }
 
@@ -40,6 +45,7 @@ impl Value {
             Value::Str(s) => Value::Str(s.clone()),
             Value::ZSet(z) => Value::ZSet(Box::new(z.duplicate())),
             Value::Set(s) => Value::Set(Box::new(s.duplicate())),
+            Value::List(l) => Value::List(Box::new(l.duplicate())),
         }
     }
 
@@ -49,6 +55,7 @@ impl Value {
             Value::Str(s) => s.memory_usage(),
             Value::ZSet(z) => z.memory_usage(),
             Value::Set(s) => s.memory_usage(),
+            Value::List(l) => l.memory_usage(),
         }
     }
 }

@@ -106,6 +106,15 @@ impl Reply {
         self.buf.extend_from_slice(b"\r\n");
     }
 
+    /// A bulk string given as two pieces written one after the other (a
+    /// list element stored as a shared prefix and its own rest).
+    pub fn bulk_parts(&mut self, a: &[u8], b: &[u8]) {
+        self.header(b'$', (a.len() + b.len()) as i64);
+        self.buf.extend_from_slice(a);
+        self.buf.extend_from_slice(b);
+        self.buf.extend_from_slice(b"\r\n");
+    }
+
     /// An integer sent as a bulk string (as Redis does for e.g. INCRBYFLOAT).
     pub fn bulk_int(&mut self, n: i64) {
         let mut ib = itoa::Buffer::new();

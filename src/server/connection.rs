@@ -92,6 +92,7 @@ pub async fn serve(server: Arc<Server>, stream: TcpStream) {
     let _ = conn.run().await;
     if let Some(b) = conn.client.blocked.take() {
         server.unblock_client(id, &b.keys);
+        server.signal_ready(&b.keys);
     }
     commands::flush_stats(&server, &mut conn.client);
     commands::disconnect(&server, &mut conn.client);
@@ -262,19 +263,32 @@ impl Conn {
             }
         };
         self.client.blocked = None;
-        self.server.unblock_client(self.info.id, &block.keys);
         if timed_out {
+            self.leave_line(&block.keys);
             self.out.null_array();
-        } else {
-            let args: Vec<&[u8]> = block.args.iter().map(|a| a.as_slice()).collect();
-            self.client.clock.reset();
-            commands::execute(&self.server, &mut self.client, &mut self.out, &args);
+            return Ok(());
+        }
+        // Run again while still registered, so that a client that finds
+        // nothing (or finds an earlier waiter ahead of it) keeps its place.
+        let args: Vec<&[u8]> = block.args.iter().map(|a| a.as_slice()).collect();
+        self.client.clock.reset();
+        self.client.rerun = true;
+        commands::execute(&self.server, &mut self.client, &mut self.out, &args);
+        self.client.rerun = false;
+        match self.client.blocked.as_mut() {
             // Still nothing to take: keep waiting until the original deadline.
-            if let Some(b) = self.client.blocked.as_mut() {
-                b.deadline = block.deadline;
-            }
+            Some(b) => b.deadline = block.deadline,
+            None => self.leave_line(&block.keys),
         }
         Ok(())
+    }
+
+    /// Stops waiting on `keys`, and wakes the clients that waited behind
+    /// this one: one that let data go by because this client was first in
+    /// line gets its turn now.
+    fn leave_line(&self, keys: &[(usize, bytes::Bytes)]) {
+        self.server.unblock_client(self.info.id, keys);
+        self.server.signal_ready(keys);
     }
 
     async fn send(&mut self) -> Result<(), Stop> {

@@ -147,6 +147,10 @@ pub struct ClientState {
     pub blocked: Option<BlockState>,
     /// Blocking commands must answer at once (inside EXEC or a script).
     pub deny_blocking: bool,
+    /// A woken blocked command is running again, its client still
+    /// registered as waiting on its keys (so it keeps its place in line if
+    /// it blocks again).
+    pub rerun: bool,
     /// AOF offset that must be on disk before the pending replies are sent
     /// (`appendfsync always`); 0 when nothing waits.
     pub aof_wait: u64,
@@ -173,6 +177,7 @@ impl ClientState {
             pending_misses: 0,
             blocked: None,
             deny_blocking: false,
+            rerun: false,
             clock: CommandClock::new(),
             aof_wait: 0,
         }

@@ -32,6 +32,7 @@ pub struct Config {
     pub zset_max_listpack_entries: u64,
     pub zset_max_listpack_value: u64,
     pub set_max_intset_entries: u64,
+    pub list_max_listpack_size: i64,
     pub appendonly: bool,
     pub appendfilename: String,
     pub appendfsync: String,
@@ -77,6 +78,7 @@ impl Default for Config {
             zset_max_listpack_entries: 128,
             zset_max_listpack_value: 64,
             set_max_intset_entries: 512,
+            list_max_listpack_size: -2,
             appendonly: false,
             appendfilename: "appendonly.aof".into(),
             appendfsync: "everysec".into(),
@@ -454,11 +456,11 @@ pub static PARAMS: &[Param] = &[
         int(0, i64::MAX),
         "64",
     ),
-    stored(
+    num_field!(
         "list-max-listpack-size",
         &["list-max-ziplist-size"],
         int(i32::MIN as i64, INT_MAX),
-        "-2",
+        list_max_listpack_size
     ),
     stored("list-compress-depth", &[], NON_NEG, "0"),
     stored("hll-sparse-max-bytes", &[], MEMORY, "3000"),

@@ -40,12 +40,29 @@ impl Ctx<'_, '_> {
             .iter()
             .map(|k| (db, Bytes::copy_from_slice(k)))
             .collect();
-        self.server.block_client(self.client.id(), &keys);
+        // A woken client that still finds nothing keeps its place in line.
+        if !self.client.rerun {
+            self.server.block_client(self.client.id(), &keys);
+        }
         self.client.blocked = Some(BlockState {
             args: args.iter().map(|a| a.to_vec()).collect(),
             keys,
             deadline: timeout.map(|t| std::time::Instant::now() + t),
         });
         true
+    }
+
+    /// Whether a blocking command may take what `key` holds now: not while
+    /// another client that blocked on `key` earlier waits for it, so that
+    /// clients are served in the order they blocked, as in Redis (that
+    /// client was woken too and takes it; this one waits its turn). Inside
+    /// EXEC or a script, where nothing can wait, always.
+    pub fn may_serve(&self, key: &[u8]) -> bool {
+        if self.client.deny_blocking {
+            return true;
+        }
+        self.server
+            .first_waiter(self.keys.db, key)
+            .is_none_or(|id| id == self.client.id())
     }
 }

@@ -223,6 +223,17 @@ impl Server {
         self.blocked_clients.fetch_sub(1, Ordering::SeqCst);
     }
 
+    /// The client that has waited longest on `key` of database `db`, if any
+    /// waits on it (blocked clients are served in the order they blocked).
+    pub fn first_waiter(&self, db: usize, key: &[u8]) -> Option<u64> {
+        if self.blocked_clients.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
+        let m = self.blocked_on.lock();
+        m.get(&(db, bytes::Bytes::copy_from_slice(key)))
+            .and_then(|ids| ids.first().copied())
+    }
+
     /// Wakes the clients waiting on keys that just changed.
     pub fn signal_ready(&self, ready: &[(usize, bytes::Bytes)]) {
         let m = self.blocked_on.lock();

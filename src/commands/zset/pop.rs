@@ -5,9 +5,7 @@
 use std::time::Duration;
 
 use super::{after_removal, args, write_zset, Ctx};
-use crate::commands::long_double::LongDouble;
 use crate::error::{CmdError, CmdResult};
-use crate::protocol::number::strtod;
 
 /// Which end of the set a pop takes from.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -124,42 +122,6 @@ pub(super) fn zpopmax(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     zpop(ctx, a, End::Max)
 }
 
-/// A blocking command's timeout in seconds, read as Redis 7.0's
-/// `getTimeoutFromObjectOrReply` does: a long double, times 1000, truncated
-/// to whole milliseconds. `None` waits forever (0, or anything under a
-/// millisecond).
-fn parse_timeout(arg: &[u8]) -> Result<Option<Duration>, CmdError> {
-    if LongDouble::string2ld(arg).is_none() {
-        return Err(CmdError::line("ERR timeout is not a float or out of range"));
-    }
-    let secs = strtod(arg).value;
-    let ms = secs * 1000.0;
-    // C's conversion to long long of a value out of its range (infinity
-    // included) gives LLONG_MIN on x86-64: a "negative" timeout. Redis
-    // multiplies in long double, exact up to 9223372036854775 s, where a
-    // double already rounds up to 2^63 ms: those still count as in range.
-    const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
-    const LAST_SECOND: f64 = 9_223_372_036_854_775.0;
-    let ms = if (-TWO_POW_63..TWO_POW_63).contains(&ms) {
-        ms.trunc() as i64
-    } else if secs > 0.0 && secs <= LAST_SECOND {
-        i64::MAX
-    } else {
-        i64::MIN
-    };
-    if ms < 0 {
-        return Err(CmdError::line("ERR timeout is negative"));
-    }
-    // Beyond a century is forever in practice (and keeps Instant arithmetic
-    // from overflowing).
-    const CENTURY_MS: i64 = 100 * 366 * 24 * 3600 * 1000;
-    Ok(match ms {
-        0 => None,
-        ms if ms > CENTURY_MS => None,
-        ms => Some(Duration::from_millis(ms as u64)),
-    })
-}
-
 /// Serves a blocking pop (Redis's `blockingGenericZpopCommand`): pops from
 /// the first key holding a set, or blocks the client on `keys`. Where
 /// blocking is not allowed (MULTI, scripts) it replies as on timeout.
@@ -173,7 +135,8 @@ fn blocking_pop(
     shape: Shape,
 ) -> CmdResult {
     for (i, &key) in keys.iter().enumerate() {
-        if write_zset(&mut ctx.keys, key)?.is_some_and(|z| !z.is_empty()) {
+        let mine = ctx.may_serve(key);
+        if write_zset(&mut ctx.keys, key)?.is_some_and(|z| !z.is_empty()) && mine {
             return pop_first(ctx, &keys[i..=i], end, count, shape);
         }
     }
@@ -185,7 +148,7 @@ fn blocking_pop(
 
 fn bzpop(ctx: &mut Ctx, a: &[&[u8]], end: End) -> CmdResult {
     let last = a.len() - 1;
-    let timeout = parse_timeout(a[last])?;
+    let timeout = args::timeout(a[last])?;
     let shape = Shape {
         with_key: true,
         nested: false,
@@ -268,31 +231,13 @@ pub(super) fn zmpop(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 /// `BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]`
 pub(super) fn bzmpop(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let p = parse_mpop(a, 2)?;
-    let timeout = parse_timeout(a[1])?;
+    let timeout = args::timeout(a[1])?;
     blocking_pop(ctx, a, p.keys, timeout, p.end, Some(p.count), MPOP_SHAPE)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timeouts_as_redis_reads_them() {
-        assert_eq!(parse_timeout(b"0"), Ok(None));
-        assert_eq!(parse_timeout(b"0.0001"), Ok(None));
-        assert_eq!(parse_timeout(b"-0.0001"), Ok(None));
-        assert_eq!(parse_timeout(b"1.5"), Ok(Some(Duration::from_millis(1500))));
-        assert_eq!(parse_timeout(b"0x10"), Ok(Some(Duration::from_secs(16))));
-        let negative = Err(CmdError::line("ERR timeout is negative"));
-        assert_eq!(parse_timeout(b"-1"), negative);
-        assert_eq!(parse_timeout(b"inf"), negative);
-        assert_eq!(parse_timeout(b"1e30"), negative);
-        let junk = Err(CmdError::line("ERR timeout is not a float or out of range"));
-        for arg in [&b"abc"[..], b"nan", b" 1", b"1 ", b""] {
-            assert_eq!(parse_timeout(arg), junk);
-        }
-        assert_eq!(parse_timeout(b"9223372036854775"), Ok(None));
-    }
 
     #[test]
     fn mpop_arguments() {

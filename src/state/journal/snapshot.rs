@@ -14,6 +14,7 @@ use smallvec::SmallVec;
 use super::encode::{write_command, write_select};
 use crate::engine::bitmap::CHUNK_BYTES;
 use crate::engine::keyspace::{Locked, Shard, ShardGuard, SHARD_COUNT};
+use crate::engine::list::ListValue;
 use crate::engine::set::{Member, SetValue};
 use crate::engine::string::StrValue;
 use crate::engine::zset::ZSet;
@@ -21,7 +22,7 @@ use crate::engine::Value;
 use crate::protocol::number::{format_double, MAX_DOUBLE_CHARS};
 use crate::state::clock::unix_ms;
 
-/// Most elements per ZADD / SADD command in a rewritten file (Redis's
+/// Most elements per ZADD / SADD / RPUSH command in a rewritten file (Redis's
 /// AOF_REWRITE_ITEMS_PER_CMD).
 pub const ITEMS_PER_COMMAND: usize = 64;
 
@@ -138,6 +139,30 @@ pub fn write_sadds<'a>(
     flush(&mut batch, out);
 }
 
+/// Appends `RPUSH key element ...` commands of at most
+/// [`ITEMS_PER_COMMAND`] elements, front to back.
+pub fn write_rpushes(out: &mut Vec<u8>, key: &[u8], list: &ListValue) {
+    let mut batch: Vec<Vec<u8>> = Vec::with_capacity(ITEMS_PER_COMMAND);
+    let flush = |batch: &mut Vec<Vec<u8>>, out: &mut Vec<u8>| {
+        if batch.is_empty() {
+            return;
+        }
+        let mut args: Vec<&[u8]> = Vec::with_capacity(2 + batch.len());
+        args.push(b"RPUSH");
+        args.push(key);
+        args.extend(batch.iter().map(|e| e.as_slice()));
+        write_command(out, args.into_iter());
+        batch.clear();
+    };
+    for e in list.iter() {
+        batch.push(e.to_vec());
+        if batch.len() == ITEMS_PER_COMMAND {
+            flush(&mut batch, out);
+        }
+    }
+    flush(&mut batch, out);
+}
+
 /// A compressed (sparse) bitmap as SETRANGE commands: its last byte first
 /// (which sets the length), then each block holding a set bit, so the
 /// rewrite never builds the whole zero-filled string.
@@ -176,6 +201,7 @@ pub fn write_value(out: &mut Vec<u8>, key: &[u8], value: &Value) {
         Value::Str(s) => write_command(out, [&b"SET"[..], key, &s.as_bytes()].into_iter()),
         Value::ZSet(z) => write_zadds(out, key, zset_items(z)),
         Value::Set(s) => write_sadds(out, key, set_members(s)),
+        Value::List(l) => write_rpushes(out, key, l),
     }
 }
 
@@ -251,5 +277,18 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.matches("SADD").count(), 2);
         assert!(text.contains("*3\r\n$4\r\nSADD\r\n$1\r\ns\r\n$3\r\nm64\r\n"));
+    }
+
+    #[test]
+    fn rpush_batches_are_bounded_and_in_order() {
+        let elements: Vec<Vec<u8>> = (0..129).map(|i| format!("e{i}").into_bytes()).collect();
+        let list =
+            ListValue::from_values(elements.iter().map(|e| e.as_slice()), Default::default());
+        let mut out = Vec::new();
+        write_value(&mut out, b"l", &Value::List(Box::new(list)));
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.matches("RPUSH").count(), 3);
+        assert!(text.starts_with("*66\r\n$5\r\nRPUSH\r\n$1\r\nl\r\n$2\r\ne0\r\n$2\r\ne1\r\n"));
+        assert!(text.ends_with("*3\r\n$5\r\nRPUSH\r\n$1\r\nl\r\n$4\r\ne128\r\n"));
     }
 }
