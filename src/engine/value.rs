@@ -1,5 +1,6 @@
 //! The typed values a key can hold.
 
+use super::hash::HashValue;
 use super::set::SetValue;
 use super::string::StrValue;
 use super::zset::ZSet;
@@ -13,6 +14,9 @@ pub enum Value {
     ZSet(Box<ZSet>),
     /// A set.
     Set(Box<SetValue>),
+    /// A hash. Not boxed: it is no bigger than a string, and a profile
+    /// store holds millions of small hashes.
+    Hash(HashValue),
 }
 
 impl Value {
@@ -22,6 +26,7 @@ impl Value {
             Value::Str(_) => "string",
             Value::ZSet(_) => "zset",
             Value::Set(_) => "set",
+            Value::Hash(_) => "hash",
         }
     }
 
@@ -31,6 +36,7 @@ impl Value {
             Value::Str(s) => s.encoding(),
             Value::ZSet(z) => z.encoding(),
             Value::Set(s) => s.encoding(),
+            Value::Hash(h) => h.encoding(),
         }
     }
 
@@ -40,6 +46,7 @@ impl Value {
             Value::Str(s) => Value::Str(s.clone()),
             Value::ZSet(z) => Value::ZSet(Box::new(z.duplicate())),
             Value::Set(s) => Value::Set(Box::new(s.duplicate())),
+            Value::Hash(h) => Value::Hash(h.duplicate()),
         }
     }
 
@@ -49,6 +56,19 @@ impl Value {
             Value::Str(s) => s.memory_usage(),
             Value::ZSet(z) => z.memory_usage(),
             Value::Set(s) => s.memory_usage(),
+            Value::Hash(h) => h.memory_usage(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unboxed_hash_does_not_grow_values() {
+        use std::mem::size_of;
+        assert!(size_of::<HashValue>() <= size_of::<StrValue>());
+        assert_eq!(size_of::<Value>(), size_of::<StrValue>());
     }
 }

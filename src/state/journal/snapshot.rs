@@ -13,6 +13,7 @@ use smallvec::SmallVec;
 
 use super::encode::{write_command, write_select};
 use crate::engine::bitmap::CHUNK_BYTES;
+use crate::engine::hash::HashValue;
 use crate::engine::keyspace::{Locked, Shard, ShardGuard, SHARD_COUNT};
 use crate::engine::set::{Member, SetValue};
 use crate::engine::string::StrValue;
@@ -21,7 +22,7 @@ use crate::engine::Value;
 use crate::protocol::number::{format_double, MAX_DOUBLE_CHARS};
 use crate::state::clock::unix_ms;
 
-/// Most elements per ZADD / SADD command in a rewritten file (Redis's
+/// Most elements per ZADD / SADD / HSET command in a rewritten file (Redis's
 /// AOF_REWRITE_ITEMS_PER_CMD).
 pub const ITEMS_PER_COMMAND: usize = 64;
 
@@ -138,6 +139,22 @@ pub fn write_sadds<'a>(
     flush(&mut batch, out);
 }
 
+/// Appends `HSET key field value ...` commands of at most
+/// [`ITEMS_PER_COMMAND`] pairs.
+pub fn write_hsets(out: &mut Vec<u8>, key: &[u8], h: &HashValue) {
+    let mut pairs = h.iter().peekable();
+    while pairs.peek().is_some() {
+        let mut args: Vec<&[u8]> = Vec::with_capacity(2 + 2 * ITEMS_PER_COMMAND);
+        args.push(b"HSET");
+        args.push(key);
+        for (f, v) in pairs.by_ref().take(ITEMS_PER_COMMAND) {
+            args.push(f);
+            args.push(v);
+        }
+        write_command(out, args.into_iter());
+    }
+}
+
 /// A compressed (sparse) bitmap as SETRANGE commands: its last byte first
 /// (which sets the length), then each block holding a set bit, so the
 /// rewrite never builds the whole zero-filled string.
@@ -176,6 +193,7 @@ pub fn write_value(out: &mut Vec<u8>, key: &[u8], value: &Value) {
         Value::Str(s) => write_command(out, [&b"SET"[..], key, &s.as_bytes()].into_iter()),
         Value::ZSet(z) => write_zadds(out, key, zset_items(z)),
         Value::Set(s) => write_sadds(out, key, set_members(s)),
+        Value::Hash(h) => write_hsets(out, key, h),
     }
 }
 
@@ -251,5 +269,23 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.matches("SADD").count(), 2);
         assert!(text.contains("*3\r\n$4\r\nSADD\r\n$1\r\ns\r\n$3\r\nm64\r\n"));
+    }
+
+    #[test]
+    fn hset_batches_are_bounded() {
+        use crate::engine::hash::HashLimits;
+        let mut h = HashValue::new();
+        for i in 0..129 {
+            h.set(format!("f{i}").as_bytes(), b"v", HashLimits::default());
+        }
+        let mut out = Vec::new();
+        write_hsets(&mut out, b"h", &h);
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.matches("HSET").count(), 3);
+        assert_eq!(text.matches("*130\r\n$4\r\nHSET\r\n").count(), 2);
+        assert!(text.contains("*4\r\n$4\r\nHSET\r\n$1\r\nh\r\n"));
+        let mut out = Vec::new();
+        write_value(&mut out, b"e", &Value::Hash(HashValue::new()));
+        assert!(out.is_empty());
     }
 }
