@@ -5,6 +5,7 @@
 pub mod args;
 pub mod bitmap;
 pub mod connection;
+pub mod hash;
 pub mod keys;
 pub mod long_double;
 pub mod persistence;
@@ -45,6 +46,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     persistence::COMMANDS,
     zset::COMMANDS,
     scripting::COMMANDS,
+    hash::COMMANDS,
 ];
 
 /// Commands that run at once even inside MULTI.
