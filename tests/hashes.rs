@@ -383,3 +383,76 @@ fn hashes_survive_an_aof_restart_and_a_rewrite() {
     let mut c = srv.conn();
     assert_eq!(snapshot(&mut c), before);
 }
+
+/// A real redis-server loads the AOF Rostrum wrote for hashes, both the
+/// logged commands and a rewrite of them, to the same fields (skipped
+/// without redis-server, failed under `CI`).
+#[test]
+fn redis_server_loads_our_hash_aof() {
+    let installed = std::process::Command::new("redis-server")
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok();
+    if !installed {
+        assert!(
+            std::env::var_os("CI").is_none_or(|v| v.is_empty()),
+            "redis-server is not installed"
+        );
+        eprintln!("redis-server not installed: skipped");
+        return;
+    }
+    for rewrite in [false, true] {
+        let dir = DataDir(temp_dir("hashes-aof-redis"));
+        let mut srv = TestServer::start_with_aof(&dir.0);
+        let mut c = srv.conn();
+        let _: i64 = q(&mut c, &["HSET", "p", "name", "ada", "lvl", "3"]);
+        let _: String = q(&mut c, &["HINCRBYFLOAT", "p", "score", "10.5"]);
+        let _: String = q(&mut c, &["HINCRBYFLOAT", "p", "score", "0.1"]);
+        let _: i64 = q(&mut c, &["HINCRBY", "p", "lvl", "4"]);
+        let _: i64 = q(&mut c, &["HDEL", "p", "name"]);
+        for i in 0..600 {
+            let _: i64 = q(&mut c, &["HSET", "big", &format!("f{i}"), "v"]);
+        }
+        if rewrite {
+            let _: String = q(&mut c, &["BGREWRITEAOF"]);
+            wait_rewrite(&mut c);
+        }
+        let want = (all(&mut c, "p"), all(&mut c, "big"));
+        drop(c);
+        srv.terminate();
+
+        let port = common::free_port();
+        let mut child = std::process::Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+            ])
+            .args(["--appendfilename", "appendonly.aof", "--dir"])
+            .arg(&dir.0)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server");
+        let ready = common::wait_ready(port, &mut child);
+        let got = std::panic::catch_unwind(|| {
+            assert!(ready, "redis-server did not start on our AOF");
+            let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+                .expect("client")
+                .get_connection_with_timeout(Duration::from_secs(5))
+                .expect("connect");
+            (all(&mut c, "p"), all(&mut c, "big"))
+        });
+        let _ = child.kill();
+        let _ = child.wait();
+        match got {
+            Ok(got) => assert_eq!(got, want, "rewrite: {rewrite}"),
+            Err(p) => std::panic::resume_unwind(p),
+        }
+    }
+}
