@@ -16,7 +16,6 @@ use crate::engine::Value;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Reply;
 
-#[allow(clippy::too_many_arguments)]
 const fn hash_cmd(
     name: &'static str,
     arity: i32,
