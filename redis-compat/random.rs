@@ -56,6 +56,10 @@ pub const FAMILIES: &[Family] = &[
         name: "lists",
         generate: lists,
     },
+    Family {
+        name: "hashes",
+        generate: hashes,
+    },
 ];
 
 /// The families a filter selects: all of them for no filter or `random`,
@@ -1117,5 +1121,91 @@ pub fn lists(r: &mut Rng) -> Cmd {
             cmd([w("CONFIG"), w("SET"), w("list-max-listpack-size"), size])
         }
         _ => cmd([w("TYPE"), key(r)]),
+    }
+}
+
+/// Hash fields: a few names, numbers and the empty field.
+const HASH_FIELDS: &[&str] = &["f", "g", "name", "1", "-1", "", "x y", "n"];
+
+fn hash_field(r: &mut Rng) -> Vec<u8> {
+    r.word(HASH_FIELDS)
+}
+
+/// HINCRBYFLOAT increments: small numbers (results stay short), and some
+/// that are not numbers or not finite.
+fn float_incr(r: &mut Rng) -> Vec<u8> {
+    r.word(&[
+        "1.5", "-0.25", "0.1", "3e2", "-7", "0", "1e-5", "abc", "inf", "", "-1.5e1",
+    ])
+}
+
+/// Hash commands. Values stay shorter than `hash-max-listpack-value` and
+/// hashes hold at most [`HASH_FIELDS`] fields, so every hash is a listpack
+/// and the whole-hash replies (HGETALL, HKEYS, HVALS, HSCAN, HRANDFIELD
+/// with a count past the size) come in insertion order on both servers.
+pub fn hashes(r: &mut Rng) -> Cmd {
+    match r.below(20) {
+        0..=3 => {
+            let mut c = cmd([w(if r.chance(80) { "HSET" } else { "HMSET" }), key(r)]);
+            for _ in 0..1 + r.below(3) {
+                c.push(hash_field(r));
+                c.push(value(r));
+            }
+            // Now and then an odd number of arguments.
+            if r.chance(5) {
+                c.push(hash_field(r));
+            }
+            c
+        }
+        4 => cmd([w("HSETNX"), key(r), hash_field(r), value(r)]),
+        5 | 6 => {
+            let mut c = cmd([w("HDEL"), key(r)]);
+            for _ in 0..1 + r.below(3) {
+                c.push(hash_field(r));
+            }
+            c
+        }
+        7 => cmd([w("HGET"), key(r), hash_field(r)]),
+        8 => {
+            let mut c = cmd([w("HMGET"), key(r)]);
+            for _ in 0..1 + r.below(3) {
+                c.push(hash_field(r));
+            }
+            c
+        }
+        9 => cmd([
+            w(r.pick(&["HLEN", "HKEYS", "HVALS", "HGETALL"])
+                .copied()
+                .unwrap_or("HLEN")),
+            key(r),
+        ]),
+        10 => cmd([
+            w(if r.chance(50) { "HSTRLEN" } else { "HEXISTS" }),
+            key(r),
+            hash_field(r),
+        ]),
+        11 | 12 => cmd([w("HINCRBY"), key(r), hash_field(r), int_arg(r)]),
+        13 | 14 => cmd([w("HINCRBYFLOAT"), key(r), hash_field(r), float_incr(r)]),
+        15 => {
+            let mut c = cmd([w("HRANDFIELD"), key(r), r.word(&["0", "8", "100", "abc"])]);
+            if r.chance(50) {
+                c.push(w(if r.chance(90) { "WITHVALUES" } else { "BOGUS" }));
+            }
+            c
+        }
+        16 => {
+            let mut c = cmd([w("HSCAN"), key(r), r.word(&["0", "5", "abc"])]);
+            if r.chance(40) {
+                c.push(w("MATCH"));
+                c.push(r.word(&["*", "f*", "[gn]", "?"]));
+            }
+            if r.chance(20) {
+                c.push(w("COUNT"));
+                c.push(r.word(&["1", "0", "x"]));
+            }
+            c
+        }
+        17 => cmd([w("TYPE"), key(r)]),
+        _ => cmd([w("OBJECT"), w("ENCODING"), key(r)]),
     }
 }

@@ -10,6 +10,8 @@
 use std::cmp::Ordering;
 use std::ops::Add;
 
+use crate::engine::hash::HashFloat;
+
 /// Exponent of the least significant mantissa bit of the smallest values
 /// (denormals): 2^(-16382-63).
 const MIN_LSB_EXP: i64 = -16445;
@@ -575,6 +577,31 @@ impl Big {
     }
 }
 
+/// HINCRBYFLOAT adds in long double, as Redis does, so its replies and
+/// stored values match Redis's digit for digit (`engine::hash` provides
+/// only an `f64` version, whose last digits differ).
+impl HashFloat for LongDouble {
+    fn zero() -> Self {
+        LongDouble::zero(false)
+    }
+
+    fn parse(bytes: &[u8]) -> Option<Self> {
+        LongDouble::string2ld(bytes)
+    }
+
+    fn add(self, other: Self) -> Self {
+        self + other
+    }
+
+    fn is_finite(self) -> bool {
+        LongDouble::is_finite(&self)
+    }
+
+    fn format(self) -> Vec<u8> {
+        self.to_human_string().into_bytes()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -834,5 +861,22 @@ mod tests {
             "18446744073709551616"
         );
         assert_eq!(incr("1", "-1e-30"), "1");
+    }
+
+    #[test]
+    fn hincrbyfloat_adds_in_long_double() {
+        use crate::engine::hash::{HashLimits, HashValue};
+        let mut h = HashValue::new();
+        let lim = HashLimits::default();
+        // f64 would store 10.59999999999999964.
+        assert_eq!(h.incr_by_float(b"f", ld("10.5"), lim), Ok(b"10.5".to_vec()));
+        assert_eq!(h.incr_by_float(b"f", ld("0.1"), lim), Ok(b"10.6".to_vec()));
+        // Beyond f64's range, inside long double's.
+        h.set(b"big", b"1e400", lim);
+        let big = h.incr_by_float(b"big", ld("1"), lim);
+        assert!(big.as_ref().is_ok_and(|b| b.len() == 401), "{big:?}");
+        h.set(b"x", b" 1", lim);
+        assert!(h.incr_by_float(b"x", ld("1"), lim).is_err());
+        assert_eq!(<LongDouble as HashFloat>::zero().format(), b"0".to_vec());
     }
 }

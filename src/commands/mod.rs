@@ -5,6 +5,7 @@
 pub mod args;
 pub mod bitmap;
 pub mod connection;
+pub mod hash;
 pub mod keys;
 pub mod list;
 pub mod long_double;
@@ -47,6 +48,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     zset::COMMANDS,
     scripting::COMMANDS,
     list::COMMANDS,
+    hash::COMMANDS,
 ];
 
 /// Commands that run at once even inside MULTI.

@@ -28,7 +28,7 @@ use rand::Rng;
 use crate::protocol::number::{parse_i64, strtod};
 
 /// Redis's default `hash-max-listpack-entries`.
-pub const DEFAULT_MAX_LISTPACK_ENTRIES: usize = 128;
+pub const DEFAULT_MAX_LISTPACK_ENTRIES: usize = 512;
 
 /// Redis's default `hash-max-listpack-value`.
 pub const DEFAULT_MAX_LISTPACK_VALUE: usize = 64;
@@ -1557,9 +1557,11 @@ mod tests {
 
     #[test]
     fn scan_survives_growth_and_shrinking_between_steps() {
+        // A table from the start (300 fields fit the default listpack).
+        let lim = limits(128, 64);
         let mut h = HashValue::new();
         for i in 0..300 {
-            h.set(format!("m{i}").as_bytes(), b"v", DEFAULT);
+            h.set(format!("m{i}").as_bytes(), b"v", lim);
         }
         let mut seen = HashSet::new();
         let mut cursor = 0;
@@ -1573,7 +1575,7 @@ mod tests {
             // fields must all still come back.
             if steps < 20 {
                 for j in 0..100 {
-                    h.set(format!("new{steps}-{j}").as_bytes(), b"v", DEFAULT);
+                    h.set(format!("new{steps}-{j}").as_bytes(), b"v", lim);
                 }
             } else if steps < 40 {
                 for j in 0..100 {

@@ -1,5 +1,6 @@
 //! The typed values a key can hold.
 
+use super::hash::HashValue;
 use super::list::ListValue;
 use super::set::SetValue;
 use super::string::StrValue;
@@ -16,6 +17,9 @@ pub enum Value {
     Set(Box<SetValue>),
     /// A list.
     List(Box<ListValue>),
+    /// A hash. Not boxed: it is no bigger than a string, and a profile
+    /// store holds millions of small hashes.
+    Hash(HashValue),
 }
 
 impl Value {
@@ -26,6 +30,7 @@ impl Value {
             Value::ZSet(_) => "zset",
             Value::Set(_) => "set",
             Value::List(_) => "list",
+            Value::Hash(_) => "hash",
         }
     }
 
@@ -36,6 +41,7 @@ impl Value {
             Value::ZSet(z) => z.encoding(),
             Value::Set(s) => s.encoding(),
             Value::List(l) => l.encoding(),
+            Value::Hash(h) => h.encoding(),
         }
     }
 
@@ -46,6 +52,7 @@ impl Value {
             Value::ZSet(z) => Value::ZSet(Box::new(z.duplicate())),
             Value::Set(s) => Value::Set(Box::new(s.duplicate())),
             Value::List(l) => Value::List(Box::new(l.duplicate())),
+            Value::Hash(h) => Value::Hash(h.duplicate()),
         }
     }
 
@@ -56,6 +63,19 @@ impl Value {
             Value::ZSet(z) => z.memory_usage(),
             Value::Set(s) => s.memory_usage(),
             Value::List(l) => l.memory_usage(),
+            Value::Hash(h) => h.memory_usage(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unboxed_hash_does_not_grow_values() {
+        use std::mem::size_of;
+        assert!(size_of::<HashValue>() <= size_of::<StrValue>());
+        assert_eq!(size_of::<Value>(), size_of::<StrValue>());
     }
 }

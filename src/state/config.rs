@@ -33,6 +33,8 @@ pub struct Config {
     pub zset_max_listpack_value: u64,
     pub set_max_intset_entries: u64,
     pub list_max_listpack_size: i64,
+    pub hash_max_listpack_entries: u64,
+    pub hash_max_listpack_value: u64,
     pub appendonly: bool,
     pub appendfilename: String,
     pub appendfsync: String,
@@ -79,6 +81,8 @@ impl Default for Config {
             zset_max_listpack_value: 64,
             set_max_intset_entries: 512,
             list_max_listpack_size: -2,
+            hash_max_listpack_entries: 512,
+            hash_max_listpack_value: 64,
             appendonly: false,
             appendfilename: "appendonly.aof".into(),
             appendfsync: "everysec".into(),
@@ -292,7 +296,7 @@ const POLICIES: &[&str] = &[
 const SUPERVISED: &[&str] = &["upstart", "systemd", "auto", "no"];
 
 /// Every parameter Rostrum knows, in redis.conf's names. Parameters of
-/// Redis features Rostrum lacks (replication, RDB, lists, hashes, ...) are
+/// Redis features Rostrum lacks (replication, RDB, ...) are
 /// accepted and answered so that stock config files and tools work, but
 /// have no effect.
 pub static PARAMS: &[Param] = &[
@@ -444,17 +448,17 @@ pub static PARAMS: &[Param] = &[
         int(0, i64::MAX),
         set_max_intset_entries
     ),
-    stored(
+    num_field!(
         "hash-max-listpack-entries",
         &["hash-max-ziplist-entries"],
         int(0, i64::MAX),
-        "512",
+        hash_max_listpack_entries
     ),
-    stored(
+    num_field!(
         "hash-max-listpack-value",
         &["hash-max-ziplist-value"],
-        int(0, i64::MAX),
-        "64",
+        MEMORY,
+        hash_max_listpack_value
     ),
     num_field!(
         "list-max-listpack-size",
@@ -1139,5 +1143,21 @@ mod tests {
         c.apply("zset-max-ziplist-entries", "5").unwrap();
         assert_eq!(c.zset_max_listpack_entries, 5);
         assert!(c.apply("appendfsync", "sometimes").is_err());
+    }
+
+    #[test]
+    fn hash_limits_have_redis_defaults_and_aliases() {
+        let mut c = Config::default();
+        assert_eq!(
+            (c.hash_max_listpack_entries, c.hash_max_listpack_value),
+            (512, 64)
+        );
+        c.apply("hash-max-ziplist-entries", "7").unwrap();
+        c.apply("hash-max-ziplist-value", "1kb").unwrap();
+        assert_eq!(
+            (c.hash_max_listpack_entries, c.hash_max_listpack_value),
+            (7, 1024)
+        );
+        assert!(c.apply("hash-max-listpack-value", "-1").is_err());
     }
 }

@@ -13,6 +13,7 @@ use smallvec::SmallVec;
 
 use super::encode::{write_command, write_select};
 use crate::engine::bitmap::CHUNK_BYTES;
+use crate::engine::hash::HashValue;
 use crate::engine::keyspace::{Locked, Shard, ShardGuard, SHARD_COUNT};
 use crate::engine::list::ListValue;
 use crate::engine::set::{Member, SetValue};
@@ -22,7 +23,7 @@ use crate::engine::Value;
 use crate::protocol::number::{format_double, MAX_DOUBLE_CHARS};
 use crate::state::clock::unix_ms;
 
-/// Most elements per ZADD / SADD / RPUSH command in a rewritten file (Redis's
+/// Most elements per ZADD / SADD / RPUSH / HSET command in a rewritten file (Redis's
 /// AOF_REWRITE_ITEMS_PER_CMD).
 pub const ITEMS_PER_COMMAND: usize = 64;
 
@@ -163,6 +164,22 @@ pub fn write_rpushes(out: &mut Vec<u8>, key: &[u8], list: &ListValue) {
     flush(&mut batch, out);
 }
 
+/// Appends `HSET key field value ...` commands of at most
+/// [`ITEMS_PER_COMMAND`] pairs.
+pub fn write_hsets(out: &mut Vec<u8>, key: &[u8], h: &HashValue) {
+    let mut pairs = h.iter().peekable();
+    while pairs.peek().is_some() {
+        let mut args: Vec<&[u8]> = Vec::with_capacity(2 + 2 * ITEMS_PER_COMMAND);
+        args.push(b"HSET");
+        args.push(key);
+        for (f, v) in pairs.by_ref().take(ITEMS_PER_COMMAND) {
+            args.push(f);
+            args.push(v);
+        }
+        write_command(out, args.into_iter());
+    }
+}
+
 /// A compressed (sparse) bitmap as SETRANGE commands: its last byte first
 /// (which sets the length), then each block holding a set bit, so the
 /// rewrite never builds the whole zero-filled string.
@@ -202,6 +219,7 @@ pub fn write_value(out: &mut Vec<u8>, key: &[u8], value: &Value) {
         Value::ZSet(z) => write_zadds(out, key, zset_items(z)),
         Value::Set(s) => write_sadds(out, key, set_members(s)),
         Value::List(l) => write_rpushes(out, key, l),
+        Value::Hash(h) => write_hsets(out, key, h),
     }
 }
 
@@ -290,5 +308,23 @@ mod tests {
         assert_eq!(text.matches("RPUSH").count(), 3);
         assert!(text.starts_with("*66\r\n$5\r\nRPUSH\r\n$1\r\nl\r\n$2\r\ne0\r\n$2\r\ne1\r\n"));
         assert!(text.ends_with("*3\r\n$5\r\nRPUSH\r\n$1\r\nl\r\n$4\r\ne128\r\n"));
+    }
+
+    #[test]
+    fn hset_batches_are_bounded() {
+        use crate::engine::hash::HashLimits;
+        let mut h = HashValue::new();
+        for i in 0..129 {
+            h.set(format!("f{i}").as_bytes(), b"v", HashLimits::default());
+        }
+        let mut out = Vec::new();
+        write_hsets(&mut out, b"h", &h);
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.matches("HSET").count(), 3);
+        assert_eq!(text.matches("*130\r\n$4\r\nHSET\r\n").count(), 2);
+        assert!(text.contains("*4\r\n$4\r\nHSET\r\n$1\r\nh\r\n"));
+        let mut out = Vec::new();
+        write_value(&mut out, b"e", &Value::Hash(HashValue::new()));
+        assert!(out.is_empty());
     }
 }
