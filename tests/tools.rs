@@ -215,3 +215,86 @@ fn redis_benchmark_runs_clean() {
         assert!(rps > 0.0, "{row}");
     }
 }
+
+/// Every test redis-benchmark runs by default (no `-t`), as Redis 7.0's
+/// redis-benchmark lists them.
+const DEFAULT_BENCHMARK_TESTS: &[&str] = &[
+    "PING_INLINE",
+    "PING_MBULK",
+    "SET",
+    "GET",
+    "INCR",
+    "LPUSH",
+    "RPUSH",
+    "LPOP",
+    "RPOP",
+    "SADD",
+    "HSET",
+    "SPOP",
+    "ZADD",
+    "ZPOPMIN",
+    "LPUSH (needed to benchmark LRANGE)",
+    "LRANGE_100 (first 100 elements)",
+    "LRANGE_300 (first 300 elements)",
+    "LRANGE_500 (first 500 elements)",
+    "LRANGE_600 (first 600 elements)",
+    "MSET (10 keys)",
+];
+
+#[test]
+fn redis_benchmark_runs_every_default_test() {
+    let Some(path) = tool("redis-benchmark") else {
+        return;
+    };
+    let srv = TestServer::start(&[]);
+    let out = run(
+        Command::new(&path).args(["-p", &srv.port.to_string(), "-n", "100000", "-q", "--csv"]),
+        b"",
+        Duration::from_secs(600),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "exit {:?}\n{stdout}\n{stderr}",
+        out.status
+    );
+    for line in stdout.lines().chain(stderr.lines()) {
+        let lower = line.to_ascii_lowercase();
+        assert!(
+            !lower.contains("err") && !lower.contains("warning"),
+            "redis-benchmark complained: {line}"
+        );
+    }
+    let tests: Vec<String> = stdout
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split("\",").next())
+        .map(|t| t.trim_start_matches('"').to_string())
+        .collect();
+    assert_eq!(tests, DEFAULT_BENCHMARK_TESTS, "{stdout}");
+    for row in stdout.lines().skip(1) {
+        let rps: f64 = row
+            .split(',')
+            .nth(1)
+            .and_then(|f| f.trim_matches('"').parse().ok())
+            .unwrap_or_else(|| panic!("bad row {row}"));
+        assert!(rps > 0.0, "{row}");
+    }
+    // The data the run left: its lists, hashes, sets and sorted set.
+    let mut conn = srv.conn();
+    for (key, kind) in [
+        ("mylist", "list"),
+        ("myhash", "hash"),
+        ("myset", "set"),
+        ("myzset", "zset"),
+    ] {
+        let t: String = redis::cmd("TYPE").arg(key).query(&mut conn).expect("TYPE");
+        assert!(t == kind || t == "none", "{key}: {t}");
+    }
+    let n: i64 = redis::cmd("LLEN")
+        .arg("mylist")
+        .query(&mut conn)
+        .expect("LLEN");
+    assert!(n > 0, "LRANGE's list is gone");
+}
