@@ -1,6 +1,7 @@
 # Shared by the benchmark scripts (source it; it sets `root`, `rostrum_bin`,
 # `rostrum_args`, `work` and `pids`, and defines `free_port`, `wait_ready`,
-# `cpu_seconds` and `start_both`): checks the Redis tools, builds or takes
+# `cpu_seconds`, `start_both`, `info_field`, `load_and_measure`, `measure`,
+# `run_rows` and `print_rows`): checks the Redis tools, builds or takes
 # the Rostrum binary ($ROSTRUM_BIN), takes extra server arguments from $ROSTRUM_ARGS (e.g.
 # "--config worker-threads=1"), makes a work folder, and on exit stops
 # every process in `pids` and removes it.
@@ -88,4 +89,75 @@ start_both() {
     pids+=("$rostrum_pid")
     wait_ready "$rostrum_port" "$rostrum_pid" ||
         { echo "error: rostrum did not start" >&2; cat "$work/rostrum.log" >&2; exit 1; }
+}
+
+# One INFO memory field of the server on port $1.
+info_field() {
+    redis-cli -p "$1" INFO memory | tr -d '\r' | awk -F: -v f="$2" '$1 == f { print $2 }'
+}
+
+# Loads with redis-cli --pipe into port $1 and returns the memory growth
+# (used_memory, used_memory_rss) per member over the empty server.
+load_and_measure() {
+    local port=$1 file=$2 count=$3 mem0 rss0 mem1 rss1
+    mem0=$(info_field "$port" used_memory)
+    rss0=$(info_field "$port" used_memory_rss)
+    redis-cli -p "$port" --pipe <"$file" >"$work/pipe.out" 2>&1 ||
+        { echo "error: loading into port $port failed:" >&2; cat "$work/pipe.out" >&2; exit 1; }
+    mem1=$(info_field "$port" used_memory)
+    rss1=$(info_field "$port" used_memory_rss)
+    awk -v a="$mem0" -v b="$mem1" -v c="$rss0" -v d="$rss1" -v n="$count" \
+        'BEGIN { printf "%.1f\t%.1f\n", (b - a) / n, (d - c) / n }'
+}
+
+# Runs one command on port $1 (server process $4) at pipeline $2 with
+# redis-benchmark ($requests requests, $clients clients, __rand_int__ below
+# $rand_range); prints "rps<TAB>p99 ms<TAB>server CPU us per request".
+measure() {
+    local port=$1 pipeline=$2 command=$3 pid=$4 out c0 c1
+    c0=$(cpu_seconds "$pid")
+    # shellcheck disable=SC2086 # the command is split into its words
+    out=$(redis-benchmark -p "$port" -n "$requests" -c "$clients" -r "$rand_range" \
+        -P "$pipeline" --csv $command 2>"$work/bench.err") || {
+        echo "  redis-benchmark on port $port failed:" >&2
+        sed 's/^/    /' "$work/bench.err" >&2
+        printf -- '-\t-\t-\n'
+        return 0
+    }
+    c1=$(cpu_seconds "$pid")
+    # CSV: "test","rps","avg","min","p50","p95","p99","max"
+    printf '%s\n' "$out" | awk -F, -v c0="$c0" -v c1="$c1" -v n="$requests" 'NR == 2 {
+        gsub(/"/, "", $2); gsub(/"/, "", $7)
+        printf "%s\t%s\t%.2f\n", $2, $7, (c1 - c0) * 1e6 / n }'
+}
+
+# Measures every entry of `commands` ("title|command") at every depth of
+# `pipelines` on both servers, into `rows`.
+run_rows() {
+    rows=()
+    local p entry title command r q
+    for p in $pipelines; do
+        for entry in "${commands[@]}"; do
+            title=${entry%%|*}
+            command=${entry#*|}
+            echo "  -P $p $title..." >&2
+            r=$(measure "$redis_port" "$p" "$command" "$redis_pid")
+            q=$(measure "$rostrum_port" "$p" "$command" "$rostrum_pid")
+            rows+=("$title -P $p	$r	$q")
+        done
+    done
+}
+
+# Prints the table of `rows` ("title<TAB>redis: rps p99 us<TAB>rostrum: ..."),
+# as `measure` gives them, with the ratio Rostrum / Redis.
+print_rows() {
+    printf '\n%-31s %11s %11s %6s %9s %9s %9s %9s\n' command "redis rps" "rostrum rps" ratio \
+        "redis p99" "rost. p99" "redis us" "rost. us"
+    for row in "${rows[@]}"; do
+        printf '%s\n' "$row" | awk -F'\t' '{
+            ratio = ($2 > 0 && $5 != "-") ? sprintf("%.2f", $5 / $2) : "-"
+            printf "%-31s %11s %11s %6s %9s %9s %9s %9s\n", $1, $2, $5, ratio, $3, $6, $4, $7
+        }'
+    done
+    echo "(p99 in ms; us = server CPU time, user + system, per request)"
 }
