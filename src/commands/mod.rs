@@ -8,6 +8,7 @@ pub mod connection;
 pub mod keys;
 pub mod long_double;
 pub mod persistence;
+pub mod pubsub;
 pub mod run;
 pub mod scripting;
 pub mod server;
@@ -45,6 +46,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     persistence::COMMANDS,
     zset::COMMANDS,
     scripting::COMMANDS,
+    pubsub::COMMANDS,
 ];
 
 /// Commands that run at once even inside MULTI.
@@ -201,11 +203,18 @@ fn admit<'s>(
         reject(server, client, out, Some(cmd), &e);
         return None;
     }
+    // RESP2 subscribe mode: only the Pub/Sub commands, PING, QUIT, RESET.
+    if !out.resp3 && client.pubsub.active() && !pubsub::allowed_in_subscribe_mode(spec) {
+        let e = pubsub::subscribe_mode_error(&cmd.full_name);
+        reject(server, client, out, Some(cmd), &e);
+        return None;
+    }
     let write = spec.has(flags::WRITE) || spec.lock_write;
     let ks = &server.keyspace;
     // The shards of a keyed command, ascending; locks still held from the
     // previous command are reused when they are exactly these.
     let shards = match spec.keys {
+        _ if spec.keys_are_channels() => None,
         KeySpec::Range { .. } | KeySpec::Find(_) => {
             Some(ks.shards_of(spec.key_indexes(args).iter().map(|&i| args[i])))
         }
@@ -557,9 +566,11 @@ pub fn flush_stats(server: &Server, client: &mut ClientState) {
     }
 }
 
-/// Cleans up what a client leaves behind when it disconnects (WATCHes).
+/// Cleans up what a client leaves behind when it disconnects (WATCHes,
+/// subscriptions).
 pub fn disconnect(server: &Server, client: &mut ClientState) {
     unwatch_all(server, client, None);
+    server.pubsub.forget(&client.info, &mut client.pubsub);
 }
 
 /// Removes every WATCH of the client. `held` is the caller's locks when it
