@@ -287,7 +287,7 @@ fn acl_categories(spec: &CommandSpec) -> Vec<&'static str> {
         "hyperloglog" => Some("@hyperloglog"),
         "geo" => Some("@geo"),
         "stream" => Some("@stream"),
-        "pubsub" => Some("@pubsub"),
+        // (@pubsub comes from the PUBSUB flag: PUBSUB HELP has none.)
         "connection" => Some("@connection"),
         "transactions" => Some("@transaction"),
         "scripting" => Some("@scripting"),
