@@ -296,3 +296,45 @@ fn publish_is_not_written_to_the_aof_and_loading_is_unaffected() {
         .unwrap();
     assert_eq!(v, ["v", "v2", "v3"]);
 }
+
+#[test]
+fn a_subscriber_over_the_soft_limit_for_its_seconds_is_cut_off() {
+    let srv = TestServer::start(&[]);
+    let mut p = srv.conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("client-output-buffer-limit")
+        .arg("pubsub 0 256kb 1")
+        .query(&mut p)
+        .unwrap();
+    let mut slow = srv.raw();
+    roundtrip(&mut slow, b"SUBSCRIBE soft\r\n", 32);
+    let payload = vec![b'y'; 64 * 1024];
+    let started = Instant::now();
+    let mut over_since = None;
+    // Past what the kernel buffers, the queue stays over 256kb: the client
+    // goes once that has lasted more than a second (not at once: no hard
+    // limit).
+    while publish(&mut p, "soft", &payload) == 1 {
+        if over_since.is_none() && numsub(&mut p, "soft") == 1 {
+            let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut p).unwrap();
+            let omem = list
+                .lines()
+                .find(|l| l.contains("sub=1"))
+                .and_then(|l| l.split(" omem=").nth(1))
+                .and_then(|v| v.split(' ').next()?.parse::<u64>().ok())
+                .unwrap_or(0);
+            if omem >= 256 * 1024 {
+                over_since = Some(Instant::now());
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "never cut off");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let over = over_since.expect("CLIENT LIST showed the queue over the soft limit");
+    assert!(
+        over.elapsed() >= Duration::from_secs(1),
+        "cut off too early"
+    );
+    assert_eq!(numsub(&mut p, "soft"), 0);
+}
