@@ -192,6 +192,11 @@ fn a_subscriber_that_never_reads_is_cut_off_while_others_keep_receiving() {
         f.len()
     };
     const MESSAGES: usize = 400;
+    // Bytes the fast one has read: the publisher stays at most a few
+    // messages ahead of it, so that it never nears its own limit however
+    // busy the machine is.
+    let read = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let read_by_fast = read.clone();
     let reader = std::thread::spawn(move || {
         fast.set_read_timeout(Some(Duration::from_secs(20))).ok();
         let mut total = 0usize;
@@ -201,12 +206,19 @@ fn a_subscriber_that_never_reads_is_cut_off_while_others_keep_receiving() {
                 Ok(0) | Err(_) => break,
                 Ok(n) => total += n,
             }
+            read_by_fast.store(total, std::sync::atomic::Ordering::Release);
         }
         // Handed back, so that it stays subscribed.
         (total / frame_len, fast)
     });
     let mut receivers = Vec::new();
-    for _ in 0..MESSAGES {
+    for i in 0..MESSAGES {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while read.load(std::sync::atomic::Ordering::Acquire) + 4 * frame_len < i * frame_len
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_micros(200));
+        }
         receivers.push(publish(&mut p, "big", &payload));
     }
     let (received, _fast) = reader.join().unwrap();
