@@ -36,6 +36,16 @@ enum Batch {
     ProtocolError(String),
 }
 
+/// What ended an idle connection's wait in [`Conn::read_more`].
+enum Woke {
+    Read(std::io::Result<usize>),
+    /// `ClientInfo::wake`: killed, or nothing for an idle client.
+    Wake,
+    /// Messages arrived in the outbox.
+    Outbox,
+    Shutdown,
+}
+
 /// Why the connection ends.
 enum Stop {
     Close,
@@ -147,21 +157,37 @@ impl Conn {
             self.rbuf.reserve(want);
         }
         loop {
-            tokio::select! {
-                r = self.stream.read_buf(&mut self.rbuf) => match r {
-                    Ok(0) | Err(_) => return Err(Stop::Close),
-                    Ok(n) => {
-                        self.server.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
-                        break;
-                    }
-                },
-                _ = self.info.wake.notified() => {
+            // Only a subscriber waits on its outbox: other clients' waits
+            // stay exactly as they were.
+            let woke = if self.receives_pushes() {
+                tokio::select! {
+                    r = self.stream.read_buf(&mut self.rbuf) => Woke::Read(r),
+                    _ = self.info.wake.notified() => Woke::Wake,
+                    _ = self.info.outbox.ready() => Woke::Outbox,
+                    _ = self.shutdown.changed() => Woke::Shutdown,
+                }
+            } else {
+                tokio::select! {
+                    r = self.stream.read_buf(&mut self.rbuf) => Woke::Read(r),
+                    _ = self.info.wake.notified() => Woke::Wake,
+                    _ = self.shutdown.changed() => Woke::Shutdown,
+                }
+            };
+            match woke {
+                Woke::Read(Ok(0) | Err(_)) | Woke::Shutdown => return Err(Stop::Close),
+                Woke::Read(Ok(n)) => {
+                    self.server
+                        .stats
+                        .net_input_bytes
+                        .fetch_add(n as u64, Ordering::Relaxed);
+                    break;
+                }
+                Woke::Wake => {
                     if self.info.killed.load(Ordering::Acquire) {
                         return Err(Stop::Close);
                     }
                 }
-                _ = self.info.outbox.ready(), if self.receives_pushes() => return Ok(()),
-                _ = self.shutdown.changed() => return Err(Stop::Close),
+                Woke::Outbox => return Ok(()),
             }
         }
         if self.rbuf.len() as u64 > self.server.query_buffer_limit.load(Ordering::Relaxed) {
