@@ -525,12 +525,18 @@ fn reopen(servers: &Servers, proto: Proto) -> Result<Pair, String> {
 
 /// One step of a case file.
 enum Step {
-    /// Send `bytes`, read one reply from each server, compare unless told not.
+    /// Send `bytes`, read `replies` replies from each server, compare unless
+    /// told not.
     Send {
         bytes: Vec<u8>,
         /// The command's name (first argument), for protocol switches.
         command: Vec<u8>,
         compare: bool,
+        /// Replies the command produces (SUBSCRIBE a b: 2); 1 by default.
+        replies: usize,
+        /// The named extra connection it goes on (`!on NAME`); `None`: the
+        /// main one.
+        on: Option<Vec<u8>>,
     },
     /// Wait on both sides.
     Sleep(u64),
@@ -555,13 +561,78 @@ fn parse_step(line: &[u8]) -> Result<Step, String> {
         b"!pipeline" if rest.is_empty() => Ok(Step::Pipeline),
         b"!end" if rest.is_empty() => Ok(Step::End),
         b"!nocompare" => match parse_step(rest)? {
-            Step::Send { bytes, command, .. } => Ok(Step::Send {
+            Step::Send {
+                bytes,
+                command,
+                replies,
+                on,
+                ..
+            } => Ok(Step::Send {
                 bytes,
                 command,
                 compare: false,
+                replies,
+                on,
             }),
             _ => Err("!nocompare needs a command".into()),
         },
+        b"!replies" => {
+            let (n, rest) = match rest.iter().position(|b| b.is_ascii_whitespace()) {
+                Some(i) => (&rest[..i], trim(&rest[i..])),
+                None => (rest, &b""[..]),
+            };
+            let n: usize = std::str::from_utf8(n)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .filter(|&n| n >= 1)
+                .ok_or("!replies takes a count of at least 1")?;
+            match parse_step(rest)? {
+                Step::Send {
+                    bytes,
+                    command,
+                    compare,
+                    on,
+                    ..
+                } => Ok(Step::Send {
+                    bytes,
+                    command,
+                    compare,
+                    replies: n,
+                    on,
+                }),
+                _ => Err("!replies needs a command".into()),
+            }
+        }
+        b"!on" => {
+            let (name, rest) = match rest.iter().position(|b| b.is_ascii_whitespace()) {
+                Some(i) => (&rest[..i], trim(&rest[i..])),
+                None => return Err("!on takes a connection name and a command".into()),
+            };
+            match parse_step(rest)? {
+                Step::Send {
+                    bytes,
+                    command,
+                    compare,
+                    replies,
+                    ..
+                } => Ok(Step::Send {
+                    bytes,
+                    command,
+                    compare,
+                    replies,
+                    on: Some(name.to_vec()),
+                }),
+                _ => Err("!on needs a command".into()),
+            }
+        }
+        // A message pushed without a command: read one reply, send nothing.
+        b"!receive" if rest.is_empty() => Ok(Step::Send {
+            bytes: Vec::new(),
+            command: Vec::new(),
+            compare: true,
+            replies: 1,
+            on: None,
+        }),
         b"!inline" => {
             let mut bytes = rest.to_vec();
             bytes.extend_from_slice(b"\r\n");
@@ -574,6 +645,8 @@ fn parse_step(line: &[u8]) -> Result<Step, String> {
                 bytes,
                 command,
                 compare: true,
+                replies: 1,
+                on: None,
             })
         }
         b"!raw" => match split_args(rest) {
@@ -581,6 +654,8 @@ fn parse_step(line: &[u8]) -> Result<Step, String> {
                 bytes: args.concat(),
                 command: Vec::new(),
                 compare: true,
+                replies: 1,
+                on: None,
             }),
             _ => Err("!raw takes one quoted string".into()),
         },
@@ -592,6 +667,8 @@ fn parse_step(line: &[u8]) -> Result<Step, String> {
                 bytes: encode(&args),
                 command: args[0].clone(),
                 compare: true,
+                replies: 1,
+                on: None,
             }),
             _ => Err("unbalanced quotes".into()),
         },
@@ -651,7 +728,9 @@ fn run_case_file(
     let text = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let source = format!("{file} {}", proto.name());
     report.start(&source);
-    let mut pair = Pair::open_flushed(servers, proto)?;
+    let mut main = Pair::open_flushed(servers, proto)?;
+    // The named extra connections (`!on NAME`), opened on first use.
+    let mut named: BTreeMap<Vec<u8>, Pair> = BTreeMap::new();
     // The commands of a `!pipeline` block so far.
     let mut pipeline: Option<Vec<Piped>> = None;
     for (i, raw_line) in text.split(|&b| b == b'\n').enumerate() {
@@ -667,7 +746,7 @@ fn run_case_file(
                 continue;
             }
         };
-        let (bytes, command, compare) = match (step, pipeline.as_mut()) {
+        let step = match (step, pipeline.as_mut()) {
             (Step::Sleep(ms), None) => {
                 std::thread::sleep(Duration::from_millis(ms));
                 continue;
@@ -678,9 +757,9 @@ fn run_case_file(
             }
             (Step::End, Some(_)) => {
                 let sent = pipeline.take().unwrap_or_default();
-                run_pipeline(&mut pair, &sent, &source, proto, report);
+                run_pipeline(&mut main, &sent, &source, proto, report);
                 if sent.iter().any(|p| p.command.eq_ignore_ascii_case(b"quit")) {
-                    pair = reopen(servers, proto)
+                    main = reopen(servers, proto)
                         .map_err(|e| format!("{place} {}: {e}", proto.name()))?;
                 }
                 continue;
@@ -690,6 +769,8 @@ fn run_case_file(
                     bytes,
                     command,
                     compare,
+                    replies: 1,
+                    on: None,
                 },
                 Some(block),
             ) => {
@@ -708,19 +789,43 @@ fn run_case_file(
                     bytes,
                     command,
                     compare,
+                    replies,
+                    on,
                 },
                 None,
-            ) => (bytes, command, compare),
+            ) => (bytes, command, compare, replies, on),
             (_, _) => {
-                report.broken_case(&source, &place, "misplaced !pipeline, !end or !sleep");
+                report.broken_case(
+                    &source,
+                    &place,
+                    "misplaced !pipeline, !end or !sleep, or !on / !replies in a pipeline",
+                );
                 continue;
             }
         };
-        let (expected, got) = pair.exchange(&bytes, &command);
+        let (bytes, command, compare, replies, on) = step;
+        let pair = match &on {
+            None => &mut main,
+            Some(name) => match named.entry(name.clone()) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => e.insert(
+                    Pair::open(servers, proto)
+                        .map_err(|e| format!("{place} {}: {e}", proto.name()))?,
+                ),
+            },
+        };
+        pair.send(&bytes);
         let shown = String::from_utf8_lossy(line);
-        report.compared(&source);
-        if compare && expected != got {
-            report.difference(&source, &place, proto, &shown, &expected, &got, &[]);
+        let (mut expected, mut got) = (Reply::Closed, Reply::Closed);
+        for _ in 0..replies {
+            (expected, got) = pair.read_pair(&command);
+            report.compared(&source);
+            if compare && expected != got {
+                report.difference(&source, &place, proto, &shown, &expected, &got, &[]);
+            }
+            if !expected.is_frame() || !got.is_frame() {
+                break;
+            }
         }
         let told_to_close = command.eq_ignore_ascii_case(b"quit")
             || expected.starts_with(b"-ERR Protocol error")
@@ -750,7 +855,7 @@ fn run_case_file(
             }
         }
         if told_to_close || !expected.is_frame() || !got.is_frame() {
-            pair = reopen(servers, proto).map_err(|e| format!("{place} {}: {e}", proto.name()))?;
+            *pair = reopen(servers, proto).map_err(|e| format!("{place} {}: {e}", proto.name()))?;
         }
     }
     Ok(())

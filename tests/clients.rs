@@ -4,6 +4,8 @@
 //! on, in two phases: `write` runs every scenario and saves what must
 //! survive, the server restarts (SIGTERM, then a new process on the same
 //! directory), and `verify` checks that everything came back identical.
+//! Pub/Sub goes through both too (`pubsub_check.py`, `pubsub.js`, each
+//! against a server of its own).
 //!
 //! When python3 with redis-py, or node with the installed node_modules, is
 //! missing, the test prints SKIPPED and passes, unless the environment
@@ -91,10 +93,23 @@ fn skip(client: &Client, why: &str) {
 
 /// Runs one phase of a client's scenarios; fails with its output.
 fn run_phase(client: &Client, port: u16, phase: &str, state: &Path) {
+    let state = state.to_string_lossy();
+    let args = ["--phase", phase, "--state", &state];
+    run_script(
+        client,
+        client.script,
+        port,
+        &args,
+        &format!("phase {phase}"),
+    );
+}
+
+/// Runs one of a client's scripts against `port`; fails with its output.
+fn run_script(client: &Client, script: &str, port: u16, args: &[&str], phase: &str) {
     let mut child = Command::new(client.program)
-        .arg(manifest_path(client.script))
-        .args(["--port", &port.to_string(), "--phase", phase, "--state"])
-        .arg(state)
+        .arg(manifest_path(script))
+        .args(["--port", &port.to_string()])
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -119,11 +134,11 @@ fn run_phase(client: &Client, port: u16, phase: &str, state: &Path) {
     match status {
         Some(s) if s.success() => print!("{out}"),
         Some(s) => panic!(
-            "{} phase {phase} failed ({s}):\n{out}\n--- stderr ---\n{err}",
+            "{} {phase} failed ({s}):\n{out}\n--- stderr ---\n{err}",
             client.name
         ),
         None => panic!(
-            "{} phase {phase} took more than {PHASE_LIMIT:?}:\n{out}\n--- stderr ---\n{err}",
+            "{} {phase} took more than {PHASE_LIMIT:?}:\n{out}\n--- stderr ---\n{err}",
             client.name
         ),
     }
@@ -171,4 +186,25 @@ fn python_redis_py_runs_the_five_scenarios() {
 #[test]
 fn node_ioredis_runs_the_five_scenarios() {
     scenarios_through(&NODE);
+}
+
+/// Pub/Sub through the client (sync and asyncio, RESP2 and RESP3 for
+/// redis-py), against a server of its own.
+fn pubsub_through(client: &Client, script: &str) {
+    if let Some(why) = (client.missing)() {
+        skip(client, &why);
+        return;
+    }
+    let server = TestServer::start(&[]);
+    run_script(client, script, server.port, &[], "pubsub");
+}
+
+#[test]
+fn python_redis_py_pubsub() {
+    pubsub_through(&PYTHON, "tests/clients/python/pubsub_check.py");
+}
+
+#[test]
+fn node_ioredis_pubsub() {
+    pubsub_through(&NODE, "tests/clients/node/pubsub.js");
 }

@@ -67,6 +67,14 @@ pub const COMMANDS: &[CommandSpec] = &[
 ];
 
 fn ping(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    // RESP2 subscribe mode: PING answers as a message would, `pong` and
+    // the argument (or an empty string) in an array.
+    if !ctx.out.resp3 && ctx.client.pubsub.active() && a.len() <= 2 {
+        ctx.out.array(2);
+        ctx.out.bulk(b"pong");
+        ctx.out.bulk(a.get(1).copied().unwrap_or(b""));
+        return Ok(());
+    }
     match a.len() {
         1 => ctx.out.simple(b"PONG"),
         2 => ctx.out.bulk(a[1]),
@@ -195,6 +203,9 @@ fn reset(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     ctx.client.multi_error = false;
     ctx.client.info.multi.store(u64::MAX, Ordering::Relaxed);
     super::unwatch_all(ctx.server, ctx.client, None);
+    ctx.server
+        .pubsub
+        .forget(&ctx.client.info, &mut ctx.client.pubsub);
     ctx.client.db = 0;
     ctx.keys.db = 0;
     ctx.client.info.db.store(0, Ordering::Relaxed);

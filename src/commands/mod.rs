@@ -10,6 +10,7 @@ pub mod keys;
 pub mod list;
 pub mod long_double;
 pub mod persistence;
+pub mod pubsub;
 pub mod run;
 pub mod scripting;
 pub mod server;
@@ -49,6 +50,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     scripting::COMMANDS,
     list::COMMANDS,
     hash::COMMANDS,
+    pubsub::COMMANDS,
 ];
 
 /// Commands that run at once even inside MULTI.
@@ -205,11 +207,18 @@ fn admit<'s>(
         reject(server, client, out, Some(cmd), &e);
         return None;
     }
+    // RESP2 subscribe mode: only the Pub/Sub commands, PING, QUIT, RESET.
+    if !out.resp3 && client.pubsub.active() && !pubsub::allowed_in_subscribe_mode(spec) {
+        let e = pubsub::subscribe_mode_error(&cmd.full_name);
+        reject(server, client, out, Some(cmd), &e);
+        return None;
+    }
     let write = spec.has(flags::WRITE) || spec.lock_write;
     let ks = &server.keyspace;
     // The shards of a keyed command, ascending; locks still held from the
     // previous command are reused when they are exactly these.
     let shards = match spec.keys {
+        _ if spec.keys_are_channels() => None,
         KeySpec::Range { .. } | KeySpec::Find(_) => {
             Some(ks.shards_of(spec.key_indexes(args).iter().map(|&i| args[i])))
         }
@@ -561,9 +570,11 @@ pub fn flush_stats(server: &Server, client: &mut ClientState) {
     }
 }
 
-/// Cleans up what a client leaves behind when it disconnects (WATCHes).
+/// Cleans up what a client leaves behind when it disconnects (WATCHes,
+/// subscriptions).
 pub fn disconnect(server: &Server, client: &mut ClientState) {
     unwatch_all(server, client, None);
+    server.pubsub.forget(&client.info, &mut client.pubsub);
 }
 
 /// Removes every WATCH of the client. `held` is the caller's locks when it

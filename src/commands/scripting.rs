@@ -73,8 +73,16 @@ impl ScriptHost for Ctx<'_, '_> {
             wrote.store(true, Ordering::Release);
         }
         std::mem::swap(&mut *self.out, out);
+        let in_script = std::mem::replace(&mut self.client.in_script, true);
         super::call(self, cmd, args);
+        self.client.in_script = in_script;
         std::mem::swap(&mut *self.out, out);
+        // The script published to its own client: the message goes out
+        // ahead of the script's reply, as Redis writes it.
+        if !self.client.script_pushes.is_empty() {
+            self.out.raw(&self.client.script_pushes);
+            self.client.script_pushes.clear();
+        }
         Ok(())
     }
 

@@ -213,6 +213,13 @@ impl CommandSpec {
         self.flags & f == f
     }
 
+    /// Whether the arguments its key spec names are Pub/Sub channels, not
+    /// keys (SSUBSCRIBE, SPUBLISH): nothing is locked for them, COMMAND
+    /// calls them `not_key`, and COMMAND GETKEYS finds no keys.
+    pub fn keys_are_channels(&self) -> bool {
+        self.flags & flags::PUBSUB != 0
+    }
+
     /// Whether arity accepts `argc` arguments (name included).
     pub fn arity_ok(&self, argc: usize) -> bool {
         let a = self.arity;

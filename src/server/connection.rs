@@ -2,12 +2,15 @@
 //! buffered, then sends all their replies in one write. A client blocked by
 //! a blocking command (BZPOPMIN, ...) waits here, its later commands kept in
 //! the buffer, until a write wakes it, its timeout passes, or it goes away.
+//! Messages other clients publish to it wait in its outbox
+//! (`state::outbox`); the connection wakes for them while idle and writes
+//! them after the replies of the commands it has run.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::{Buf, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
@@ -33,6 +36,16 @@ enum Batch {
     ProtocolError(String),
 }
 
+/// What ended an idle connection's wait in [`Conn::read_more`].
+enum Woke {
+    Read(std::io::Result<usize>),
+    /// `ClientInfo::wake`: killed, or nothing for an idle client.
+    Wake,
+    /// Messages arrived in the outbox.
+    Outbox,
+    Shutdown,
+}
+
 /// Why the connection ends.
 enum Stop {
     Close,
@@ -48,6 +61,8 @@ struct Conn {
     out: Reply,
     /// Pipelined calls waiting to be handled together (see `run_parsed`).
     run: commands::PipelineRun,
+    /// Bytes moved from the outbox into `out` and not yet written.
+    outbox_taken: usize,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -87,6 +102,7 @@ pub async fn serve(server: Arc<Server>, stream: TcpStream) {
         parser: RequestParser::new(),
         out: Reply::new(false),
         run: commands::PipelineRun::new(),
+        outbox_taken: 0,
         shutdown,
     };
     let _ = conn.run().await;
@@ -96,6 +112,7 @@ pub async fn serve(server: Arc<Server>, stream: TcpStream) {
     }
     commands::flush_stats(&server, &mut conn.client);
     commands::disconnect(&server, &mut conn.client);
+    conn.info.outbox.close();
     server.clients.remove(&id);
 }
 
@@ -116,7 +133,22 @@ impl Conn {
         }
     }
 
-    /// Reads at least one more chunk into the buffer.
+    /// Whether messages may come through the outbox: while the client
+    /// subscribes to something, or some are still queued. (Other clients
+    /// skip waiting on it: no cost on their commands.)
+    fn receives_pushes(&self) -> bool {
+        self.client.pubsub.active() || self.info.outbox.pending() > 0
+    }
+
+    /// Moves the messages queued in the outbox after the replies in `out`.
+    fn collect_outbox(&mut self) {
+        if self.info.outbox.pending() > self.outbox_taken {
+            self.outbox_taken += self.info.outbox.take_into(&mut self.out.buf);
+        }
+    }
+
+    /// Reads at least one more chunk into the buffer, or returns early
+    /// when messages arrive in the outbox.
     async fn read_more(&mut self) -> Result<(), Stop> {
         if self.rbuf.capacity() - self.rbuf.len() < 1024 {
             self.rbuf.reserve(READ_CHUNK);
@@ -126,20 +158,37 @@ impl Conn {
             self.rbuf.reserve(want);
         }
         loop {
-            tokio::select! {
-                r = self.stream.read_buf(&mut self.rbuf) => match r {
-                    Ok(0) | Err(_) => return Err(Stop::Close),
-                    Ok(n) => {
-                        self.server.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
-                        break;
-                    }
-                },
-                _ = self.info.wake.notified() => {
+            // Only a subscriber waits on its outbox: other clients' waits
+            // stay exactly as they were.
+            let woke = if self.receives_pushes() {
+                tokio::select! {
+                    r = self.stream.read_buf(&mut self.rbuf) => Woke::Read(r),
+                    _ = self.info.wake.notified() => Woke::Wake,
+                    _ = self.info.outbox.ready() => Woke::Outbox,
+                    _ = self.shutdown.changed() => Woke::Shutdown,
+                }
+            } else {
+                tokio::select! {
+                    r = self.stream.read_buf(&mut self.rbuf) => Woke::Read(r),
+                    _ = self.info.wake.notified() => Woke::Wake,
+                    _ = self.shutdown.changed() => Woke::Shutdown,
+                }
+            };
+            match woke {
+                Woke::Read(Ok(0) | Err(_)) | Woke::Shutdown => return Err(Stop::Close),
+                Woke::Read(Ok(n)) => {
+                    self.server
+                        .stats
+                        .net_input_bytes
+                        .fetch_add(n as u64, Ordering::Relaxed);
+                    break;
+                }
+                Woke::Wake => {
                     if self.info.killed.load(Ordering::Acquire) {
                         return Err(Stop::Close);
                     }
                 }
-                _ = self.shutdown.changed() => return Err(Stop::Close),
+                Woke::Outbox => return Ok(()),
             }
         }
         if self.rbuf.len() as u64 > self.server.query_buffer_limit.load(Ordering::Relaxed) {
@@ -161,6 +210,9 @@ impl Conn {
             authenticated: self.client.authenticated,
         };
         self.client.clock.reset();
+        // Messages that arrived before these commands go out before their
+        // replies.
+        self.collect_outbox();
         loop {
             match self.run_parsed(&limits) {
                 Batch::Done => return Ok(()),
@@ -251,6 +303,10 @@ impl Conn {
                     break false;
                 }
                 _ = &mut sleep => break true,
+                _ = self.info.outbox.ready(), if self.receives_pushes() => {
+                    self.send().await?;
+                    continue;
+                }
                 r = self.stream.read_buf(&mut self.rbuf) => match r {
                     Ok(0) | Err(_) => return Err(Stop::Close),
                     Ok(_) => {
@@ -291,15 +347,17 @@ impl Conn {
         self.server.signal_ready(keys);
     }
 
+    /// Writes the replies, then whatever the outbox holds.
     async fn send(&mut self) -> Result<(), Stop> {
+        self.collect_outbox();
         if self.out.is_empty() {
             return Ok(());
         }
         self.wait_aof().await?;
-        self.stream
-            .write_all(&self.out.buf)
-            .await
-            .map_err(|_| Stop::Close)?;
+        self.write_out().await?;
+        self.info
+            .outbox
+            .written(std::mem::take(&mut self.outbox_taken));
         self.server
             .stats
             .net_output_bytes
@@ -307,6 +365,45 @@ impl Conn {
         self.out.buf.clear();
         if self.out.buf.capacity() > 1024 * 1024 {
             self.out.buf.shrink_to(64 * 1024);
+        }
+        Ok(())
+    }
+
+    /// Writes all of `out`. A client whose peer stops reading stays here
+    /// until it is killed (CLIENT KILL, or a publisher finding its outbox
+    /// past its limit) or the server shuts down.
+    async fn write_out(&mut self) -> Result<(), Stop> {
+        let buf = &self.out.buf;
+        // Usually the socket takes it all at once: one write, no waiting.
+        let mut done = match self.stream.try_write(buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+            Err(_) => return Err(Stop::Close),
+        };
+        let mut woken = false;
+        while done < buf.len() {
+            tokio::select! {
+                biased;
+                r = self.stream.writable() => {
+                    r.map_err(|_| Stop::Close)?;
+                    match self.stream.try_write(&buf[done..]) {
+                        Ok(n) => done += n,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Err(_) => return Err(Stop::Close),
+                    }
+                }
+                _ = self.info.wake.notified() => {
+                    if self.info.killed.load(Ordering::Acquire) {
+                        return Err(Stop::Close);
+                    }
+                    // Not for us (an unblocked key): passed on below.
+                    woken = true;
+                }
+                _ = self.shutdown.changed() => return Err(Stop::Close),
+            }
+        }
+        if woken {
+            self.info.wake.notify_one();
         }
         Ok(())
     }

@@ -2,13 +2,15 @@
 //! database, protocol, auth, name, transaction), and the part of it other
 //! connections may see (CLIENT LIST, CLIENT KILL).
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 pub use super::clock::CommandClock;
+use super::outbox::Outbox;
+use super::pubsub::{Kind, Subscriptions};
 
 /// What CLIENT LIST / INFO / KILL can see of a connection.
 #[derive(Debug)]
@@ -48,6 +50,11 @@ pub struct ClientInfo {
     pub obuf: AtomicUsize,
     /// Commands in the current MULTI, -1 when none (CLIENT LIST `multi`).
     pub multi: AtomicU64,
+    /// Messages other clients send it (Pub/Sub), waiting to be written.
+    pub outbox: Outbox,
+    /// Channels, patterns and shard channels subscribed to (CLIENT LIST
+    /// `sub`, `psub`, `ssub`; the owner's `ClientState` has the names).
+    pub subscriptions: [AtomicU32; 3],
 }
 
 impl ClientInfo {
@@ -71,7 +78,26 @@ impl ClientInfo {
             qbuf: AtomicUsize::new(0),
             obuf: AtomicUsize::new(0),
             multi: AtomicU64::new(u64::MAX),
+            outbox: Outbox::new(),
+            subscriptions: Default::default(),
         }
+    }
+
+    /// Records how many subscriptions of `kind` the client has.
+    pub fn set_subscriptions(&self, kind: Kind, n: usize) {
+        self.subscriptions[kind as usize].store(n as u32, Ordering::Relaxed);
+    }
+
+    /// Subscriptions of `kind` (CLIENT LIST).
+    pub fn subscriptions(&self, kind: Kind) -> u32 {
+        self.subscriptions[kind as usize].load(Ordering::Relaxed)
+    }
+
+    /// Whether the client subscribes to anything (Redis's pubsub class).
+    pub fn is_subscriber(&self) -> bool {
+        self.subscriptions
+            .iter()
+            .any(|n| n.load(Ordering::Relaxed) > 0)
     }
 
     /// Asks the connection to close.
@@ -156,6 +182,14 @@ pub struct ClientState {
     pub aof_wait: u64,
     /// Times commands (see [`CommandClock`]).
     pub clock: CommandClock,
+    /// What the client subscribes to (Pub/Sub).
+    pub pubsub: Subscriptions,
+    /// Set while a script's `redis.call` runs a command: frames for the
+    /// client itself then wait in [`ClientState::script_pushes`].
+    pub in_script: bool,
+    /// Messages for the client published by its own script, written
+    /// ahead of the script's reply.
+    pub script_pushes: Vec<u8>,
 }
 
 impl ClientState {
@@ -180,6 +214,9 @@ impl ClientState {
             rerun: false,
             clock: CommandClock::new(),
             aof_wait: 0,
+            pubsub: Subscriptions::default(),
+            in_script: false,
+            script_pushes: Vec::new(),
         }
     }
 

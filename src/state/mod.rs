@@ -2,7 +2,9 @@
 //! ([`Server`]: keyspace, configuration, clients, counters, slow log, the
 //! registry of blocked clients), one connection's state ([`client`]), a
 //! command's context ([`Ctx`], [`Keys`]) and the journal every write is fed
-//! to ([`journal`], the AOF's entry point and writer).
+//! to ([`journal`], the AOF's entry point and writer), the Pub/Sub registry
+//! ([`pubsub`]) and the connections' queues of pushed messages
+//! ([`outbox`]).
 //!
 //! Below `commands`: nothing here knows the command table or a command
 //! family. What needs the dispatcher (AOF loading and rewrite, the
@@ -14,6 +16,8 @@ pub mod config;
 pub mod ctx;
 pub mod journal;
 pub mod keys;
+pub mod outbox;
+pub mod pubsub;
 pub mod server;
 
 pub use clock::{unix_ms, unix_us};

@@ -14,6 +14,8 @@ use super::client::ClientInfo;
 use super::clock::unix_ms;
 use super::config::Config;
 use super::journal::Aof;
+use super::outbox::OutputLimit;
+use super::pubsub::PubSub;
 use crate::engine::Keyspace;
 use crate::scripting::Scripting;
 
@@ -60,6 +62,17 @@ pub struct InfoMarks {
     pub expired_at_reset: AtomicU64,
     /// When and at what `total_commands_processed` ops/sec was last sampled.
     pub ops_sample: Mutex<Option<(Instant, u64, f64)>>,
+}
+
+/// The `pubsub` class of `client-output-buffer-limit`.
+fn pubsub_limit(c: &Config) -> OutputLimit {
+    let value = c
+        .get_matching(&[b"client-output-buffer-limit"])
+        .into_iter()
+        .next()
+        .map(|(_, v)| v)
+        .unwrap_or_default();
+    OutputLimit::of_class(&value, "pubsub")
 }
 
 /// Everything connections share.
@@ -114,6 +127,8 @@ pub struct Server {
     pub aof: Aof,
     /// The Lua VM, its scripts and function libraries.
     pub scripting: Scripting,
+    /// Pub/Sub: who listens where, and delivery.
+    pub pubsub: PubSub,
 }
 
 impl Server {
@@ -121,6 +136,8 @@ impl Server {
     pub fn new(config: Config, config_file: Option<String>) -> Arc<Self> {
         let (tx, _rx) = watch::channel(false);
         let now = unix_ms();
+        let pubsub = PubSub::new();
+        pubsub.set_limit(pubsub_limit(&config));
         let run_id: String = (0..40)
             .map(|_| format!("{:x}", rand::random::<u8>() % 16))
             .collect();
@@ -150,6 +167,7 @@ impl Server {
             run_id,
             info_marks: InfoMarks::default(),
             scripting: Scripting::new(),
+            pubsub,
         })
     }
 
@@ -174,6 +192,7 @@ impl Server {
         self.query_buffer_limit
             .store(c.client_query_buffer_limit, Ordering::Relaxed);
         self.park_spin_us.store(c.park_spin_us, Ordering::Relaxed);
+        self.pubsub.set_limit(pubsub_limit(&c));
     }
 
     /// Called by a worker with nothing left to run, before it sleeps:

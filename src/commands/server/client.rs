@@ -12,6 +12,7 @@ use super::super::Ctx;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::parse_i64;
 use crate::state::client::{ClientInfo, ReplyMode};
+use crate::state::pubsub::Kind;
 use crate::state::unix_ms;
 
 const fn sub(
@@ -224,13 +225,33 @@ fn reply(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 }
 
 /// The client types CLIENT LIST / KILL filter on. Rostrum has neither
-/// replicas nor a master, and pub/sub clients are not told apart here, so
-/// every connection is `normal`.
-fn client_type_matches(arg: &[u8]) -> Result<bool, CmdError> {
+/// replicas nor a master: a connection is `pubsub` while it subscribes to
+/// something, `normal` otherwise.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ClientType {
+    Normal,
+    PubSub,
+    /// `master`, `replica`: no Rostrum client.
+    Other,
+}
+
+impl ClientType {
+    fn of(c: &ClientInfo) -> ClientType {
+        if c.is_subscriber() {
+            ClientType::PubSub
+        } else {
+            ClientType::Normal
+        }
+    }
+}
+
+fn client_type(arg: &[u8]) -> Result<ClientType, CmdError> {
     if is(arg, "normal") {
-        Ok(true)
-    } else if is(arg, "master") || is(arg, "replica") || is(arg, "slave") || is(arg, "pubsub") {
-        Ok(false)
+        Ok(ClientType::Normal)
+    } else if is(arg, "pubsub") {
+        Ok(ClientType::PubSub)
+    } else if is(arg, "master") || is(arg, "replica") || is(arg, "slave") {
+        Ok(ClientType::Other)
     } else {
         Err(CmdError::err(format!(
             "Unknown client type '{}'",
@@ -253,10 +274,10 @@ fn clients_by_id(ctx: &Ctx) -> Vec<Arc<ClientInfo>> {
 
 fn list(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let mut ids: Option<Vec<u64>> = None;
-    let mut all_types = true;
+    let mut only: Option<ClientType> = None;
     match a {
         [_, _] => {}
-        [_, _, ty, t] if is(ty, "type") => all_types = client_type_matches(t)?,
+        [_, _, ty, t] if is(ty, "type") => only = Some(client_type(t)?),
         [_, _, id, rest @ ..] if is(id, "id") && !rest.is_empty() => {
             let mut v = Vec::with_capacity(rest.len());
             for r in rest {
@@ -271,11 +292,14 @@ fn list(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         _ => return Err(CmdError::Syntax),
     }
     let mut text = String::new();
-    if all_types {
+    {
         let now = unix_ms();
         let slots = table().all_slots();
         for c in clients_by_id(ctx) {
             if ids.as_ref().is_some_and(|ids| !ids.contains(&c.id)) {
+                continue;
+            }
+            if only.is_some_and(|t| t != ClientType::of(&c)) {
                 continue;
             }
             client_line(&mut text, ctx, &c, "client|list", &slots, now);
@@ -323,6 +347,9 @@ fn client_line(
     let multi = c.multi.load(Ordering::Relaxed);
     let no_evict = c.no_evict.load(Ordering::Relaxed);
     let mut flags = String::new();
+    if c.is_subscriber() {
+        flags.push('P');
+    }
     if multi != u64::MAX {
         flags.push('x');
     }
@@ -347,12 +374,14 @@ fn client_line(
     };
     let qbuf = c.qbuf.load(Ordering::Relaxed);
     let obuf = c.obuf.load(Ordering::Relaxed);
+    // Messages queued for the client (its outbox).
+    let omem = c.outbox.pending();
     // The read buffer a connection starts with (see `server::connection`).
     let rbs: usize = 16 * 1024;
     let _ = writeln!(
         out,
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 \
-         multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp={} obl={} oll=0 omem=0 \
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} \
+         multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp={} obl={} oll=0 omem={} \
          tot-mem={} events=r{} cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,
@@ -363,13 +392,17 @@ fn client_line(
         idle,
         flags,
         c.db.load(Ordering::Relaxed),
+        c.subscriptions(Kind::Channel),
+        c.subscriptions(Kind::Pattern),
+        c.subscriptions(Kind::Shard),
         if multi == u64::MAX { -1 } else { multi as i64 },
         qbuf,
         rbs.saturating_sub(qbuf),
         rbs,
         rbs,
         obuf,
-        rbs + qbuf + obuf,
+        omem,
+        rbs + qbuf + obuf + omem,
         if obuf > 0 { "w" } else { "" },
         cmd,
         c.resp.load(Ordering::Relaxed),
@@ -384,8 +417,8 @@ struct KillFilter {
     id: Option<u64>,
     addr: Option<Vec<u8>>,
     laddr: Option<Vec<u8>>,
-    /// `TYPE` named a type no Rostrum client has.
-    no_type_match: bool,
+    /// `TYPE` (the last one given).
+    ty: Option<ClientType>,
     max_age_s: Option<u64>,
     skip_me: bool,
 }
@@ -407,7 +440,7 @@ impl KillFilter {
                     _ => return Err(CmdError::err("client-id should be greater than 0")),
                 }
             } else if is(opt, "type") {
-                f.no_type_match |= !client_type_matches(v)?;
+                f.ty = Some(client_type(v)?);
             } else if is(opt, "addr") {
                 f.addr = Some(v.to_vec());
             } else if is(opt, "laddr") {
@@ -431,7 +464,7 @@ impl KillFilter {
     }
 
     fn selects(&self, c: &ClientInfo, me: u64, now_ms: u64) -> bool {
-        !self.no_type_match
+        self.ty.is_none_or(|t| t == ClientType::of(c))
             && self.id.is_none_or(|id| id == c.id)
             && self.addr.as_deref().is_none_or(|a| a == c.addr.as_bytes())
             && self

@@ -212,7 +212,7 @@ fn getkeys(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
             return Err(CmdError::err("Invalid command specified"))
         }
     };
-    if matches!(cmd.spec.keys, KeySpec::None | KeySpec::All) {
+    if matches!(cmd.spec.keys, KeySpec::None | KeySpec::All) || cmd.spec.keys_are_channels() {
         return Err(CmdError::err("The command has no key arguments"));
     }
     if !cmd.spec.arity_ok(args.len()) {
@@ -287,7 +287,7 @@ fn acl_categories(spec: &CommandSpec) -> Vec<&'static str> {
         "hyperloglog" => Some("@hyperloglog"),
         "geo" => Some("@geo"),
         "stream" => Some("@stream"),
-        "pubsub" => Some("@pubsub"),
+        // (@pubsub comes from the PUBSUB flag: PUBSUB HELP has none.)
         "connection" => Some("@connection"),
         "transactions" => Some("@transaction"),
         "scripting" => Some("@scripting"),
@@ -367,7 +367,9 @@ fn write_info(out: &mut Reply, c: &Command) {
 }
 
 fn write_key_specs(out: &mut Reply, spec: &CommandSpec) {
-    let access: &[&str] = if spec.has(flags::WRITE) {
+    let access: &[&str] = if spec.keys_are_channels() {
+        &["not_key"]
+    } else if spec.has(flags::WRITE) {
         &["RW", "update"]
     } else {
         &["RO", "access"]

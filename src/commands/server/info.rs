@@ -12,6 +12,7 @@ use super::super::Ctx;
 use super::srv;
 use crate::commands::connection::REDIS_VERSION;
 use crate::error::CmdResult;
+use crate::state::pubsub::Kind;
 use crate::state::Server;
 use crate::state::{unix_ms, unix_us};
 
@@ -436,10 +437,11 @@ fn stats_section(ctx: &Ctx, l: &mut Lines) {
     }
     l.put("keyspace_hits", get(&st.keyspace_hits));
     l.put("keyspace_misses", get(&st.keyspace_misses));
+    let ps = &server.pubsub;
+    l.put("pubsub_channels", ps.len(Kind::Channel));
+    l.put("pubsub_patterns", ps.len(Kind::Pattern));
+    l.put("pubsubshard_channels", ps.len(Kind::Shard));
     for name in [
-        "pubsub_channels",
-        "pubsub_patterns",
-        "pubsubshard_channels",
         "latest_fork_usec",
         "total_forks",
         "migrate_cached_sockets",
