@@ -83,6 +83,8 @@ impl ScriptHost for Ctx<'_, '_> {
     }
 
     fn enter(&mut self) -> Entered {
+        // Scripts cannot nest: `leave` clears this again.
+        self.client.in_script = true;
         Entered {
             db: self.client.db,
             deny_blocking: std::mem::replace(&mut self.client.deny_blocking, true),
@@ -90,6 +92,7 @@ impl ScriptHost for Ctx<'_, '_> {
     }
 
     fn leave(&mut self, saved: Entered) {
+        self.client.in_script = false;
         self.client.deny_blocking = saved.deny_blocking;
         if self.client.db != saved.db {
             self.client.db = saved.db;

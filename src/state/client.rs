@@ -147,6 +147,8 @@ pub struct ClientState {
     pub blocked: Option<BlockState>,
     /// Blocking commands must answer at once (inside EXEC or a script).
     pub deny_blocking: bool,
+    /// A script is running this client's commands (`redis.call`).
+    pub in_script: bool,
     /// A woken blocked command is running again, its client still
     /// registered as waiting on its keys (so it keeps its place in line if
     /// it blocks again).
@@ -177,6 +179,7 @@ impl ClientState {
             pending_misses: 0,
             blocked: None,
             deny_blocking: false,
+            in_script: false,
             rerun: false,
             clock: CommandClock::new(),
             aof_wait: 0,
