@@ -326,7 +326,7 @@ impl End {
 }
 
 /// `list-max-listpack-size`, read per command so CONFIG SET applies at once.
-fn limits(ctx: &Ctx) -> ListLimits {
+pub fn limits(ctx: &Ctx) -> ListLimits {
     ListLimits {
         max_listpack_size: ctx.server.config.read().list_max_listpack_size,
     }

@@ -15,6 +15,7 @@ pub mod run;
 pub mod scripting;
 pub mod server;
 pub mod set;
+pub mod sort;
 pub mod string;
 pub mod table;
 pub mod transaction;
@@ -51,6 +52,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     list::COMMANDS,
     hash::COMMANDS,
     pubsub::COMMANDS,
+    sort::COMMANDS,
 ];
 
 /// Commands that run at once even inside MULTI.
@@ -219,6 +221,7 @@ fn admit<'s>(
     // previous command are reused when they are exactly these.
     let shards = match spec.keys {
         _ if spec.keys_are_channels() => None,
+        _ if spec.lock_all => None,
         KeySpec::Range { .. } | KeySpec::Find(_) => {
             Some(ks.shards_of(spec.key_indexes(args).iter().map(|&i| args[i])))
         }
@@ -283,8 +286,9 @@ fn run_admitted<'s>(
     let locked = match (adm.reused, &adm.shards) {
         (Some(locked), _) => locked,
         (None, Some(idx)) => ks.lock_sorted(idx, adm.write),
-        // Keyspace-wide commands (EXEC, FLUSHALL, SWAPDB, KEYS) run alone.
-        (None, None) if matches!(spec.keys, KeySpec::All) => ks.lock_all(true),
+        // Keyspace-wide commands (EXEC, FLUSHALL, SWAPDB, KEYS, SORT) run
+        // alone.
+        (None, None) if spec.lock_all || matches!(spec.keys, KeySpec::All) => ks.lock_all(true),
         (None, None) => Locked::none(),
     };
     // AOF rewrite running: save the shards this command may change first.

@@ -73,9 +73,8 @@ impl ScriptHost for Ctx<'_, '_> {
             wrote.store(true, Ordering::Release);
         }
         std::mem::swap(&mut *self.out, out);
-        let in_script = std::mem::replace(&mut self.client.in_script, true);
+        // `in_script` is on for the whole run (`enter`).
         super::call(self, cmd, args);
-        self.client.in_script = in_script;
         std::mem::swap(&mut *self.out, out);
         // The script published to its own client: the message goes out
         // ahead of the script's reply, as Redis writes it.
@@ -91,6 +90,8 @@ impl ScriptHost for Ctx<'_, '_> {
     }
 
     fn enter(&mut self) -> Entered {
+        // Scripts cannot nest: `leave` clears this again.
+        self.client.in_script = true;
         Entered {
             db: self.client.db,
             deny_blocking: std::mem::replace(&mut self.client.deny_blocking, true),
@@ -98,6 +99,7 @@ impl ScriptHost for Ctx<'_, '_> {
     }
 
     fn leave(&mut self, saved: Entered) {
+        self.client.in_script = false;
         self.client.deny_blocking = saved.deny_blocking;
         if self.client.db != saved.db {
             self.client.db = saved.db;

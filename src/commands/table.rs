@@ -155,6 +155,10 @@ pub struct CommandSpec {
     pub lock_write: bool,
     /// How a run of pipelined calls on one key is handled together.
     pub batch: Option<RunHandler>,
+    /// Lock every shard (for writing) although the key spec names the
+    /// keys: the command reads keys its arguments do not name (SORT's BY
+    /// and GET patterns), while COMMAND GETKEYS still answers its keys.
+    pub lock_all: bool,
 }
 
 impl CommandSpec {
@@ -180,6 +184,7 @@ impl CommandSpec {
             subcommands: &[],
             lock_write: false,
             batch: None,
+            lock_all: false,
         }
     }
 
@@ -196,6 +201,14 @@ impl CommandSpec {
             summary,
             since,
             complexity,
+            ..self
+        }
+    }
+
+    /// This spec locking every shard ([`CommandSpec::lock_all`]).
+    pub const fn locking_all(self) -> Self {
+        CommandSpec {
+            lock_all: true,
             ..self
         }
     }

@@ -173,6 +173,10 @@ pub struct ClientState {
     pub blocked: Option<BlockState>,
     /// Blocking commands must answer at once (inside EXEC or a script).
     pub deny_blocking: bool,
+    /// A script is running this client's commands (`redis.call`): SORT
+    /// then sorts sets it would leave unsorted, and messages the client
+    /// publishes to itself wait in [`ClientState::script_pushes`].
+    pub in_script: bool,
     /// A woken blocked command is running again, its client still
     /// registered as waiting on its keys (so it keeps its place in line if
     /// it blocks again).
@@ -184,9 +188,6 @@ pub struct ClientState {
     pub clock: CommandClock,
     /// What the client subscribes to (Pub/Sub).
     pub pubsub: Subscriptions,
-    /// Set while a script's `redis.call` runs a command: frames for the
-    /// client itself then wait in [`ClientState::script_pushes`].
-    pub in_script: bool,
     /// Messages for the client published by its own script, written
     /// ahead of the script's reply.
     pub script_pushes: Vec<u8>,
@@ -211,11 +212,11 @@ impl ClientState {
             pending_misses: 0,
             blocked: None,
             deny_blocking: false,
+            in_script: false,
             rerun: false,
             clock: CommandClock::new(),
             aof_wait: 0,
             pubsub: Subscriptions::default(),
-            in_script: false,
             script_pushes: Vec::new(),
         }
     }

@@ -366,8 +366,8 @@ impl ZSet {
     }
 
     /// Listpack to skiplist: the one place where a set changes encoding as
-    /// it grows.
-    fn convert_to_skiplist(&mut self) {
+    /// it grows (and where SORT converts the set it sorts, as Redis does).
+    pub fn convert_to_skiplist(&mut self) {
         if let Repr::Listpack(lp) = &self.repr {
             self.repr = Repr::Skiplist(Box::new(SkipList::from_listpack(lp)));
         }
