@@ -169,3 +169,55 @@ mod tests {
         assert_eq!(timeout(b"9223372036854775"), Ok(None));
     }
 }
+
+/// The parsed `numkeys key... <end> [COUNT count]` of ZMPOP, BZMPOP, LMPOP
+/// and BLMPOP; `E` is the family's end (MIN|MAX, LEFT|RIGHT).
+#[derive(Debug)]
+pub struct MPop<'a, E> {
+    /// The keys, in order.
+    pub keys: &'a [&'a [u8]],
+    /// Which end to pop from.
+    pub end: E,
+    /// How many to pop (1 without COUNT).
+    pub count: usize,
+}
+
+/// Parses the `MPop` arguments from the numkeys at `numkeys_idx`, with
+/// Redis's checks in Redis's order; `parse_end` reads the end word.
+pub fn mpop<'a, E>(
+    a: &'a [&'a [u8]],
+    numkeys_idx: usize,
+    parse_end: impl Fn(&[u8]) -> Result<E, CmdError>,
+) -> Result<MPop<'a, E>, CmdError> {
+    let numkeys = int(a[numkeys_idx])
+        .ok()
+        .filter(|&n| n >= 1)
+        .ok_or_else(|| CmdError::line("ERR numkeys should be greater than 0"))?;
+    let first = numkeys_idx + 1;
+    let where_idx = usize::try_from(numkeys)
+        .ok()
+        .and_then(|n| first.checked_add(n))
+        .filter(|&i| i < a.len())
+        .ok_or(CmdError::Syntax)?;
+    let end = parse_end(a[where_idx])?;
+    let mut count = None;
+    let mut j = where_idx + 1;
+    while j < a.len() {
+        match a.get(j + 1) {
+            Some(v) if count.is_none() && is(a[j], "count") => {
+                let n = int(v)
+                    .ok()
+                    .filter(|&n| n >= 1)
+                    .ok_or_else(|| CmdError::line("ERR count should be greater than 0"))?;
+                count = Some(usize::try_from(n).unwrap_or(usize::MAX));
+                j += 2;
+            }
+            _ => return Err(CmdError::Syntax),
+        }
+    }
+    Ok(MPop {
+        keys: &a[first..where_idx],
+        end,
+        count: count.unwrap_or(1),
+    })
+}

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use smallvec::SmallVec;
 
-use super::args;
+use super::args::{self, MPop};
 use super::table::{flags::*, CommandSpec, Handler, KeySpec};
 use super::{Ctx, Keys};
 use crate::engine::list::{Element, InsertWhere, ListLimits, ListValue};
@@ -498,47 +498,10 @@ fn rpop(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     pop(ctx, a, End::Right, "rpop")
 }
 
-/// The parsed `numkeys key... LEFT|RIGHT [COUNT count]` of LMPOP and BLMPOP.
-struct MPop<'a> {
-    keys: &'a [&'a [u8]],
-    end: End,
-    count: usize,
-}
-
-/// Parses LMPOP / BLMPOP arguments from the numkeys at `numkeys_idx`, with
-/// Redis's checks in Redis's order.
-fn parse_mpop<'a>(a: &'a [&'a [u8]], numkeys_idx: usize) -> Result<MPop<'a>, CmdError> {
-    let numkeys = args::int(a[numkeys_idx])
-        .ok()
-        .filter(|&n| n >= 1)
-        .ok_or_else(|| CmdError::line("ERR numkeys should be greater than 0"))?;
-    let first = numkeys_idx + 1;
-    let where_idx = usize::try_from(numkeys)
-        .ok()
-        .and_then(|n| first.checked_add(n))
-        .filter(|&i| i < a.len())
-        .ok_or(CmdError::Syntax)?;
-    let end = End::parse(a[where_idx])?;
-    let mut count = None;
-    let mut j = where_idx + 1;
-    while j < a.len() {
-        match a.get(j + 1) {
-            Some(v) if count.is_none() && args::is(a[j], "count") => {
-                let n = args::int(v)
-                    .ok()
-                    .filter(|&n| n >= 1)
-                    .ok_or_else(|| CmdError::line("ERR count should be greater than 0"))?;
-                count = Some(usize::try_from(n).unwrap_or(usize::MAX));
-                j += 2;
-            }
-            _ => return Err(CmdError::Syntax),
-        }
-    }
-    Ok(MPop {
-        keys: &a[first..where_idx],
-        end,
-        count: count.unwrap_or(1),
-    })
+/// Parses LMPOP / BLMPOP arguments (`numkeys key... LEFT|RIGHT [COUNT
+/// count]`) from the numkeys at `numkeys_idx`.
+fn parse_mpop<'a>(a: &'a [&'a [u8]], numkeys_idx: usize) -> Result<MPop<'a, End>, CmdError> {
+    args::mpop(a, numkeys_idx, End::parse)
 }
 
 /// Pops up to `count` elements from `key` (which holds a list) and replies

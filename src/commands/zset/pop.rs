@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use super::args::MPop;
 use super::{after_removal, args, write_zset, Ctx};
 use crate::error::{CmdError, CmdResult};
 
@@ -167,52 +168,17 @@ pub(super) fn bzpopmax(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     bzpop(ctx, a, End::Max)
 }
 
-/// The parsed `numkeys key... MIN|MAX [COUNT count]` of ZMPOP and BZMPOP.
-struct MPop<'a> {
-    keys: &'a [&'a [u8]],
-    end: End,
-    count: usize,
-}
-
-/// Parses ZMPOP / BZMPOP arguments from the numkeys at `numkeys_idx`, with
-/// Redis's checks in Redis's order.
-fn parse_mpop<'a>(a: &'a [&'a [u8]], numkeys_idx: usize) -> Result<MPop<'a>, CmdError> {
-    let numkeys = args::int(a[numkeys_idx])
-        .ok()
-        .filter(|&n| n >= 1)
-        .ok_or_else(|| CmdError::line("ERR numkeys should be greater than 0"))?;
-    let first = numkeys_idx + 1;
-    let where_idx = usize::try_from(numkeys)
-        .ok()
-        .and_then(|n| first.checked_add(n))
-        .filter(|&i| i < a.len())
-        .ok_or(CmdError::Syntax)?;
-    let end = if args::is(a[where_idx], "min") {
-        End::Min
-    } else if args::is(a[where_idx], "max") {
-        End::Max
-    } else {
-        return Err(CmdError::Syntax);
-    };
-    let mut count = None;
-    let mut j = where_idx + 1;
-    while j < a.len() {
-        match a.get(j + 1) {
-            Some(v) if count.is_none() && args::is(a[j], "count") => {
-                let n = args::int(v)
-                    .ok()
-                    .filter(|&n| n >= 1)
-                    .ok_or_else(|| CmdError::line("ERR count should be greater than 0"))?;
-                count = Some(usize::try_from(n).unwrap_or(usize::MAX));
-                j += 2;
-            }
-            _ => return Err(CmdError::Syntax),
+/// Parses ZMPOP / BZMPOP arguments (`numkeys key... MIN|MAX [COUNT
+/// count]`) from the numkeys at `numkeys_idx`.
+fn parse_mpop<'a>(a: &'a [&'a [u8]], numkeys_idx: usize) -> Result<MPop<'a, End>, CmdError> {
+    args::mpop(a, numkeys_idx, |w| {
+        if args::is(w, "min") {
+            Ok(End::Min)
+        } else if args::is(w, "max") {
+            Ok(End::Max)
+        } else {
+            Err(CmdError::Syntax)
         }
-    }
-    Ok(MPop {
-        keys: &a[first..where_idx],
-        end,
-        count: count.unwrap_or(1),
     })
 }
 
