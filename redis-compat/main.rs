@@ -625,6 +625,24 @@ fn parse_step(line: &[u8]) -> Result<Step, String> {
                 _ => Err("!on needs a command".into()),
             }
         }
+        // A command whose reply comes later (a blocking pop): send it, read
+        // nothing now; `!receive` reads the reply when it is due.
+        b"!send" => match parse_step(rest)? {
+            Step::Send {
+                bytes,
+                command,
+                replies: 1,
+                on: None,
+                ..
+            } if !bytes.is_empty() => Ok(Step::Send {
+                bytes,
+                command,
+                compare: true,
+                replies: 0,
+                on: None,
+            }),
+            _ => Err("!send needs a plain command".into()),
+        },
         // A message pushed without a command: read one reply, send nothing.
         b"!receive" if rest.is_empty() => Ok(Step::Send {
             bytes: Vec::new(),
@@ -815,6 +833,10 @@ fn run_case_file(
             },
         };
         pair.send(&bytes);
+        if replies == 0 {
+            // `!send`: the reply is read by a later `!receive`.
+            continue;
+        }
         let shown = String::from_utf8_lossy(line);
         let (mut expected, mut got) = (Reply::Closed, Reply::Closed);
         for _ in 0..replies {

@@ -13,6 +13,7 @@ use crate::engine::string::StrValue;
 use crate::engine::Value;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number;
+use crate::state::notify::Class;
 
 /// BITOP: the destination, then every source.
 const BITOP_KEYS: KeySpec = KeySpec::Range {
@@ -170,6 +171,7 @@ fn write_str<'k>(keys: &'k mut Keys<'_>, key: &[u8]) -> Result<&'k mut StrValue,
         Some(_) => return Err(CmdError::WrongType),
         None => {
             let now = keys.now_ms;
+            keys.notify(Class::NEW, "new", key);
             keys.part_mut(key)?
                 .insert(key, Value::Str(StrValue::raw(Vec::new())), false, now);
         }
@@ -187,8 +189,19 @@ fn setbit(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         b"1" => true,
         _ => return Err(CmdError::err("bit is not an integer or out of range")),
     };
-    let old = write_str(&mut ctx.keys, a[1])?.set_bit(offset, on);
-    ctx.keys.modified(a[1])?;
+    let now = ctx.keys.now_ms;
+    let before = match ctx.keys.part(a[1])?.peek(a[1], now).map(|e| &e.value) {
+        Some(Value::Str(s)) => Some(s.len()),
+        _ => None,
+    };
+    let s = write_str(&mut ctx.keys, a[1])?;
+    let old = s.set_bit(offset, on);
+    // As Redis: a change only when the key was created or grew, or the
+    // bit flipped.
+    if before != Some(s.len()) || old != on {
+        ctx.keys.modified(a[1])?;
+        ctx.keys.notify(Class::STRING, "setbit", a[1]);
+    }
     ctx.out.int(i64::from(old));
     Ok(())
 }
@@ -353,7 +366,9 @@ fn bitop(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         }
     }
     if maxlen == 0 {
-        ctx.keys.remove(dest)?;
+        if ctx.keys.remove(dest)?.is_some() {
+            ctx.keys.notify(Class::GENERIC, "del", dest);
+        }
         ctx.out.int(0);
         return Ok(());
     }
@@ -370,6 +385,7 @@ fn bitop(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         bitop_apply(op, &values, maxlen)
     };
     ctx.keys.set(dest, Value::Str(result), false)?;
+    ctx.keys.notify(Class::STRING, "set", dest);
     ctx.out.int(maxlen as i64);
     Ok(())
 }
@@ -538,6 +554,7 @@ fn bitfield_generic(ctx: &mut Ctx, a: &[&[u8]], read_only: bool) -> CmdResult {
     // those whose write then fails.
     let s = write_str(&mut ctx.keys, a[1])?;
     s.grow(highest / 8 + 1);
+    let mut changes = 0;
     ctx.out.array(ops.len());
     for &(op, ty, offset, overflow) in &ops {
         let old = ty.decode(s.get_field(offset, ty.bits));
@@ -555,12 +572,16 @@ fn bitfield_generic(ctx: &mut Ctx, a: &[&[u8]], read_only: bool) -> CmdResult {
         match stored {
             Some(v) => {
                 s.set_field(offset, ty.bits, v as u64);
+                changes += 1;
                 ctx.out.int(reply);
             }
             None => ctx.out.null(),
         }
     }
     ctx.keys.modified(a[1])?;
+    if changes > 0 {
+        ctx.keys.notify(Class::STRING, "setbit", a[1]);
+    }
     Ok(())
 }
 

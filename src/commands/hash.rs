@@ -15,6 +15,7 @@ use crate::engine::hash::{HashError, HashLimits, HashValue};
 use crate::engine::Value;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Reply;
+use crate::state::notify::Class;
 
 const fn hash_cmd(
     name: &'static str,
@@ -219,27 +220,31 @@ fn write_hash<'k>(
 /// Applies `change` to the hash under `key`, creating the key when it is
 /// absent (Redis's `hashTypeLookupWriteOrCreate`). The key is stored or
 /// marked modified when `change` succeeds and the hash is not empty; a
-/// failed change leaves the keyspace as it was.
+/// failed change leaves the keyspace as it was. A change raises `event`.
 fn update_hash<T>(
     ctx: &mut Ctx,
     key: &[u8],
+    event: &'static str,
     change: impl FnOnce(&mut HashValue) -> Result<T, CmdError>,
 ) -> Result<T, CmdError> {
-    match write_hash(&mut ctx.keys, key)? {
+    let out = match write_hash(&mut ctx.keys, key)? {
         Some(h) => {
             let out = change(h)?;
             ctx.keys.modified(key)?;
-            Ok(out)
+            out
         }
         None => {
             let mut h = HashValue::new();
             let out = change(&mut h)?;
-            if !h.is_empty() {
-                ctx.keys.set(key, Value::Hash(h), false)?;
+            if h.is_empty() {
+                return Ok(out);
             }
-            Ok(out)
+            ctx.keys.set(key, Value::Hash(h), false)?;
+            out
         }
-    }
+    };
+    ctx.keys.notify(Class::HASH, event, key);
+    Ok(out)
 }
 
 /// The error line of a refused HINCRBY / HINCRBYFLOAT.
@@ -282,7 +287,7 @@ fn bulk_or_null(out: &mut Reply, value: Option<&[u8]>) {
 fn hset(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let pairs = field_value_pairs("hset", a)?;
     let lim = limits(ctx);
-    let added = update_hash(ctx, a[1], |h| Ok(set_pairs(h, pairs, lim)))?;
+    let added = update_hash(ctx, a[1], "hset", |h| Ok(set_pairs(h, pairs, lim)))?;
     ctx.out.int(added as i64);
     Ok(())
 }
@@ -290,7 +295,7 @@ fn hset(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 fn hmset(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let pairs = field_value_pairs("hmset", a)?;
     let lim = limits(ctx);
-    update_hash(ctx, a[1], |h| Ok(set_pairs(h, pairs, lim)))?;
+    update_hash(ctx, a[1], "hset", |h| Ok(set_pairs(h, pairs, lim)))?;
     ctx.out.ok();
     Ok(())
 }
@@ -313,6 +318,9 @@ fn hsetnx(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
             true
         }
     };
+    if set {
+        ctx.keys.notify(Class::HASH, "hset", key);
+    }
     ctx.out.int(set as i64);
     Ok(())
 }
@@ -333,8 +341,13 @@ fn hdel(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
             }
         }
     }
-    if h.is_empty() {
+    let emptied = h.is_empty();
+    if deleted > 0 {
+        ctx.keys.notify(Class::HASH, "hdel", key);
+    }
+    if emptied {
         ctx.keys.remove(key)?;
+        ctx.keys.notify(Class::GENERIC, "del", key);
     } else if deleted > 0 {
         ctx.keys.modified(key)?;
     }
@@ -347,7 +360,7 @@ fn hincrby(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let incr = args::int(a[3])?;
     let lim = limits(ctx);
     let field = a[2];
-    let n = update_hash(ctx, a[1], |h| {
+    let n = update_hash(ctx, a[1], "hincrby", |h| {
         h.incr_by(field, incr, lim).map_err(hash_error)
     })?;
     ctx.out.int(n);
@@ -363,7 +376,7 @@ fn hincrbyfloat(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         return Err(CmdError::err("value is NaN or Infinity"));
     }
     let lim = limits(ctx);
-    let sum = update_hash(ctx, key, |h| {
+    let sum = update_hash(ctx, key, "hincrbyfloat", |h| {
         h.incr_by_float(field, incr, lim).map_err(hash_error)
     })?;
     ctx.out.bulk(&sum);

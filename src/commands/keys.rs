@@ -14,6 +14,7 @@ use super::{Ctx, Keys};
 use crate::engine::keyspace::Shard;
 use crate::engine::{glob, Db, Entry, SHARD_COUNT};
 use crate::error::{CmdError, CmdResult};
+use crate::state::notify::Class;
 
 const ALL_ARGS: KeySpec = KeySpec::Range {
     first: 1,
@@ -403,6 +404,7 @@ fn peek<'k>(keys: &'k mut Keys<'_>, key: &[u8]) -> Result<Option<&'k Entry>, Cmd
         keys.hits += 1;
     } else {
         keys.misses += 1;
+        keys.notify(Class::KEY_MISS, "keymiss", key);
     }
     Ok(keys.part(key)?.peek(key, now))
 }
@@ -411,6 +413,7 @@ fn del(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let mut n = 0;
     for k in &a[1..] {
         if ctx.keys.remove(k)?.is_some() {
+            ctx.keys.notify(Class::GENERIC, "del", k);
             n += 1;
         }
     }
@@ -691,11 +694,15 @@ fn rename_generic(ctx: &mut Ctx, a: &[&[u8]], nx: bool) -> CmdResult {
         return Err(CmdError::NoSuchKey);
     };
     let expire_at = entry.expire_at();
+    // Redis deletes an existing destination and adds the key anew.
+    ctx.keys.notify(Class::NEW, "new", dst);
     ctx.keys
         .part_mut(dst)?
         .insert_with_expiry(dst, entry.value, expire_at, now);
     ctx.keys.modified(src)?;
     ctx.keys.modified(dst)?;
+    ctx.keys.notify(Class::GENERIC, "rename_from", src);
+    ctx.keys.notify(Class::GENERIC, "rename_to", dst);
     if nx {
         ctx.out.int(1);
     } else {
@@ -732,8 +739,9 @@ fn live_in(keys: &mut Keys<'_>, key: &[u8], db: usize) -> Result<bool, CmdError>
     let part = keys.part_in_mut(key, db)?;
     if part.expire_if_needed(key, now) {
         part.touch_watched(key);
+        keys.notify_in(Class::EXPIRED, "expired", key, db);
     }
-    Ok(part.contains(key, now))
+    Ok(keys.part_in(key, db)?.contains(key, now))
 }
 
 fn move_(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
@@ -752,11 +760,14 @@ fn move_(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         return Ok(());
     };
     let expire_at = entry.expire_at();
+    ctx.keys.notify_in(Class::NEW, "new", key, dst);
     ctx.keys
         .part_in_mut(key, dst)?
         .insert_with_expiry(key, entry.value, expire_at, now);
     ctx.keys.modified(key)?;
     ctx.keys.modified_in(key, dst)?;
+    ctx.keys.notify(Class::GENERIC, "move_from", key);
+    ctx.keys.notify_in(Class::GENERIC, "move_to", key, dst);
     ctx.out.int(1);
     Ok(())
 }
@@ -802,10 +813,13 @@ fn copy(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         ctx.out.int(0);
         return Ok(());
     };
+    // REPLACE: Redis deletes the destination and adds the copy anew.
+    ctx.keys.notify_in(Class::NEW, "new", dst, dst_db);
     ctx.keys
         .part_in_mut(dst, dst_db)?
         .insert_with_expiry(dst, value, expire_at, now);
     ctx.keys.modified_in(dst, dst_db)?;
+    ctx.keys.notify_in(Class::GENERIC, "copy_to", dst, dst_db);
     ctx.out.int(1);
     Ok(())
 }
@@ -965,9 +979,11 @@ fn expire_generic(ctx: &mut Ctx, a: &[&[u8]], how: ExpireArg) -> CmdResult {
     }
     if when <= now {
         ctx.keys.remove(key)?;
+        ctx.keys.notify(Class::GENERIC, "del", key);
     } else {
         ctx.keys.part_mut(key)?.set_expire(key, when as u64);
         ctx.keys.modified(key)?;
+        ctx.keys.notify(Class::GENERIC, "expire", key);
     }
     ctx.out.int(1);
     Ok(())
@@ -1013,6 +1029,7 @@ fn persist(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let removed = ctx.keys.entry_mut(key)?.is_some() && ctx.keys.part_mut(key)?.persist(key);
     if removed {
         ctx.keys.modified(key)?;
+        ctx.keys.notify(Class::GENERIC, "persist", key);
     }
     ctx.out.int(removed as i64);
     Ok(())

@@ -23,6 +23,7 @@ use crate::engine::list::{Element, InsertWhere, ListLimits, ListValue};
 use crate::engine::Value;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Reply;
+use crate::state::notify::Class;
 
 /// BLPOP / BRPOP: every argument between the name and the timeout.
 const KEYS_BEFORE_TIMEOUT: KeySpec = KeySpec::Range {
@@ -323,6 +324,22 @@ impl End {
             End::Right => b"RPOP",
         }
     }
+
+    /// The keyspace event of a pop at this end.
+    fn pop_event(self) -> &'static str {
+        match self {
+            End::Left => "lpop",
+            End::Right => "rpop",
+        }
+    }
+
+    /// The keyspace event of a push at this end.
+    fn push_event(self) -> &'static str {
+        match self {
+            End::Left => "lpush",
+            End::Right => "rpush",
+        }
+    }
 }
 
 /// `list-max-listpack-size`, read per command so CONFIG SET applies at once.
@@ -357,12 +374,14 @@ fn write_list<'k>(
     }
 }
 
-/// Records a change of `key` after elements went away: deletes the key when
-/// the list became empty (Redis never keeps empty lists), else marks it
-/// modified.
-fn after_removal(keys: &mut Keys<'_>, key: &[u8], emptied: bool) -> CmdResult {
+/// Records a change of `key` after elements went away, raising `event`:
+/// deletes the key when the list became empty (Redis never keeps empty
+/// lists; `del` follows), else marks it modified.
+fn after_removal(keys: &mut Keys<'_>, key: &[u8], emptied: bool, event: &'static str) -> CmdResult {
+    keys.notify(Class::LIST, event, key);
     if emptied {
         keys.remove(key)?;
+        keys.notify(Class::GENERIC, "del", key);
         Ok(())
     } else {
         keys.modified(key)
@@ -393,6 +412,7 @@ fn push_values(
         push(l);
         let n = l.len();
         ctx.keys.modified(key)?;
+        ctx.keys.notify(Class::LIST, end.push_event(), key);
         return Ok(n);
     }
     if only_existing || values.is_empty() {
@@ -402,6 +422,7 @@ fn push_values(
     push(&mut l);
     let n = l.len();
     ctx.keys.set(key, Value::List(Box::new(l)), false)?;
+    ctx.keys.notify(Class::LIST, end.push_event(), key);
     Ok(n)
 }
 
@@ -417,7 +438,7 @@ fn pop_values(ctx: &mut Ctx, key: &[u8], end: End, count: usize) -> Result<Vec<V
     };
     let emptied = l.is_empty();
     if !items.is_empty() {
-        after_removal(&mut ctx.keys, key, emptied)?;
+        after_removal(&mut ctx.keys, key, emptied, end.pop_event())?;
     }
     Ok(items)
 }
@@ -659,6 +680,7 @@ fn lset(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     l.set(i, a[3], lim)
         .map_err(|e| CmdError::line(e.to_string()))?;
     ctx.keys.modified(key)?;
+    ctx.keys.notify(Class::LIST, "lset", key);
     ctx.out.ok();
     Ok(())
 }
@@ -680,6 +702,7 @@ fn linsert(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     match l.insert(place, a[3], a[4], lim) {
         Some(n) => {
             ctx.keys.modified(key)?;
+            ctx.keys.notify(Class::LIST, "linsert", key);
             ctx.out.int(n as i64);
         }
         None => ctx.out.int(-1),
@@ -698,7 +721,7 @@ fn lrem(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let removed = l.remove(count, a[3], lim);
     let emptied = l.is_empty();
     if removed > 0 {
-        after_removal(&mut ctx.keys, key, emptied)?;
+        after_removal(&mut ctx.keys, key, emptied, "lrem")?;
     }
     ctx.out.int(removed as i64);
     Ok(())
@@ -712,7 +735,10 @@ fn ltrim(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         let removed = l.trim(start, stop);
         let emptied = l.is_empty();
         if removed > 0 {
-            after_removal(&mut ctx.keys, key, emptied)?;
+            after_removal(&mut ctx.keys, key, emptied, "ltrim")?;
+        } else {
+            // Redis raises `ltrim` even when nothing was trimmed.
+            ctx.keys.notify(Class::LIST, "ltrim", key);
         }
     }
     ctx.out.ok();
@@ -751,10 +777,13 @@ fn move_element(ctx: &mut Ctx, src: &[u8], dst: &[u8], from: End, to: End) -> Cm
             End::Right => l.push_back([value.as_slice()], lim),
         }
         ctx.keys.modified(src)?;
+        ctx.keys.notify(Class::LIST, to.push_event(), src);
+        ctx.keys.notify(Class::LIST, from.pop_event(), src);
     } else {
+        // Redis pushes first, then records the pop (and deletes `src`).
         let emptied = l.is_empty();
-        after_removal(&mut ctx.keys, src, emptied)?;
         push_values(ctx, dst, &[value.as_slice()], to, false)?;
+        after_removal(&mut ctx.keys, src, emptied, from.pop_event())?;
     }
     ctx.out.bulk(&value);
     Ok(())

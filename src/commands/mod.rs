@@ -35,6 +35,8 @@ use crate::error::CmdError;
 use crate::protocol::Reply;
 use crate::state::client::{ClientState, Queued, ReplyMode};
 use crate::state::journal;
+use crate::state::notify;
+use crate::state::pubsub::Own;
 use crate::state::Server;
 
 /// Every family's commands; the table is built from this list.
@@ -318,6 +320,8 @@ fn run_admitted<'s>(
             propagate: None,
             hits: 0,
             misses: 0,
+            notify_flags: server.notify_flags.load(Ordering::Relaxed),
+            events: Vec::new(),
         },
     };
     ctx.keys.db = ctx.client.db;
@@ -459,8 +463,35 @@ fn invoke(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]], start: Instant) 
             true
         }
     };
+    if !ctx.keys.events.is_empty() {
+        publish_events(ctx, reply_start);
+    }
     account(ctx, cmd, args, us, failed);
     end
+}
+
+/// Publishes the keyspace events the command raised. The client's own
+/// copies (a RESP3 client subscribed to them) go ahead of the command's
+/// reply, which starts at `reply_start` (in a script: with the pushes that
+/// precede the script's reply).
+fn publish_events(ctx: &mut Ctx<'_, '_>, reply_start: usize) {
+    let events = std::mem::take(&mut ctx.keys.events);
+    let mut own_copies = Vec::new();
+    let mut own = Own {
+        id: ctx.client.id(),
+        resp3: ctx.client.info.resp.load(Ordering::Relaxed) == 3,
+        out: &mut own_copies,
+    };
+    notify::publish(&ctx.server.pubsub, ctx.keys.notify_flags, &events, &mut own);
+    if own_copies.is_empty() {
+        return;
+    }
+    if ctx.client.in_script {
+        ctx.client.script_pushes.extend_from_slice(&own_copies);
+    } else {
+        let at = reply_start.min(ctx.out.buf.len());
+        ctx.out.buf.splice(at..at, own_copies);
+    }
 }
 
 /// Counts a call of `cmd` that took `us` microseconds in the command

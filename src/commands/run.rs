@@ -7,6 +7,7 @@
 //! anything that could make them differ (a transaction, replies switched
 //! off, a call that is refused) runs them one at a time instead.
 
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use smallvec::SmallVec;
@@ -17,6 +18,7 @@ use super::{
 };
 use crate::protocol::Reply;
 use crate::state::client::{ClientState, ReplyMode};
+use crate::state::notify::{self, Class};
 use crate::state::Server;
 
 /// Most calls handled together: enough to overlap the misses of a rank
@@ -186,7 +188,9 @@ fn run_calls<'s>(
     let handler = cmd
         .spec
         .batch
-        .filter(|_| n > 1 && client.multi.is_none() && matches!(client.reply_mode, ReplyMode::On));
+        .filter(|_| n > 1 && client.multi.is_none() && matches!(client.reply_mode, ReplyMode::On))
+        // A batched read would not raise its keymiss events.
+        .filter(|_| !notify::enabled(server.notify_flags.load(Ordering::Relaxed), Class::KEY_MISS));
     let first = run.call(0);
     // The calls still to run one at a time after the handler.
     let mut next = 0;

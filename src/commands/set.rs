@@ -13,6 +13,7 @@ use crate::engine::set::{Member, SetValue};
 use crate::engine::Value;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Reply;
+use crate::state::notify::Class;
 
 const ALL_KEYS: KeySpec = KeySpec::Range {
     first: 1,
@@ -285,13 +286,17 @@ fn reply_set(out: &mut Reply, s: &SetValue) {
 }
 
 /// Stores `result` under `dst` (replacing any value and its TTL), or deletes
-/// `dst` when the result is empty; replies the cardinality.
-fn store(ctx: &mut Ctx, dst: &[u8], result: SetValue) -> CmdResult {
+/// `dst` when the result is empty; replies the cardinality. Raises `event`
+/// (or `del` for a deleted `dst`).
+fn store(ctx: &mut Ctx, dst: &[u8], result: SetValue, event: &'static str) -> CmdResult {
     let n = result.len();
     if n == 0 {
-        ctx.keys.remove(dst)?;
+        if ctx.keys.remove(dst)?.is_some() {
+            ctx.keys.notify(Class::GENERIC, "del", dst);
+        }
     } else {
         ctx.keys.set(dst, Value::Set(Box::new(result)), false)?;
+        ctx.keys.notify(Class::SET, event, dst);
     }
     ctx.out.int(n as i64);
     Ok(())
@@ -310,12 +315,14 @@ fn sadd(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
             let s = SetValue::from_members(members.iter().copied(), max);
             let n = s.len();
             ctx.keys.set(key, Value::Set(Box::new(s)), false)?;
+            ctx.keys.notify(Class::SET, "sadd", key);
             ctx.out.int(n as i64);
             return Ok(());
         }
     };
     if added > 0 {
         ctx.keys.modified(key)?;
+        ctx.keys.notify(Class::SET, "sadd", key);
     }
     ctx.out.int(added as i64);
     Ok(())
@@ -329,8 +336,12 @@ fn srem(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     };
     let removed = a[2..].iter().filter(|m| s.remove(m)).count();
     let emptied = s.is_empty();
+    if removed > 0 {
+        ctx.keys.notify(Class::SET, "srem", key);
+    }
     if emptied {
         ctx.keys.remove(key)?;
+        ctx.keys.notify(Class::GENERIC, "del", key);
     } else if removed > 0 {
         ctx.keys.modified(key)?;
     }
@@ -437,8 +448,10 @@ fn spop_one(ctx: &mut Ctx, key: &[u8]) -> CmdResult {
     };
     s.remove(&member);
     let emptied = s.is_empty();
+    ctx.keys.notify(Class::SET, "spop", key);
     if emptied {
         ctx.keys.remove(key)?;
+        ctx.keys.notify(Class::GENERIC, "del", key);
     } else {
         ctx.keys.modified(key)?;
     }
@@ -461,7 +474,9 @@ fn spop_count(ctx: &mut Ctx, key: &[u8], count: usize) -> CmdResult {
     if count >= s.len() {
         // Everything goes: the reply is the set, the AOF records a DEL.
         reply_set(ctx.out, s);
+        ctx.keys.notify(Class::SET, "spop", key);
         ctx.keys.remove(key)?;
+        ctx.keys.notify(Class::GENERIC, "del", key);
         ctx.keys.propagate_as(vec![b"DEL".to_vec(), key.to_vec()]);
         return Ok(());
     }
@@ -479,6 +494,7 @@ fn spop_count(ctx: &mut Ctx, key: &[u8], count: usize) -> CmdResult {
         s.reencode(max);
     }
     ctx.keys.modified(key)?;
+    ctx.keys.notify(Class::SET, "spop", key);
     ctx.out.set(popped.len());
     for m in &popped {
         ctx.out.bulk(m);
@@ -516,8 +532,11 @@ fn smove(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         ctx.out.int(0);
         return Ok(());
     }
-    if s.is_empty() {
+    let emptied = s.is_empty();
+    ctx.keys.notify(Class::SET, "srem", src);
+    if emptied {
         ctx.keys.remove(src)?;
+        ctx.keys.notify(Class::GENERIC, "del", src);
     } else {
         ctx.keys.modified(src)?;
     }
@@ -525,11 +544,13 @@ fn smove(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         Some(d) => {
             if d.insert(member, max) {
                 ctx.keys.modified(dst)?;
+                ctx.keys.notify(Class::SET, "sadd", dst);
             }
         }
         None => {
             let d = SetValue::from_members([member], max);
             ctx.keys.set(dst, Value::Set(Box::new(d)), false)?;
+            ctx.keys.notify(Class::SET, "sadd", dst);
         }
     }
     ctx.out.int(1);
@@ -681,21 +702,21 @@ fn sinterstore(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     for m in intersection(&sets, usize::MAX) {
         result.insert(m.bytes(&mut buf), max);
     }
-    store(ctx, a[1], result)
+    store(ctx, a[1], result, "sinterstore")
 }
 
 fn sunionstore(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let max = max_intset(ctx);
     let sets = load_sets(&mut ctx.keys, &a[2..], false)?;
     let result = union_of(&sets, max);
-    store(ctx, a[1], result)
+    store(ctx, a[1], result, "sunionstore")
 }
 
 fn sdiffstore(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let max = max_intset(ctx);
     let sets = load_sets(&mut ctx.keys, &a[2..], false)?;
     let result = difference_of(&sets, max);
-    store(ctx, a[1], result)
+    store(ctx, a[1], result, "sdiffstore")
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use super::{list, Ctx, Keys};
 use crate::engine::list::ListValue;
 use crate::engine::Value;
 use crate::error::{CmdError, CmdResult};
+use crate::state::notify::Class;
 
 const COMPLEXITY: &str = "O(N+M*log(M)) where N is the number of elements in the list or set to sort, and M the number of returned elements. When the elements are not sorted, complexity is O(N).";
 
@@ -567,10 +568,13 @@ fn store(ctx: &mut Ctx, dest: &[u8], picked: &[Item], gets: &[&[u8]]) -> CmdResu
     }
     let n = values.len();
     if n == 0 {
-        ctx.keys.remove(dest)?;
+        if ctx.keys.remove(dest)?.is_some() {
+            ctx.keys.notify(Class::GENERIC, "del", dest);
+        }
     } else {
         let l = ListValue::from_values(values.iter().map(|v| v.as_slice()), list::limits(ctx));
         ctx.keys.set(dest, Value::List(Box::new(l)), false)?;
+        ctx.keys.notify(Class::LIST, "sortstore", dest);
         // Redis counts one change per stored element.
         ctx.keys.dirty += n as u64 - 1;
     }

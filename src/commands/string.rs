@@ -13,6 +13,7 @@ use super::{Ctx, Keys};
 use crate::engine::string::StrValue;
 use crate::engine::Value;
 use crate::error::{CmdError, CmdResult};
+use crate::state::notify::Class;
 
 const ALL_KEYS: KeySpec = KeySpec::Range {
     first: 1,
@@ -301,17 +302,20 @@ fn reply_value(ctx: &mut Ctx, key: &[u8]) -> CmdResult {
 }
 
 /// Stores a string under `key`, with an absolute expiry or (unless
-/// `keep_ttl`) none.
+/// `keep_ttl`) none, and raises `event` (then `expire` when it has one).
 fn store(
     keys: &mut Keys<'_>,
     key: &[u8],
     value: StrValue,
     keep_ttl: bool,
     expire_at: Option<u64>,
+    event: &'static str,
 ) -> CmdResult {
     keys.set(key, Value::Str(value), keep_ttl)?;
+    keys.notify(Class::STRING, event, key);
     if let Some(at) = expire_at {
         keys.part_mut(key)?.set_expire(key, at);
+        keys.notify(Class::GENERIC, "expire", key);
     }
     Ok(())
 }
@@ -451,6 +455,7 @@ fn set(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         StrValue::from_bytes(a[2]),
         o.keep_ttl,
         expire_at,
+        "set",
     )?;
     if !o.get {
         ctx.out.ok();
@@ -463,7 +468,14 @@ fn setnx(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         ctx.out.int(0);
         return Ok(());
     }
-    store(&mut ctx.keys, a[1], StrValue::from_bytes(a[2]), false, None)?;
+    store(
+        &mut ctx.keys,
+        a[1],
+        StrValue::from_bytes(a[2]),
+        false,
+        None,
+        "set",
+    )?;
     ctx.out.int(1);
     Ok(())
 }
@@ -477,6 +489,7 @@ fn set_with_expire(ctx: &mut Ctx, a: &[&[u8]], kind: ExpireKind, command: &str) 
         StrValue::from_bytes(a[3]),
         false,
         Some(at),
+        "set",
     )?;
     ctx.out.ok();
     Ok(())
@@ -492,12 +505,21 @@ fn psetex(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 
 fn getset(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     reply_value(ctx, a[1])?;
-    store(&mut ctx.keys, a[1], StrValue::from_bytes(a[2]), false, None)
+    store(
+        &mut ctx.keys,
+        a[1],
+        StrValue::from_bytes(a[2]),
+        false,
+        None,
+        "set",
+    )
 }
 
 fn getdel(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     reply_value(ctx, a[1])?;
-    ctx.keys.remove(a[1])?;
+    if ctx.keys.remove(a[1])?.is_some() {
+        ctx.keys.notify(Class::GENERIC, "del", a[1]);
+    }
     Ok(())
 }
 
@@ -519,12 +541,15 @@ fn getex(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     if let Some(at) = expire_at {
         if absolute && at <= now {
             ctx.keys.remove(key)?;
+            ctx.keys.notify(Class::GENERIC, "del", key);
         } else {
             ctx.keys.part_mut(key)?.set_expire(key, at);
             ctx.keys.modified(key)?;
+            ctx.keys.notify(Class::GENERIC, "expire", key);
         }
     } else if o.persist && ctx.keys.part_mut(key)?.persist(key) {
         ctx.keys.modified(key)?;
+        ctx.keys.notify(Class::GENERIC, "persist", key);
     }
     Ok(())
 }
@@ -554,7 +579,14 @@ fn pairs<'x>(a: &'x [&'x [u8]]) -> Result<std::slice::ChunksExact<'x, &'x [u8]>,
 fn store_pairs(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     for pair in pairs(a)? {
         if let [key, value] = pair {
-            store(&mut ctx.keys, key, StrValue::from_bytes(value), false, None)?;
+            store(
+                &mut ctx.keys,
+                key,
+                StrValue::from_bytes(value),
+                false,
+                None,
+                "set",
+            )?;
         }
     }
     Ok(())
@@ -587,11 +619,19 @@ fn incr_by(ctx: &mut Ctx, key: &[u8], by: i64) -> CmdResult {
             // In place: the key keeps its TTL, as in Redis.
             s.set_i64(n);
             ctx.keys.modified(key)?;
+            ctx.keys.notify(Class::STRING, "incrby", key);
             n
         }
         None => {
             // A stale key was removed above, so keeping "its" TTL is right.
-            store(&mut ctx.keys, key, StrValue::from_i64(by), true, None)?;
+            store(
+                &mut ctx.keys,
+                key,
+                StrValue::from_i64(by),
+                true,
+                None,
+                "incrby",
+            )?;
             by
         }
     };
@@ -639,6 +679,7 @@ fn incrbyfloat(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         StrValue::from_computed(text.as_bytes()),
         true,
         None,
+        "incrbyfloat",
     )?;
     ctx.out.bulk(text.as_bytes());
     Ok(())
@@ -662,7 +703,14 @@ fn append(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let total = match old_len {
         None => {
             // A new key takes the argument as SET would encode it.
-            store(&mut ctx.keys, key, StrValue::from_bytes(tail), false, None)?;
+            store(
+                &mut ctx.keys,
+                key,
+                StrValue::from_bytes(tail),
+                false,
+                None,
+                "append",
+            )?;
             tail.len()
         }
         Some(len) => {
@@ -673,6 +721,7 @@ fn append(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
             // Through StrValue so a compressed bitmap stays compressed.
             let total = s.append(tail);
             ctx.keys.modified(key)?;
+            ctx.keys.notify(Class::STRING, "append", key);
             total
         }
     };
@@ -919,7 +968,7 @@ fn setrange(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         let mut v = StrValue::raw(Vec::new());
         v.write_bytes(offset, value);
         let total = v.len();
-        store(&mut ctx.keys, key, v, false, None)?;
+        store(&mut ctx.keys, key, v, false, None, "setrange")?;
         ctx.out.int(total as i64);
         return Ok(());
     };
@@ -935,6 +984,7 @@ fn setrange(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     s.write_bytes(offset, value);
     let total = s.len();
     ctx.keys.modified(key)?;
+    ctx.keys.notify(Class::STRING, "setrange", key);
     ctx.out.int(total as i64);
     Ok(())
 }

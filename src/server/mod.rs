@@ -4,12 +4,13 @@
 
 pub mod connection;
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
 
-use crate::state::journal;
+use crate::state::{journal, notify};
 use crate::state::{unix_ms, Server};
 
 /// Binds every configured address, then serves until shutdown (SHUTDOWN,
@@ -108,6 +109,8 @@ fn spawn_cron(server: Arc<Server>) {
                 let (_, more) = server
                     .keyspace
                     .active_expire(unix_ms(), 200, &mut |db, keys| {
+                        let flags = server.notify_flags.load(Ordering::Relaxed);
+                        notify::publish_expired(&server.pubsub, flags, db, &keys);
                         journal::feed_expired(&server.aof, db, keys)
                     });
                 if !more {

@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use super::notify;
+
 /// Every configuration value.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -47,6 +49,7 @@ pub struct Config {
     pub aof_load_truncated: bool,
     pub auto_aof_rewrite_percentage: u64,
     pub auto_aof_rewrite_min_size: u64,
+    /// Every class spelled out (`notify::flags_spelled_out`).
     pub notify_keyspace_events: String,
     pub daemonize: bool,
     pub supervised: String,
@@ -500,10 +503,12 @@ pub static PARAMS: &[Param] = &[
     immutable(stored("rdbchecksum", &[], BOOL, "yes")),
     stored("rdb-save-incremental-fsync", &[], BOOL, "yes"),
     stored("rdb-del-sync-files", &[], BOOL, "no"),
-    text_field!(
+    field(
         "notify-keyspace-events",
+        &[],
         Kind::KeyspaceEvents,
-        notify_keyspace_events
+        |c| notify::flags_string(notify::parse_flags(&c.notify_keyspace_events).unwrap_or(0)),
+        |c, v| c.notify_keyspace_events = v.to_string(),
     ),
     num_field!(
         "busy-reply-threshold",
@@ -623,8 +628,8 @@ pub fn canonical(param: &Param, value: &str, current: &str) -> Result<String, St
         }
         Kind::Text => Ok(value.to_string()),
         Kind::Save => canonical_save(value),
-        Kind::KeyspaceEvents => keyspace_events(value)
-            .map(keyspace_events_string)
+        Kind::KeyspaceEvents => super::notify::parse_flags(value)
+            .map(super::notify::flags_spelled_out)
             .ok_or_else(|| "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
         Kind::BufferLimit => merge_buffer_limits(value, current),
     }
@@ -647,73 +652,6 @@ fn canonical_save(value: &str) -> Result<String, String> {
         }
     }
     Ok(out.join(" "))
-}
-
-/// Keyspace notification classes, in the order Redis prints them.
-const EVENT_CLASSES: &[(u32, char)] = &[
-    (1 << 2, 'g'),
-    (1 << 3, '$'),
-    (1 << 4, 'l'),
-    (1 << 5, 's'),
-    (1 << 6, 'h'),
-    (1 << 7, 'z'),
-    (1 << 8, 'x'),
-    (1 << 9, 'e'),
-    (1 << 10, 't'),
-    (1 << 13, 'd'),
-];
-const EVENT_KEYSPACE: u32 = 1 << 0;
-const EVENT_KEYEVENT: u32 = 1 << 1;
-const EVENT_KEY_MISS: u32 = 1 << 11;
-const EVENT_NEW: u32 = 1 << 14;
-const EVENT_ALL: u32 = (1 << 2)
-    | (1 << 3)
-    | (1 << 4)
-    | (1 << 5)
-    | (1 << 6)
-    | (1 << 7)
-    | (1 << 8)
-    | (1 << 9)
-    | (1 << 10)
-    | (1 << 13);
-
-/// Parses `notify-keyspace-events` characters into flag bits.
-fn keyspace_events(s: &str) -> Option<u32> {
-    let mut flags = 0;
-    for ch in s.chars() {
-        flags |= match ch {
-            'A' => EVENT_ALL,
-            'K' => EVENT_KEYSPACE,
-            'E' => EVENT_KEYEVENT,
-            'm' => EVENT_KEY_MISS,
-            'n' => EVENT_NEW,
-            _ => EVENT_CLASSES.iter().find(|(_, c)| *c == ch)?.0,
-        };
-    }
-    Some(flags)
-}
-
-fn keyspace_events_string(flags: u32) -> String {
-    let mut out = String::new();
-    if flags & EVENT_ALL == EVENT_ALL {
-        out.push('A');
-    } else {
-        for (bit, ch) in EVENT_CLASSES {
-            if flags & bit != 0 {
-                out.push(*ch);
-            }
-        }
-    }
-    for (bit, ch) in [
-        (EVENT_KEYSPACE, 'K'),
-        (EVENT_KEYEVENT, 'E'),
-        (EVENT_KEY_MISS, 'm'),
-    ] {
-        if flags & bit != 0 {
-            out.push(ch);
-        }
-    }
-    out
 }
 
 /// Applies `class hard soft seconds` groups to the current limits.
@@ -1023,10 +961,14 @@ mod tests {
         for bad in ["1 2 3", "-1 2", " 10 20", "x 1"] {
             assert_eq!(get("save", bad).unwrap_err(), "Invalid save parameters");
         }
-        assert_eq!(get("notify-keyspace-events", "KEA").unwrap(), "AKE");
+        // Kept spelled out (CONFIG GET shows `AKE`: see `notify`).
+        assert_eq!(
+            get("notify-keyspace-events", "KEA").unwrap(),
+            "g$lshzxetdKE"
+        );
         assert_eq!(
             get("notify-keyspace-events", "Kgn$lshzxetdm").unwrap(),
-            "AKm"
+            "g$lshzxetdnKm"
         );
         assert_eq!(get("notify-keyspace-events", "gE").unwrap(), "gE");
         assert!(get("notify-keyspace-events", "q").is_err());

@@ -4,6 +4,7 @@
 
 use bytes::Bytes;
 
+use super::notify::{self, Class, Event};
 use crate::engine::keyspace::{Db, Entry, Keyspace, Locked};
 use crate::engine::value::Value;
 use crate::error::CmdError;
@@ -35,6 +36,10 @@ pub struct Keys<'a> {
     pub hits: u64,
     /// See [`Keys::hits`].
     pub misses: u64,
+    /// `notify-keyspace-events` when the command started (see `notify`).
+    pub notify_flags: u32,
+    /// Keyspace events raised, for the dispatcher to publish.
+    pub events: Vec<Event>,
 }
 
 fn not_locked() -> CmdError {
@@ -84,15 +89,55 @@ impl<'a> Keys<'a> {
         self.part_in_mut(key, db)
     }
 
-    /// The live entry under `key` (counts a keyspace hit or miss).
+    /// Raises keyspace event `name` of `class` on `key` of the selected
+    /// database (nothing when the class is off).
+    pub fn notify(&mut self, class: Class, name: &'static str, key: &[u8]) {
+        raise(
+            &mut self.events,
+            self.notify_flags,
+            class,
+            name,
+            key,
+            self.db,
+        );
+    }
+
+    /// [`Keys::notify`] for a key of database `db`.
+    pub fn notify_in(&mut self, class: Class, name: &'static str, key: &[u8], db: usize) {
+        raise(&mut self.events, self.notify_flags, class, name, key, db);
+    }
+
+    /// The live entry under `key` (counts a keyspace hit or miss; a miss
+    /// raises `keymiss`).
     pub fn entry(&mut self, key: &[u8]) -> Result<Option<&Entry>, CmdError> {
         let found = Self::part_of(&self.locked, self.ks, key, self.db)?.get(key, self.now_ms);
         if found.is_some() {
             self.hits += 1;
         } else {
             self.misses += 1;
+            let flags = self.notify_flags;
+            raise(
+                &mut self.events,
+                flags,
+                Class::KEY_MISS,
+                "keymiss",
+                key,
+                self.db,
+            );
         }
         Ok(found)
+    }
+
+    /// Raises `new` when `key` (of database `db`) does not exist yet: for a
+    /// caller about to create it.
+    pub fn notify_if_new(&mut self, key: &[u8], db: usize) {
+        if notify::enabled(self.notify_flags, Class::NEW)
+            && self
+                .part_in(key, db)
+                .is_ok_and(|p| !p.contains(key, self.now_ms))
+        {
+            self.notify_in(Class::NEW, "new", key, db);
+        }
     }
 
     /// The live value under `key`, for `calls` reads at once (counts as
@@ -113,11 +158,11 @@ impl<'a> Keys<'a> {
     /// The live entry under `key`, for change (an expired key is removed).
     pub fn entry_mut(&mut self, key: &[u8]) -> Result<Option<&mut Entry>, CmdError> {
         let now = self.now_ms;
-        let part = self.part_mut(key)?;
-        if part.expire_if_needed(key, now) {
-            part.touch_watched(key);
+        if self.part_mut(key)?.expire_if_needed(key, now) {
+            self.part_mut(key)?.touch_watched(key);
+            self.notify(Class::EXPIRED, "expired", key);
         }
-        Ok(part.get_mut(key, now))
+        Ok(self.part_mut(key)?.get_mut(key, now))
     }
 
     /// The live value under `key`, for change.
@@ -134,6 +179,8 @@ impl<'a> Keys<'a> {
     /// Counts as a change of `key`.
     pub fn set(&mut self, key: &[u8], value: Value, keep_ttl: bool) -> Result<(), CmdError> {
         let now = self.now_ms;
+        let db = self.db;
+        self.notify_if_new(key, db);
         self.part_mut(key)?.insert(key, value, keep_ttl, now);
         self.modified(key)
     }
@@ -145,6 +192,7 @@ impl<'a> Keys<'a> {
         // An expired key goes the lazy-expiry way (the AOF logs its DEL).
         if part.expire_if_needed(key, now) {
             part.touch_watched(key);
+            self.notify(Class::EXPIRED, "expired", key);
             return Ok(None);
         }
         match part.remove(key) {
@@ -171,5 +219,24 @@ impl<'a> Keys<'a> {
             self.ready.push((db, Bytes::copy_from_slice(key)));
         }
         Ok(())
+    }
+}
+
+/// Records event `name` of `class` on `key` in `events` when `flags`
+/// enable it.
+fn raise(
+    events: &mut Vec<Event>,
+    flags: u32,
+    class: Class,
+    name: &'static str,
+    key: &[u8],
+    db: usize,
+) {
+    if notify::enabled(flags, class) {
+        events.push(Event {
+            name,
+            db,
+            key: Bytes::copy_from_slice(key),
+        });
     }
 }

@@ -2,7 +2,7 @@
 //! statistics, reachable from every connection.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,7 @@ use super::client::ClientInfo;
 use super::clock::unix_ms;
 use super::config::Config;
 use super::journal::Aof;
+use super::notify;
 use super::outbox::OutputLimit;
 use super::pubsub::PubSub;
 use crate::engine::Keyspace;
@@ -64,6 +65,11 @@ pub struct InfoMarks {
     pub ops_sample: Mutex<Option<(Instant, u64, f64)>>,
 }
 
+/// `notify-keyspace-events` as flags.
+fn notify_flags(c: &Config) -> u32 {
+    notify::parse_flags(&c.notify_keyspace_events).unwrap_or(0)
+}
+
 /// The `pubsub` class of `client-output-buffer-limit`.
 fn pubsub_limit(c: &Config) -> OutputLimit {
     let value = c
@@ -89,6 +95,8 @@ pub struct Server {
     pub query_buffer_limit: AtomicU64,
     /// Hot copy of `park-spin-us`.
     pub park_spin_us: AtomicU64,
+    /// Hot copy of `notify-keyspace-events`, as flags (see `notify`).
+    pub notify_flags: AtomicU32,
     /// Connected clients by id.
     pub clients: DashMap<u64, Arc<ClientInfo>>,
     next_client_id: AtomicU64,
@@ -148,6 +156,7 @@ impl Server {
             proto_max_bulk_len: AtomicU64::new(config.proto_max_bulk_len),
             query_buffer_limit: AtomicU64::new(config.client_query_buffer_limit),
             park_spin_us: AtomicU64::new(config.park_spin_us),
+            notify_flags: AtomicU32::new(notify_flags(&config)),
             config: RwLock::new(config),
             clients: DashMap::new(),
             next_client_id: AtomicU64::new(1),
@@ -192,6 +201,7 @@ impl Server {
         self.query_buffer_limit
             .store(c.client_query_buffer_limit, Ordering::Relaxed);
         self.park_spin_us.store(c.park_spin_us, Ordering::Relaxed);
+        self.notify_flags.store(notify_flags(&c), Ordering::Relaxed);
         self.pubsub.set_limit(pubsub_limit(&c));
     }
 

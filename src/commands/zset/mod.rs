@@ -30,6 +30,7 @@ use crate::engine::Value;
 use crate::error::CmdError;
 use crate::protocol::number::{format_double, MAX_DOUBLE_CHARS};
 use crate::protocol::Reply;
+use crate::state::notify::Class;
 
 /// BZPOPMIN / BZPOPMAX: every argument between the name and the timeout.
 const KEYS_BEFORE_TIMEOUT: KeySpec = KeySpec::Range {
@@ -488,12 +489,19 @@ fn write_zset<'k>(keys: &'k mut Keys<'_>, key: &[u8]) -> Result<Option<&'k mut Z
     }
 }
 
-/// Records a change of `key` after members went away: deletes the key when
-/// the set became empty (Redis never keeps empty sets), else marks it
-/// modified.
-fn after_removal(keys: &mut Keys<'_>, key: &[u8], emptied: bool) -> Result<(), CmdError> {
+/// Records a change of `key` after members went away, raising `event`:
+/// deletes the key when the set became empty (Redis never keeps empty sets;
+/// `del` follows), else marks it modified.
+fn after_removal(
+    keys: &mut Keys<'_>,
+    key: &[u8],
+    emptied: bool,
+    event: &'static str,
+) -> Result<(), CmdError> {
+    keys.notify(Class::ZSET, event, key);
     if emptied {
         keys.remove(key)?;
+        keys.notify(Class::GENERIC, "del", key);
         Ok(())
     } else {
         keys.modified(key)
@@ -502,13 +510,17 @@ fn after_removal(keys: &mut Keys<'_>, key: &[u8], emptied: bool) -> Result<(), C
 
 /// Stores `result` under `dst`, replacing any value (and its TTL), or
 /// deletes `dst` when `result` is empty; replies the number of members
-/// (ZRANGESTORE and the *STORE set operations).
-fn store(ctx: &mut Ctx, dst: &[u8], result: ZSet) -> Result<(), CmdError> {
+/// (ZRANGESTORE and the *STORE set operations), raising `event` (or `del`
+/// for a deleted `dst`).
+fn store(ctx: &mut Ctx, dst: &[u8], result: ZSet, event: &'static str) -> Result<(), CmdError> {
     let n = result.len();
     if n == 0 {
-        ctx.keys.remove(dst)?;
+        if ctx.keys.remove(dst)?.is_some() {
+            ctx.keys.notify(Class::GENERIC, "del", dst);
+        }
     } else {
         ctx.keys.set(dst, Value::ZSet(Box::new(result)), false)?;
+        ctx.keys.notify(Class::ZSET, event, dst);
     }
     ctx.out.int(n as i64);
     Ok(())

@@ -88,7 +88,11 @@ fn pop_first(
         End::Max => z.pop_max(n, emit),
     };
     let emptied = z.is_empty();
-    after_removal(&mut ctx.keys, key, emptied)
+    let event = match end {
+        End::Min => "zpopmin",
+        End::Max => "zpopmax",
+    };
+    after_removal(&mut ctx.keys, key, emptied, event)
 }
 
 fn zpop(ctx: &mut Ctx, a: &[&[u8]], end: End) -> CmdResult {

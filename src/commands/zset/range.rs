@@ -187,5 +187,5 @@ pub(super) fn zrangestore(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
             result.insert(m, s, limits);
         }
     }
-    store(ctx, a[1], result)
+    store(ctx, a[1], result, "zrangestore")
 }

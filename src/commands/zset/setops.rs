@@ -334,7 +334,7 @@ fn run(ctx: &mut Ctx, a: &[&[u8]], cmd: Command) -> CmdResult {
         z.insert(m, *s, limits);
     }
     drop(result);
-    store(ctx, a[1], z)
+    store(ctx, a[1], z, cmd.name)
 }
 
 /// `ZUNION numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX]

@@ -6,6 +6,7 @@ use smallvec::SmallVec;
 use super::{after_removal, args, limits, long, range_error, rank_range, write_zset, Ctx, Value};
 use crate::engine::zset::{RangeByLex, RangeByScore, ZAddFlags, ZSet, ZSetLimits};
 use crate::error::{CmdError, CmdResult};
+use crate::state::notify::Class;
 
 /// ZADD's options as written, CH included.
 #[derive(Default)]
@@ -116,6 +117,10 @@ fn zadd_generic(ctx: &mut Ctx, a: &[&[u8]], mut opts: ZAddOptions) -> CmdResult 
             t
         }
     };
+    if tally.added + tally.updated > 0 {
+        let event = if f.incr { "zincr" } else { "zadd" };
+        ctx.keys.notify(Class::ZSET, event, key);
+    }
     if f.incr {
         if tally.processed > 0 {
             ctx.out.double(tally.score);
@@ -194,7 +199,7 @@ pub(super) fn zrem(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     }
     let emptied = z.is_empty();
     if deleted > 0 {
-        after_removal(&mut ctx.keys, key, emptied)?;
+        after_removal(&mut ctx.keys, key, emptied, "zrem")?;
     }
     ctx.out.int(deleted);
     Ok(())
@@ -222,7 +227,12 @@ fn zremrange(ctx: &mut Ctx, key: &[u8], range: RemoveRange) -> CmdResult {
     };
     let emptied = z.is_empty();
     if deleted > 0 {
-        after_removal(&mut ctx.keys, key, emptied)?;
+        let event = match range {
+            RemoveRange::Rank(..) => "zremrangebyrank",
+            RemoveRange::Score(_) => "zremrangebyscore",
+            RemoveRange::Lex(_) => "zremrangebylex",
+        };
+        after_removal(&mut ctx.keys, key, emptied, event)?;
     }
     ctx.out.int(deleted as i64);
     Ok(())

@@ -1,4 +1,5 @@
-"""Pub/Sub through redis-py, sync and asyncio, in RESP2 and RESP3.
+"""Pub/Sub and keyspace notifications through redis-py, sync and asyncio,
+in RESP2 and RESP3.
 
     python3 pubsub_check.py --port P
 
@@ -132,6 +133,39 @@ async def async_check(port, protocol):
     await r.aclose()
 
 
+def keyspace_check(port, protocol):
+    """Keyspace events for ZINCRBY, SETBIT, EXPIRE and expiry, as a
+    leaderboard app listening for board changes sees them."""
+    r = redis.Redis(port=port, protocol=protocol, decode_responses=True, socket_timeout=10)
+    r.config_set("notify-keyspace-events", "KEA")
+    try:
+        p = r.pubsub()
+        p.psubscribe("__keyspace@0__:board:*", "__keyevent@0__:expired")
+        for _ in range(2):
+            expect(next_message(p)["type"], "psubscribe", "PSUBSCRIBE confirmation")
+        r.zincrby("board:weekly", 10, "alice")
+        r.setbit("board:daily-active", 7, 1)
+        r.expire("board:weekly", 100)
+        r.set("board:flash", "1", px=50)
+        got = [next_message(p) for _ in range(6)]
+        events = [(m["channel"], m["data"]) for m in got]
+        expect(events, [
+            ("__keyspace@0__:board:weekly", "zincr"),
+            ("__keyspace@0__:board:daily-active", "setbit"),
+            ("__keyspace@0__:board:weekly", "expire"),
+            ("__keyspace@0__:board:flash", "set"),
+            ("__keyspace@0__:board:flash", "expire"),
+            ("__keyspace@0__:board:flash", "expired"),
+        ], "keyspace events")
+        m = next_message(p)
+        expect((m["channel"], m["data"]), ("__keyevent@0__:expired", "board:flash"), "keyevent expired")
+        p.close()
+    finally:
+        r.config_set("notify-keyspace-events", "")
+        r.delete("board:weekly", "board:daily-active")
+        r.close()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
@@ -140,6 +174,7 @@ def main():
     for protocol in (2, 3):
         steps.append((f"sync pubsub, RESP{protocol}", lambda pr=protocol: sync_check(opts.port, pr)))
         steps.append((f"asyncio pubsub, RESP{protocol}", lambda pr=protocol: asyncio.run(async_check(opts.port, pr))))
+        steps.append((f"keyspace events, RESP{protocol}", lambda pr=protocol: keyspace_check(opts.port, pr)))
     passed = failed = 0
     for name, step in steps:
         started = time.monotonic()
