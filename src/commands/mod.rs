@@ -315,6 +315,7 @@ fn run_admitted<'s>(
             dirty: 0,
             ready: Vec::new(),
             track_ready: server.blocked_clients.load(Ordering::Relaxed) > 0,
+            tracked: server.tracking.active().then(Vec::new),
             propagate: None,
             hits: 0,
             misses: 0,
@@ -329,6 +330,9 @@ fn run_admitted<'s>(
     let wait = journal::feed(&server.aof, &mut ctx.keys, start_db, args);
     if wait > 0 {
         ctx.client.aof_wait = wait;
+    }
+    if ctx.keys.tracked.is_some() {
+        server::tracking::after_command(&mut ctx, adm.cmd, args);
     }
     let (hits, misses) = (ctx.keys.hits, ctx.keys.misses);
     let ready = std::mem::take(&mut ctx.keys.ready);
@@ -440,6 +444,7 @@ pub fn call(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]]) {
     let saved = journal::nested_begin(&mut ctx.keys);
     invoke(ctx, cmd, args, Instant::now());
     journal::nested_end(&ctx.server.aof, &mut ctx.keys, saved, args);
+    server::tracking::after_call(ctx, cmd, args);
 }
 
 /// Runs a resolved command's handler (the dispatcher's last step), timed
@@ -575,10 +580,11 @@ pub fn flush_stats(server: &Server, client: &mut ClientState) {
 }
 
 /// Cleans up what a client leaves behind when it disconnects (WATCHes,
-/// subscriptions).
+/// subscriptions, tracking).
 pub fn disconnect(server: &Server, client: &mut ClientState) {
     unwatch_all(server, client, None);
     server.pubsub.forget(&client.info, &mut client.pubsub);
+    server.tracking.disable(&client.info, &mut client.tracking);
 }
 
 /// Removes every WATCH of the client. `held` is the caller's locks when it

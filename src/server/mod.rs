@@ -108,6 +108,9 @@ fn spawn_cron(server: Arc<Server>) {
                 let (_, more) = server
                     .keyspace
                     .active_expire(unix_ms(), 200, &mut |db, keys| {
+                        if server.tracking.active() {
+                            server.tracking.invalidate(&server, &keys, None);
+                        }
                         journal::feed_expired(&server.aof, db, keys)
                     });
                 if !more {
@@ -115,6 +118,7 @@ fn spawn_cron(server: Arc<Server>) {
                 }
                 tokio::task::yield_now().await;
             }
+            server.tracking.after_batch(&server);
         }
     });
 }

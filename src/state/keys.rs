@@ -1,6 +1,6 @@
 //! [`Keys`]: a command's view of the keyspace while it runs (the shards it
 //! locked, its database and clock), and what it changed, for the journal,
-//! WATCH and blocked clients.
+//! WATCH, blocked clients and client-side caching.
 
 use bytes::Bytes;
 
@@ -31,6 +31,9 @@ pub struct Keys<'a> {
     /// command's effect is not deterministic from its arguments (SPOP writes
     /// the SREM of what it popped). `None`: the command as received.
     pub propagate: Option<Vec<Vec<Vec<u8>>>>,
+    /// Keys changed, for client-side caching's invalidations; `None` while
+    /// no client tracks keys.
+    pub tracked: Option<Vec<Bytes>>,
     /// Lookups that found / did not find their key (INFO keyspace_hits).
     pub hits: u64,
     /// See [`Keys::hits`].
@@ -169,6 +172,9 @@ impl<'a> Keys<'a> {
         self.part_in(key, db)?.touch_watched(key);
         if self.track_ready {
             self.ready.push((db, Bytes::copy_from_slice(key)));
+        }
+        if let Some(t) = &mut self.tracked {
+            t.push(Bytes::copy_from_slice(key));
         }
         Ok(())
     }

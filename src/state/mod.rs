@@ -4,7 +4,7 @@
 //! command's context ([`Ctx`], [`Keys`]) and the journal every write is fed
 //! to ([`journal`], the AOF's entry point and writer), the Pub/Sub registry
 //! ([`pubsub`]) and the connections' queues of pushed messages
-//! ([`outbox`]).
+//! ([`outbox`]), and the client-side caching table ([`tracking`]).
 //!
 //! Below `commands`: nothing here knows the command table or a command
 //! family. What needs the dispatcher (AOF loading and rewrite, the
@@ -19,6 +19,7 @@ pub mod keys;
 pub mod outbox;
 pub mod pubsub;
 pub mod server;
+pub mod tracking;
 
 pub use clock::{unix_ms, unix_us};
 pub use config::Config;
