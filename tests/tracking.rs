@@ -653,3 +653,79 @@ fn expired_keys_are_invalidated() {
     let got = a.read(1);
     assert!(got.ends_with(b"$1\r\nj\r\n"), "{got:?}");
 }
+
+/// The `redis` crate's client-side cache (RESP3, `cache-aio`): a cached
+/// GET is answered locally until another client's write invalidates it.
+#[tokio::test]
+async fn redis_crate_cache_is_invalidated_by_another_clients_write() {
+    use redis::caching::CacheConfig;
+    use redis::{AsyncCommands, AsyncConnectionConfig};
+    let srv = TestServer::start(&[]);
+    let client = redis::Client::open(format!("{}?protocol=resp3", srv.url())).expect("client");
+    let config = AsyncConnectionConfig::new().set_cache_config(CacheConfig::new());
+    let mut cached = client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .expect("connect with a cache");
+    let mut writer = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let _: () = writer.set("k", "1").await.expect("SET");
+    let stats = |c: &redis::aio::MultiplexedConnection| {
+        let s = c.get_cache_statistics().expect("statistics");
+        (s.hit, s.miss, s.invalidate)
+    };
+    let v: String = cached.get("k").await.expect("GET");
+    assert_eq!((v.as_str(), stats(&cached)), ("1", (0, 1, 0)));
+    let v: String = cached.get("k").await.expect("GET");
+    assert_eq!((v.as_str(), stats(&cached)), ("1", (1, 1, 0)));
+    let _: () = writer.set("k", "2").await.expect("SET");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while stats(&cached).2 == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(stats(&cached), (1, 1, 1), "the invalidation arrived");
+    let v: String = cached.get("k").await.expect("GET");
+    assert_eq!((v.as_str(), stats(&cached)), ("2", (1, 2, 1)));
+}
+
+/// Pub/Sub through the `redis` crate's async PubSub: subscribe, receive,
+/// patterns, unsubscribe.
+#[tokio::test]
+async fn redis_crate_async_pubsub() {
+    use futures_util::StreamExt;
+    use redis::AsyncCommands;
+    let srv = TestServer::start(&[]);
+    let client = redis::Client::open(srv.url()).expect("client");
+    let mut sub = client.get_async_pubsub().await.expect("pubsub");
+    let mut p = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    sub.subscribe("news").await.expect("SUBSCRIBE");
+    sub.psubscribe("n*").await.expect("PSUBSCRIBE");
+    let n: i64 = p.publish("news", "hello").await.expect("PUBLISH");
+    assert_eq!(n, 2);
+    {
+        let mut stream = sub.on_message();
+        let mut next = async || {
+            tokio::time::timeout(Duration::from_secs(5), stream.next())
+                .await
+                .expect("a message within 5 s")
+                .expect("the stream is open")
+        };
+        let m = next().await;
+        assert_eq!(
+            (m.get_channel_name(), m.get_payload_bytes()),
+            ("news", &b"hello"[..])
+        );
+        let m = next().await;
+        assert!(m.from_pattern());
+        assert_eq!(m.get_pattern::<String>().expect("pattern"), "n*");
+    }
+    sub.unsubscribe("news").await.expect("UNSUBSCRIBE");
+    sub.punsubscribe("n*").await.expect("PUNSUBSCRIBE");
+    let n: i64 = p.publish("news", "x").await.expect("PUBLISH");
+    assert_eq!(n, 0);
+}
