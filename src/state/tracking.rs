@@ -516,3 +516,171 @@ fn keys_array(keys: &[&[u8]]) -> Vec<u8> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::pubsub::{Kind, Subscriptions};
+    use crate::state::Config;
+
+    fn server() -> Arc<Server> {
+        Server::new(Config::default(), None)
+    }
+
+    /// A connected client speaking `resp`.
+    fn client(s: &Server, id: u64, resp: usize) -> Arc<ClientInfo> {
+        let c = Arc::new(ClientInfo::new(id, String::new(), String::new(), 0));
+        c.resp.store(resp, Ordering::Relaxed);
+        s.clients.insert(id, c.clone());
+        c
+    }
+
+    fn drain(c: &ClientInfo) -> Vec<u8> {
+        let mut out = Vec::new();
+        let n = c.outbox.take_into(&mut out);
+        c.outbox.written(n);
+        out
+    }
+
+    fn on(s: &Server, c: &Arc<ClientInfo>, flags: u32, redirect: u64, prefixes: &[&[u8]]) {
+        let o = Options {
+            redirect,
+            flags,
+            prefixes: prefixes.iter().map(|p| p.to_vec()).collect(),
+        };
+        s.tracking.enable(c, &mut ClientTracking::default(), &o);
+    }
+
+    const INV_K: &[u8] = b">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nk\r\n";
+
+    #[test]
+    fn readers_get_one_invalidation_then_forget_the_key() {
+        let s = server();
+        let (a, b, w) = (client(&s, 1, 3), client(&s, 2, 3), client(&s, 3, 2));
+        on(&s, &a, 0, 0, &[]);
+        on(&s, &b, flag::NOLOOP, 0, &[]);
+        s.tracking.remember(1, [&b"k"[..]].into_iter());
+        s.tracking.remember(2, [&b"k"[..], b"j"].into_iter());
+        s.tracking.remember(1, [&b"k"[..]].into_iter());
+        assert_eq!(
+            (s.tracking.figures().keys, s.tracking.figures().items),
+            (2, 3)
+        );
+        // b changes k itself: NOLOOP spares it; a's message is queued.
+        let mut mine = Vec::new();
+        let mut me = Me {
+            id: 2,
+            out: &mut mine,
+        };
+        s.tracking
+            .invalidate(&s, &[Bytes::from_static(b"k")], Some(&mut me));
+        assert!(mine.is_empty());
+        assert_eq!(drain(&a), INV_K);
+        assert_eq!(s.tracking.figures().items, 1);
+        // Forgotten: a second change sends nothing.
+        s.tracking.invalidate(&s, &[Bytes::from_static(b"k")], None);
+        assert!(drain(&a).is_empty());
+        // A client's own change to a key it read goes after its reply.
+        s.tracking.remember(1, [&b"k"[..]].into_iter());
+        let mut me = Me {
+            id: 1,
+            out: &mut mine,
+        };
+        s.tracking
+            .invalidate(&s, &[Bytes::from_static(b"k")], Some(&mut me));
+        assert_eq!(mine, INV_K);
+        assert!(drain(&a).is_empty());
+        // RESP2 without redirect: forgotten, nothing sent.
+        on(&s, &w, 0, 0, &[]);
+        s.tracking.remember(3, [&b"k"[..]].into_iter());
+        s.tracking.invalidate(&s, &[Bytes::from_static(b"k")], None);
+        assert!(drain(&w).is_empty());
+        assert_eq!(s.tracking.figures().clients, 3);
+    }
+
+    #[test]
+    fn redirect_to_a_subscriber_and_a_broken_redirect() {
+        let s = server();
+        let (a, b) = (client(&s, 1, 2), client(&s, 2, 2));
+        let mut subs = Subscriptions::default();
+        s.pubsub
+            .subscribe(Kind::Channel, &b, &mut subs, b"__redis__:invalidate");
+        on(&s, &a, 0, 2, &[]);
+        s.tracking.remember(1, [&b"k"[..]].into_iter());
+        s.tracking.invalidate(&s, &[Bytes::from_static(b"k")], None);
+        assert_eq!(
+            drain(&b),
+            b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n$1\r\nk\r\n"
+        );
+        s.tracking.flush(&s, None);
+        assert_eq!(
+            drain(&b),
+            b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n$-1\r\n"
+        );
+        // The redirect client goes away: a RESP3 tracker hears of it at
+        // every invalidation.
+        s.clients.remove(&2);
+        a.resp.store(3, Ordering::Relaxed);
+        s.tracking.remember(1, [&b"k"[..]].into_iter());
+        s.tracking.invalidate(&s, &[Bytes::from_static(b"k")], None);
+        assert_eq!(drain(&a), b">2\r\n$21\r\ntracking-redir-broken\r\n:2\r\n");
+        assert_eq!(a.tracking.letters(), "tR");
+        assert_eq!(a.tracking.redirect_shown(), 2);
+    }
+
+    #[test]
+    fn broadcasts_go_per_prefix_when_a_batch_ends() {
+        let s = server();
+        let (a, n) = (client(&s, 1, 3), client(&s, 2, 3));
+        on(&s, &a, flag::BCAST, 0, &[b"user:", b"obj:"]);
+        on(&s, &n, flag::BCAST | flag::NOLOOP, 0, &[]);
+        assert_eq!(s.tracking.prefixes_of(1), [&b"obj:"[..], b"user:"]);
+        assert_eq!(s.tracking.figures().prefixes, 3);
+        let keys = [&b"user:3"[..], b"obj:2", b"other", b"user:1"].map(Bytes::copy_from_slice);
+        let mut mine = Vec::new();
+        s.tracking.invalidate(
+            &s,
+            &keys,
+            Some(&mut Me {
+                id: 2,
+                out: &mut mine,
+            }),
+        );
+        assert!(drain(&a).is_empty(), "nothing before the batch ends");
+        s.tracking.after_batch(&s);
+        assert_eq!(
+            drain(&a),
+            b">2\r\n$10\r\ninvalidate\r\n*1\r\n$5\r\nobj:2\r\n\
+              >2\r\n$10\r\ninvalidate\r\n*2\r\n$6\r\nuser:1\r\n$6\r\nuser:3\r\n"
+        );
+        assert!(drain(&n).is_empty(), "NOLOOP: all were n's own");
+        assert!(mine.is_empty());
+        s.tracking.disable(
+            &a,
+            &mut ClientTracking {
+                on: true,
+                ..Default::default()
+            },
+        );
+        assert_eq!(s.tracking.figures().prefixes, 1);
+        assert!(s.tracking.prefixes_of(1).is_empty());
+    }
+
+    #[test]
+    fn the_table_is_trimmed_to_its_limit() {
+        let s = server();
+        let a = client(&s, 1, 3);
+        on(&s, &a, 0, 0, &[]);
+        s.tracking.set_max_keys(2);
+        s.tracking
+            .remember(1, [&b"a"[..], b"b", b"c", b"d", b"e"].into_iter());
+        s.tracking.after_batch(&s);
+        assert_eq!(s.tracking.figures().keys, 2);
+        let out = drain(&a);
+        assert_eq!(out.windows(10).filter(|w| w == b"invalidate").count(), 3);
+        s.tracking.set_max_keys(0);
+        s.tracking.remember(1, [&b"f"[..], b"g", b"h"].into_iter());
+        s.tracking.after_batch(&s);
+        assert_eq!(s.tracking.figures().keys, 5);
+    }
+}
