@@ -513,6 +513,10 @@ fn reject(
     if let Some(c) = cmd {
         record(client, c.id, 0, false, true);
     }
+    // A refused command ends CLIENT CACHING's effect too.
+    if client.multi.is_none() && !cmd.is_some_and(|c| c.full_name.starts_with("client|")) {
+        client.tracking.caching = false;
+    }
 }
 
 fn record(client: &mut ClientState, slot: usize, us: u64, failed: bool, rejected: bool) {
