@@ -275,6 +275,13 @@ fn default_mode(port: u16) -> Transcript {
     ];
     t.add("mset", b.ask(&[mset], 1));
     t.add("pushed", a.read(5));
+    let reply_off: &[&[&str]] = &[
+        &["CLIENT", "REPLY", "OFF"],
+        &["GET", "q"],
+        &["SET", "q", "1"],
+        &["CLIENT", "REPLY", "ON"],
+    ];
+    t.add("pushes with replies off", a.ask(reply_off, 2));
     t.add("off", a.ask(&[&["CLIENT", "TRACKING", "OFF"]], 1));
     t.add("quiet", vec![a.quiet() as u8 + b'0']);
     t

@@ -151,6 +151,9 @@ fn execute_resolved<'s>(
         });
     }
     finish_reply_mode(client, out, start_len);
+    if !client.tracking.own.is_empty() {
+        server::tracking::write_pending(client, out);
+    }
 }
 
 /// A command [`admit`] let through, and the locks it is to run under.

@@ -11,6 +11,8 @@ use super::super::table::{flags::READONLY, Command};
 use super::super::Ctx;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::parse_i64;
+use crate::protocol::Reply;
+use crate::state::client::{ClientState, ReplyMode};
 use crate::state::tracking::{flag, Me, Options};
 
 /// CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p ...] [BCAST] [OPTIN]
@@ -228,12 +230,26 @@ pub fn after_command(ctx: &mut Ctx, cmd: &Command, args: &[&[u8]]) {
     if cmd.spec.has(READONLY) || script_read {
         remember(ctx, cmd, args);
     }
-    if !ctx.client.tracking.own.is_empty() {
-        ctx.out.raw(&ctx.client.tracking.own);
-        ctx.client.tracking.own.clear();
-    }
+    write_own(ctx);
     if ctx.client.multi.is_none() && !cmd.full_name.starts_with("client|") {
         ctx.client.tracking.caching = false;
+    }
+}
+
+/// Writes the client's own messages after the reply. With CLIENT REPLY
+/// OFF / SKIP they wait in `own` for the dispatcher to write once it has
+/// dropped the reply ([`write_pending`]): pushes are not replies.
+fn write_own(ctx: &mut Ctx) {
+    if ctx.client.reply_mode == ReplyMode::On {
+        write_pending(ctx.client, ctx.out);
+    }
+}
+
+/// Writes the client's own messages still waiting.
+pub fn write_pending(client: &mut ClientState, out: &mut Reply) {
+    if !client.tracking.own.is_empty() {
+        out.raw(&client.tracking.own);
+        client.tracking.own.clear();
     }
 }
 
