@@ -275,6 +275,27 @@ fn default_mode(port: u16) -> Transcript {
     ];
     t.add("mset", b.ask(&[mset], 1));
     t.add("pushed", a.read(5));
+    let scripts: &[&[&str]] = &[
+        &[
+            "EVAL",
+            "redis.call('get',KEYS[1]) redis.call('set',KEYS[1],'x') return 1",
+            "1",
+            "s1",
+        ],
+        &[
+            "EVAL",
+            "redis.call('set',KEYS[1],'x') redis.call('get',KEYS[1]) return 1",
+            "1",
+            "s2",
+        ],
+        &["EVAL_RO", "return 1", "1", "s3"],
+    ];
+    t.add("scripts", a.ask(scripts, 4));
+    t.add(
+        "mset",
+        b.ask(&[&["MSET", "s1", "1", "s2", "1", "s3", "1"]], 1),
+    );
+    t.add("pushed", a.read(1));
     let reply_off: &[&[&str]] = &[
         &["CLIENT", "REPLY", "OFF"],
         &["GET", "q"],

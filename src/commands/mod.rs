@@ -326,6 +326,9 @@ fn run_admitted<'s>(
     };
     ctx.keys.db = ctx.client.db;
     let start_db = ctx.keys.db;
+    if ctx.keys.tracked.is_some() {
+        server::tracking::before_command(&mut ctx, adm.cmd, args);
+    }
     let end = body(&mut ctx, start);
     ctx.client.clock.last = end;
     // AOF: log what changed before the locks go, so the log order is the

@@ -107,9 +107,9 @@ pub struct ClientTracking {
     pub on: bool,
     /// CLIENT CACHING YES / NO was given for the next command.
     pub caching: bool,
-    /// A read-only command ran inside the script now running: the
-    /// script's keys are remembered when it ends (as Redis 7.0 does).
-    pub script_read: bool,
+    /// The keys of the script now running: a read-only command inside it
+    /// remembers these, not its own (as Redis 7.0 does).
+    pub script_keys: Vec<Bytes>,
     /// Messages for this client caused by its own command, written after
     /// that command's reply.
     pub own: Vec<u8>,

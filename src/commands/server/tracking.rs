@@ -6,6 +6,8 @@
 //! Not here: the table itself and the delivery of invalidations
 //! (`state::tracking`).
 
+use bytes::Bytes;
+
 use super::super::args::{is, text};
 use super::super::table::{flags::READONLY, Command};
 use super::super::Ctx;
@@ -220,15 +222,29 @@ pub fn trackinginfo(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
+/// The dispatcher's hook before a command runs: a script notes its keys,
+/// which the read-only commands it calls remember. Called only while some
+/// client tracks.
+pub fn before_command(ctx: &mut Ctx, cmd: &Command, args: &[&[u8]]) {
+    if ctx.client.tracking.on && cmd.spec.group == "scripting" {
+        ctx.client.tracking.script_keys = script_keys(args)
+            .into_iter()
+            .filter_map(|i| args.get(i).map(|k| Bytes::copy_from_slice(k)))
+            .collect();
+    }
+}
+
 /// The dispatcher's hook after a command ran (its locks still held): sends
 /// the invalidations of the keys it changed, remembers the keys it read,
 /// writes the client's own messages after the reply, and ends CLIENT
 /// CACHING's effect. Called only while some client tracks.
 pub fn after_command(ctx: &mut Ctx, cmd: &Command, args: &[&[u8]]) {
     invalidate_changed(ctx);
-    let script_read = std::mem::take(&mut ctx.client.tracking.script_read);
-    if cmd.spec.has(READONLY) || script_read {
-        remember(ctx, cmd, args);
+    ctx.client.tracking.script_keys.clear();
+    // A read-only script's keys count only through the reads it makes.
+    if cmd.spec.has(READONLY) && cmd.spec.group != "scripting" {
+        let keys = read_keys(cmd, args);
+        remember(ctx, keys.iter().copied());
     }
     write_own(ctx);
     if ctx.client.multi.is_none() && !cmd.full_name.starts_with("client|") {
@@ -255,7 +271,7 @@ pub fn write_pending(client: &mut ClientState, out: &mut Reply) {
 
 /// The hook after a command run by EXEC or a script: its changes are
 /// invalidated at once, and the keys of a read are remembered (inside a
-/// script, Redis 7.0 remembers the script's own keys, when it ends).
+/// script, Redis 7.0 remembers the script's own keys).
 pub fn after_call(ctx: &mut Ctx, cmd: &Command, args: &[&[u8]]) {
     if ctx.keys.tracked.is_none() {
         return;
@@ -265,9 +281,12 @@ pub fn after_call(ctx: &mut Ctx, cmd: &Command, args: &[&[u8]]) {
         return;
     }
     if ctx.client.in_script {
-        ctx.client.tracking.script_read = true;
+        let keys = std::mem::take(&mut ctx.client.tracking.script_keys);
+        remember(ctx, keys.iter().map(|k| &k[..]));
+        ctx.client.tracking.script_keys = keys;
     } else {
-        remember(ctx, cmd, args);
+        let keys = read_keys(cmd, args);
+        remember(ctx, keys.iter().copied());
     }
 }
 
@@ -286,9 +305,17 @@ fn invalidate_changed(ctx: &mut Ctx) {
         .invalidate(ctx.server, &changed, Some(&mut me));
 }
 
-/// Remembers the keys `args` read, unless the client's mode says not to
+/// The keys a read-only command read: its key positions.
+fn read_keys<'a>(cmd: &Command, args: &[&'a [u8]]) -> Vec<&'a [u8]> {
+    let idx = cmd.spec.key_indexes(args);
+    idx.into_iter()
+        .filter_map(|i| args.get(i).copied())
+        .collect()
+}
+
+/// Remembers that the client read `keys`, unless its mode says not to
 /// (BCAST; OPTIN without CACHING YES; OPTOUT after CACHING NO).
-fn remember(ctx: &mut Ctx, cmd: &Command, args: &[&[u8]]) {
+fn remember<'k>(ctx: &mut Ctx, keys: impl Iterator<Item = &'k [u8]>) {
     let f = ctx.client.info.tracking.get();
     let caching = ctx.client.tracking.caching;
     if f & flag::ON == 0
@@ -298,13 +325,6 @@ fn remember(ctx: &mut Ctx, cmd: &Command, args: &[&[u8]]) {
     {
         return;
     }
-    let spec = cmd.spec;
-    let idx = if spec.group == "scripting" {
-        script_keys(args)
-    } else {
-        spec.key_indexes(args).to_vec()
-    };
-    let keys = idx.into_iter().filter_map(|i| args.get(i).copied());
     ctx.server.tracking.remember(ctx.client.id(), keys);
 }
 
