@@ -135,8 +135,8 @@ impl Conn {
     }
 
     /// Whether messages may come through the outbox: while the client
-    /// subscribes to something or tracks keys, or some are still queued. (Other clients
-    /// skip waiting on it: no cost on their commands.)
+    /// subscribes to something or tracks keys, or some are still queued.
+    /// (Other clients skip waiting on it: no cost on their commands.)
     fn receives_pushes(&self) -> bool {
         self.client.pubsub.active() || self.client.tracking.on || self.info.outbox.pending() > 0
     }

@@ -160,7 +160,8 @@ impl<'a> Keys<'a> {
     }
 
     /// Records that `key` in the selected database changed: bumps the dirty
-    /// counter, invalidates WATCHes, and wakes clients blocked on it.
+    /// counter, invalidates WATCHes, wakes clients blocked on it, and
+    /// notes it for client-side caching.
     pub fn modified(&mut self, key: &[u8]) -> Result<(), CmdError> {
         let db = self.db;
         self.modified_in(key, db)
