@@ -402,8 +402,9 @@ impl Tracking {
         }
     }
 
-    /// Keys to evict for the table to be back within its limit, picked
-    /// from a random place in it.
+    /// Keys to evict for the table to be back within its limit: from a
+    /// random place near the start of the map's (hash) order, so the cost
+    /// does not grow with the table.
     fn over_limit(&self) -> Vec<Bytes> {
         let max = self.max_keys.load(Ordering::Relaxed) as usize;
         let t = self.table.lock();
@@ -412,7 +413,7 @@ impl Tracking {
             return Vec::new();
         }
         let excess = len - max;
-        let start = rand::random_range(0..len);
+        let start = rand::random_range(0..len.min(1024));
         t.keys
             .keys()
             .skip(start)
