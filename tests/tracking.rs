@@ -296,6 +296,17 @@ fn default_mode(port: u16) -> Transcript {
         b.ask(&[&["MSET", "s1", "1", "s2", "1", "s3", "1"]], 1),
     );
     t.add("pushed", a.read(1));
+    // Pipelined calls on one board run together; the board is still
+    // remembered once.
+    let zscores: &[&[&str]] = &[
+        &["ZSCORE", "board", "a"],
+        &["ZSCORE", "board", "b"],
+        &["ZSCORE", "board", "c"],
+        &["ZRANK", "board", "a"],
+    ];
+    t.add("zscores", a.ask(zscores, 4));
+    t.add("zadd", b.ask(&[&["ZADD", "board", "1", "a"]], 1));
+    t.add("pushed", a.read(1));
     let reply_off: &[&[&str]] = &[
         &["CLIENT", "REPLY", "OFF"],
         &["GET", "q"],
