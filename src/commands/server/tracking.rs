@@ -242,9 +242,8 @@ pub fn after_command(ctx: &mut Ctx, cmd: &Command, args: &[&[u8]]) {
     invalidate_changed(ctx);
     ctx.client.tracking.script_keys.clear();
     // A read-only script's keys count only through the reads it makes.
-    if cmd.spec.has(READONLY) && cmd.spec.group != "scripting" {
-        let keys = read_keys(cmd, args);
-        remember(ctx, keys.iter().copied());
+    if ctx.client.tracking.on && cmd.spec.has(READONLY) && cmd.spec.group != "scripting" {
+        remember(ctx, &read_keys(cmd, args));
     }
     write_own(ctx);
     if ctx.client.multi.is_none() && !cmd.full_name.starts_with("client|") {
@@ -282,11 +281,10 @@ pub fn after_call(ctx: &mut Ctx, cmd: &Command, args: &[&[u8]]) {
     }
     if ctx.client.in_script {
         let keys = std::mem::take(&mut ctx.client.tracking.script_keys);
-        remember(ctx, keys.iter().map(|k| &k[..]));
+        remember(ctx, &keys.iter().map(|k| &k[..]).collect::<Vec<_>>());
         ctx.client.tracking.script_keys = keys;
     } else {
-        let keys = read_keys(cmd, args);
-        remember(ctx, keys.iter().copied());
+        remember(ctx, &read_keys(cmd, args));
     }
 }
 
@@ -315,7 +313,10 @@ fn read_keys<'a>(cmd: &Command, args: &[&'a [u8]]) -> Vec<&'a [u8]> {
 
 /// Remembers that the client read `keys`, unless its mode says not to
 /// (BCAST; OPTIN without CACHING YES; OPTOUT after CACHING NO).
-fn remember<'k>(ctx: &mut Ctx, keys: impl Iterator<Item = &'k [u8]>) {
+fn remember(ctx: &mut Ctx, keys: &[&[u8]]) {
+    if keys.is_empty() {
+        return;
+    }
     let f = ctx.client.info.tracking.get();
     let caching = ctx.client.tracking.caching;
     if f & flag::ON == 0
@@ -325,7 +326,9 @@ fn remember<'k>(ctx: &mut Ctx, keys: impl Iterator<Item = &'k [u8]>) {
     {
         return;
     }
-    ctx.server.tracking.remember(ctx.client.id(), keys);
+    ctx.server
+        .tracking
+        .remember(ctx.client.id(), keys.iter().copied());
 }
 
 /// The key positions of EVAL / FCALL and their variants: `numkeys` at 2.
