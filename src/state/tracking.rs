@@ -230,7 +230,7 @@ impl Tracking {
             self.clients.fetch_add(1, Ordering::Relaxed);
         }
         own.on = true;
-        let keep = flag::OPTIN | flag::OPTOUT | flag::NOLOOP;
+        let keep = flag::BCAST | flag::OPTIN | flag::OPTOUT | flag::NOLOOP;
         c.tracking
             .flags
             .store(flag::ON | (o.flags & keep), Ordering::Relaxed);
@@ -238,7 +238,6 @@ impl Tracking {
         if o.flags & flag::BCAST == 0 {
             return;
         }
-        c.tracking.set_bits(flag::BCAST);
         let empty = [Vec::new()];
         let prefixes = if o.prefixes.is_empty() {
             &empty[..]
