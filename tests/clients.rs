@@ -5,7 +5,8 @@
 //! survive, the server restarts (SIGTERM, then a new process on the same
 //! directory), and `verify` checks that everything came back identical.
 //! Pub/Sub goes through both too (`pubsub_check.py`, `pubsub.js`, each
-//! against a server of its own).
+//! against a server of its own), and node-redis (`caching.js`) checks
+//! client-side caching with RESP3 and Pub/Sub.
 //!
 //! When python3 with redis-py, or node with the installed node_modules, is
 //! missing, the test prints SKIPPED and passes, unless the environment
@@ -72,6 +73,20 @@ fn node_missing() -> Option<String> {
     let ioredis = manifest_path("tests/clients/node/node_modules/ioredis/package.json").exists();
     (!(node && ioredis))
         .then(|| "node with ioredis (npm ci --prefix tests/clients/node)".to_string())
+}
+
+const NODE_REDIS: Client = Client {
+    name: "node (node-redis)",
+    program: "node",
+    script: "tests/clients/node/caching.js",
+    missing: node_redis_missing,
+};
+
+fn node_redis_missing() -> Option<String> {
+    let installed = manifest_path("tests/clients/node/node_modules/redis/package.json").exists();
+    node_missing().or_else(|| {
+        (!installed).then(|| "node-redis (npm ci --prefix tests/clients/node)".to_string())
+    })
 }
 
 /// Passes with a notice outside CI, fails under CI.
@@ -207,4 +222,9 @@ fn python_redis_py_pubsub() {
 #[test]
 fn node_ioredis_pubsub() {
     pubsub_through(&NODE, "tests/clients/node/pubsub.js");
+}
+
+#[test]
+fn node_redis_client_side_caching_and_pubsub() {
+    pubsub_through(&NODE_REDIS, NODE_REDIS.script);
 }

@@ -153,6 +153,9 @@ fn execute_resolved<'s>(
         });
     }
     finish_reply_mode(client, out, start_len);
+    if !client.tracking.own.is_empty() {
+        server::tracking::write_pending(client, out);
+    }
 }
 
 /// A command [`admit`] let through, and the locks it is to run under.
@@ -317,6 +320,7 @@ fn run_admitted<'s>(
             dirty: 0,
             ready: Vec::new(),
             track_ready: server.blocked_clients.load(Ordering::Relaxed) > 0,
+            tracked: server.tracking.active().then(Vec::new),
             propagate: None,
             hits: 0,
             misses: 0,
@@ -326,6 +330,9 @@ fn run_admitted<'s>(
     };
     ctx.keys.db = ctx.client.db;
     let start_db = ctx.keys.db;
+    if ctx.keys.tracked.is_some() {
+        server::tracking::before_command(&mut ctx, adm.cmd, args);
+    }
     let end = body(&mut ctx, start);
     ctx.client.clock.last = end;
     // AOF: log what changed before the locks go, so the log order is the
@@ -333,6 +340,9 @@ fn run_admitted<'s>(
     let wait = journal::feed(&server.aof, &mut ctx.keys, start_db, args);
     if wait > 0 {
         ctx.client.aof_wait = wait;
+    }
+    if ctx.keys.tracked.is_some() {
+        server::tracking::after_command(&mut ctx, adm.cmd, args);
     }
     let (hits, misses) = (ctx.keys.hits, ctx.keys.misses);
     let ready = std::mem::take(&mut ctx.keys.ready);
@@ -444,6 +454,7 @@ pub fn call(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]]) {
     let saved = journal::nested_begin(&mut ctx.keys);
     invoke(ctx, cmd, args, Instant::now());
     journal::nested_end(&ctx.server.aof, &mut ctx.keys, saved, args);
+    server::tracking::after_call(ctx, cmd, args);
 }
 
 /// Runs a resolved command's handler (the dispatcher's last step), timed
@@ -539,6 +550,10 @@ fn reject(
     if let Some(c) = cmd {
         record(client, c.id, 0, false, true);
     }
+    // A refused command ends CLIENT CACHING's effect too.
+    if client.multi.is_none() && !cmd.is_some_and(|c| c.full_name.starts_with("client|")) {
+        client.tracking.caching = false;
+    }
 }
 
 fn record(client: &mut ClientState, slot: usize, us: u64, failed: bool, rejected: bool) {
@@ -606,10 +621,11 @@ pub fn flush_stats(server: &Server, client: &mut ClientState) {
 }
 
 /// Cleans up what a client leaves behind when it disconnects (WATCHes,
-/// subscriptions).
+/// subscriptions, tracking).
 pub fn disconnect(server: &Server, client: &mut ClientState) {
     unwatch_all(server, client, None);
     server.pubsub.forget(&client.info, &mut client.pubsub);
+    server.tracking.disable(&client.info, &mut client.tracking);
 }
 
 /// Removes every WATCH of the client. `held` is the caller's locks when it

@@ -121,6 +121,7 @@ impl Conn {
         loop {
             self.process_buffer().await?;
             commands::flush_stats(&self.server, &mut self.client);
+            self.server.tracking.after_batch(&self.server);
             self.send().await?;
             if self.client.close_after_reply || self.info.killed.load(Ordering::Acquire) {
                 return Err(Stop::Close);
@@ -134,10 +135,10 @@ impl Conn {
     }
 
     /// Whether messages may come through the outbox: while the client
-    /// subscribes to something, or some are still queued. (Other clients
-    /// skip waiting on it: no cost on their commands.)
+    /// subscribes to something or tracks keys, or some are still queued.
+    /// (Other clients skip waiting on it: no cost on their commands.)
     fn receives_pushes(&self) -> bool {
-        self.client.pubsub.active() || self.info.outbox.pending() > 0
+        self.client.pubsub.active() || self.client.tracking.on || self.info.outbox.pending() > 0
     }
 
     /// Moves the messages queued in the outbox after the replies in `out`.

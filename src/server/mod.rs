@@ -111,6 +111,9 @@ fn spawn_cron(server: Arc<Server>) {
                     .active_expire(unix_ms(), 200, &mut |db, keys| {
                         let flags = server.notify_flags.load(Ordering::Relaxed);
                         notify::publish_expired(&server.pubsub, flags, db, &keys);
+                        if server.tracking.active() {
+                            server.tracking.invalidate(&server, &keys, None);
+                        }
                         journal::feed_expired(&server.aof, db, keys)
                     });
                 if !more {
@@ -118,6 +121,7 @@ fn spawn_cron(server: Arc<Server>) {
                 }
                 tokio::task::yield_now().await;
             }
+            server.tracking.after_batch(&server);
         }
     });
 }

@@ -11,6 +11,7 @@ use tokio::sync::Notify;
 pub use super::clock::CommandClock;
 use super::outbox::Outbox;
 use super::pubsub::{Kind, Subscriptions};
+use super::tracking::{ClientTracking, TrackingFlags};
 
 /// What CLIENT LIST / INFO / KILL can see of a connection.
 #[derive(Debug)]
@@ -55,6 +56,8 @@ pub struct ClientInfo {
     /// Channels, patterns and shard channels subscribed to (CLIENT LIST
     /// `sub`, `psub`, `ssub`; the owner's `ClientState` has the names).
     pub subscriptions: [AtomicU32; 3],
+    /// CLIENT TRACKING settings others read to invalidate its keys.
+    pub tracking: TrackingFlags,
 }
 
 impl ClientInfo {
@@ -80,6 +83,7 @@ impl ClientInfo {
             multi: AtomicU64::new(u64::MAX),
             outbox: Outbox::new(),
             subscriptions: Default::default(),
+            tracking: TrackingFlags::default(),
         }
     }
 
@@ -191,6 +195,8 @@ pub struct ClientState {
     /// Messages for the client published by its own script, written
     /// ahead of the script's reply.
     pub script_pushes: Vec<u8>,
+    /// CLIENT TRACKING: the connection's own part.
+    pub tracking: ClientTracking,
 }
 
 impl ClientState {
@@ -218,6 +224,7 @@ impl ClientState {
             aof_wait: 0,
             pubsub: Subscriptions::default(),
             script_pushes: Vec::new(),
+            tracking: ClientTracking::default(),
         }
     }
 

@@ -22,6 +22,9 @@ pub struct Config {
     /// Microseconds an idle worker spins before it sleeps (a Rostrum
     /// parameter); 0: it sleeps at once.
     pub park_spin_us: u64,
+    /// `tracking-table-max-keys`: most keys the tracking table holds, 0
+    /// for no limit.
+    pub tracking_table_max_keys: u64,
     pub proto_max_bulk_len: u64,
     pub client_query_buffer_limit: u64,
     pub maxclients: u64,
@@ -71,6 +74,7 @@ impl Default for Config {
             databases: 16,
             worker_threads: 0,
             park_spin_us: 0,
+            tracking_table_max_keys: 1_000_000,
             proto_max_bulk_len: 512 * 1024 * 1024,
             client_query_buffer_limit: 1024 * 1024 * 1024,
             maxclients: 10000,
@@ -431,7 +435,12 @@ pub static PARAMS: &[Param] = &[
     stored("lazyfree-lazy-server-del", &[], BOOL, "no"),
     stored("lazyfree-lazy-user-del", &[], BOOL, "no"),
     stored("lazyfree-lazy-user-flush", &[], BOOL, "no"),
-    stored("tracking-table-max-keys", &[], NON_NEG, "1000000"),
+    num_field!(
+        "tracking-table-max-keys",
+        &[],
+        int(0, i64::MAX),
+        tracking_table_max_keys
+    ),
     // Encodings.
     num_field!(
         "zset-max-listpack-entries",

@@ -1,6 +1,6 @@
 //! [`Keys`]: a command's view of the keyspace while it runs (the shards it
 //! locked, its database and clock), and what it changed, for the journal,
-//! WATCH and blocked clients.
+//! WATCH, blocked clients and client-side caching.
 
 use bytes::Bytes;
 
@@ -32,6 +32,9 @@ pub struct Keys<'a> {
     /// command's effect is not deterministic from its arguments (SPOP writes
     /// the SREM of what it popped). `None`: the command as received.
     pub propagate: Option<Vec<Vec<Vec<u8>>>>,
+    /// Keys changed, for client-side caching's invalidations; `None` while
+    /// no client tracks keys.
+    pub tracked: Option<Vec<Bytes>>,
     /// Lookups that found / did not find their key (INFO keyspace_hits).
     pub hits: u64,
     /// See [`Keys::hits`].
@@ -205,7 +208,8 @@ impl<'a> Keys<'a> {
     }
 
     /// Records that `key` in the selected database changed: bumps the dirty
-    /// counter, invalidates WATCHes, and wakes clients blocked on it.
+    /// counter, invalidates WATCHes, wakes clients blocked on it, and
+    /// notes it for client-side caching.
     pub fn modified(&mut self, key: &[u8]) -> Result<(), CmdError> {
         let db = self.db;
         self.modified_in(key, db)
@@ -217,6 +221,9 @@ impl<'a> Keys<'a> {
         self.part_in(key, db)?.touch_watched(key);
         if self.track_ready {
             self.ready.push((db, Bytes::copy_from_slice(key)));
+        }
+        if let Some(t) = &mut self.tracked {
+            t.push(Bytes::copy_from_slice(key));
         }
         Ok(())
     }

@@ -3,8 +3,9 @@
 //! registry of blocked clients), one connection's state ([`client`]), a
 //! command's context ([`Ctx`], [`Keys`]) and the journal every write is fed
 //! to ([`journal`], the AOF's entry point and writer), the Pub/Sub registry
-//! ([`pubsub`]), the connections' queues of pushed messages ([`outbox`])
-//! and keyspace notifications ([`notify`]).
+//! ([`pubsub`]), the connections' queues of pushed messages ([`outbox`]),
+//! keyspace notifications ([`notify`]) and the client-side caching table
+//! ([`tracking`]).
 //!
 //! Below `commands`: nothing here knows the command table or a command
 //! family. What needs the dispatcher (AOF loading and rewrite, the
@@ -20,6 +21,7 @@ pub mod notify;
 pub mod outbox;
 pub mod pubsub;
 pub mod server;
+pub mod tracking;
 
 pub use clock::{unix_ms, unix_us};
 pub use config::Config;

@@ -17,6 +17,7 @@ use super::journal::Aof;
 use super::notify;
 use super::outbox::OutputLimit;
 use super::pubsub::PubSub;
+use super::tracking::Tracking;
 use crate::engine::Keyspace;
 use crate::scripting::Scripting;
 
@@ -137,6 +138,8 @@ pub struct Server {
     pub scripting: Scripting,
     /// Pub/Sub: who listens where, and delivery.
     pub pubsub: PubSub,
+    /// Client-side caching: who read which keys, and invalidations.
+    pub tracking: Tracking,
 }
 
 impl Server {
@@ -145,6 +148,7 @@ impl Server {
         let (tx, _rx) = watch::channel(false);
         let now = unix_ms();
         let pubsub = PubSub::new();
+        let tracking = Tracking::new(config.tracking_table_max_keys);
         pubsub.set_limit(pubsub_limit(&config));
         let run_id: String = (0..40)
             .map(|_| format!("{:x}", rand::random::<u8>() % 16))
@@ -177,6 +181,7 @@ impl Server {
             info_marks: InfoMarks::default(),
             scripting: Scripting::new(),
             pubsub,
+            tracking,
         })
     }
 
@@ -203,6 +208,7 @@ impl Server {
         self.park_spin_us.store(c.park_spin_us, Ordering::Relaxed);
         self.notify_flags.store(notify_flags(&c), Ordering::Relaxed);
         self.pubsub.set_limit(pubsub_limit(&c));
+        self.tracking.set_max_keys(c.tracking_table_max_keys);
     }
 
     /// Called by a worker with nothing left to run, before it sleeps:

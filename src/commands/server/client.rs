@@ -1,5 +1,6 @@
 //! CLIENT and its subcommands: the connection's own settings (name, library,
 //! reply mode) and the registry of connected clients (LIST, INFO, KILL).
+//! The tracking subcommands' handlers are in `tracking`.
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
@@ -8,6 +9,7 @@ use std::sync::Arc;
 use super::super::args::{is, text};
 use super::super::table::{flags::*, table, CommandSpec, Handler, KeySpec};
 use super::super::Ctx;
+use super::tracking;
 
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::parse_i64;
@@ -114,6 +116,41 @@ pub const SUBCOMMANDS: &[CommandSpec] = &[
         reply,
         "Instruct the server whether to reply to commands",
         "3.2.0",
+    ),
+    CommandSpec {
+        complexity: "O(1). Some options may introduce additional complexity.",
+        ..sub(
+            "tracking",
+            -3,
+            OWN,
+            tracking::tracking,
+            "Enable or disable server assisted client side caching support",
+            "6.0.0",
+        )
+    },
+    sub(
+        "caching",
+        3,
+        OWN,
+        tracking::caching,
+        "Instruct the server about tracking or not keys in the next request",
+        "6.0.0",
+    ),
+    sub(
+        "getredir",
+        2,
+        OWN,
+        tracking::getredir,
+        "Get tracking notifications redirection client ID if any",
+        "6.0.0",
+    ),
+    sub(
+        "trackinginfo",
+        2,
+        OWN,
+        tracking::trackinginfo,
+        "Return information about server assisted client side caching for the current connection",
+        "6.2.0",
     ),
     sub(
         "help",
@@ -353,6 +390,7 @@ fn client_line(
     if multi != u64::MAX {
         flags.push('x');
     }
+    flags.push_str(&c.tracking.letters());
     if no_evict {
         flags.push('e');
     }
@@ -382,7 +420,7 @@ fn client_line(
         out,
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} \
          multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp={} obl={} oll=0 omem={} \
-         tot-mem={} events=r{} cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+         tot-mem={} events=r{} cmd={} user=default redir={} resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,
         c.laddr,
@@ -405,6 +443,7 @@ fn client_line(
         rbs + qbuf + obuf + omem,
         if obuf > 0 { "w" } else { "" },
         cmd,
+        c.tracking.redirect_shown(),
         c.resp.load(Ordering::Relaxed),
         lib_name,
         lib_ver,
@@ -526,6 +565,10 @@ fn client_help(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     ctx.out.help(
         "CLIENT",
         &[
+            "CACHING (YES|NO)",
+            "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+            "GETREDIR",
+            "    Return the client ID we are redirecting to when tracking is enabled.",
             "GETNAME",
             "    Return the name of the current connection.",
             "ID",
@@ -560,6 +603,11 @@ fn client_help(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
             "    Control the replies sent to the current connection.",
             "SETNAME <name>",
             "    Assign the name <name> to the current connection.",
+            "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+            "         [OPTIN] [OPTOUT] [NOLOOP]",
+            "    Control server assisted client side caching.",
+            "TRACKINGINFO",
+            "    Report tracking status for the current connection.",
             "SETINFO <option> <value>",
             "    Set client meta attr. Options are:",
             "    * LIB-NAME: the client lib name.",

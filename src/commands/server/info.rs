@@ -188,7 +188,7 @@ fn clients_section(server: &Server, l: &mut Lines) {
         "blocked_clients",
         server.blocked_clients.load(Ordering::Relaxed),
     );
-    l.put("tracking_clients", 0);
+    l.put("tracking_clients", server.tracking.figures().clients);
     l.put("clients_in_timeout_table", 0);
 }
 
@@ -452,12 +452,13 @@ fn stats_section(ctx: &Ctx, l: &mut Lines) {
         "active_defrag_key_misses",
         "total_active_defrag_time",
         "current_active_defrag_time",
-        "tracking_total_keys",
-        "tracking_total_items",
-        "tracking_total_prefixes",
     ] {
         l.put(name, 0);
     }
+    let t = server.tracking.figures();
+    l.put("tracking_total_keys", t.keys);
+    l.put("tracking_total_items", t.items);
+    l.put("tracking_total_prefixes", t.prefixes);
     l.put(
         "unexpected_error_replies",
         get(&st.unexpected_error_replies),

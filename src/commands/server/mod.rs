@@ -8,6 +8,7 @@ mod command;
 mod config;
 mod diag;
 mod info;
+pub mod tracking;
 
 use super::args::is;
 use super::table::{flags::*, CommandSpec, Handler, KeySpec};
@@ -215,6 +216,7 @@ fn flushall(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         }
     }
     ctx.keys.dirty += n as u64 + 1;
+    tracking::flushed(ctx);
     ctx.out.ok();
     Ok(())
 }
@@ -229,6 +231,7 @@ fn flushdb(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         }
     }
     ctx.keys.dirty += n as u64 + 1;
+    tracking::flushed(ctx);
     ctx.out.ok();
     Ok(())
 }

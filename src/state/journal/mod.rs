@@ -476,6 +476,9 @@ fn take_expired(locked: &mut Locked<'_>) -> Vec<(usize, Bytes)> {
 /// always`), 0 when it need not wait.
 pub fn feed(aof: &Aof, keys: &mut Keys<'_>, db: usize, args: &[&[u8]]) -> u64 {
     let expired = take_expired(&mut keys.locked);
+    if let Some(t) = &mut keys.tracked {
+        t.extend(expired.iter().map(|(_, k)| k.clone()));
+    }
     if keys.dirty == 0 && expired.is_empty() {
         return 0;
     }
