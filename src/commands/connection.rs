@@ -206,6 +206,7 @@ fn reset(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     ctx.server
         .pubsub
         .forget(&ctx.client.info, &mut ctx.client.pubsub);
+    super::server::monitor::leave(ctx.server, ctx.client);
     ctx.client.db = 0;
     ctx.keys.db = 0;
     ctx.client.info.db.store(0, Ordering::Relaxed);

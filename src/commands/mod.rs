@@ -209,6 +209,11 @@ fn admit<'s>(
         reject(server, client, out, Some(cmd), &e);
         return None;
     }
+    if let Some(e) = server::monitor::refused_in_monitor_mode(client, spec) {
+        client.multi_error |= client.multi.is_some();
+        reject(server, client, out, Some(cmd), &e);
+        return None;
+    }
     // RESP2 subscribe mode: only the Pub/Sub commands, PING, QUIT, RESET.
     if !out.resp3 && client.pubsub.active() && !pubsub::allowed_in_subscribe_mode(spec) {
         let e = pubsub::subscribe_mode_error(&cmd.full_name);
@@ -466,6 +471,7 @@ fn invoke(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]], start: Instant) 
 /// Counts a call of `cmd` that took `us` microseconds in the command
 /// statistics, and in the slow log past its threshold.
 fn account(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]], us: u64, failed: bool) {
+    server::monitor::feed_executed(ctx, cmd, args);
     record(ctx.client, cmd.id, us, failed, false);
     ctx.client.info.last_cmd.store(cmd.id, Ordering::Relaxed);
     let threshold = ctx.server.slowlog_threshold_us.load(Ordering::Relaxed);
@@ -575,10 +581,11 @@ pub fn flush_stats(server: &Server, client: &mut ClientState) {
 }
 
 /// Cleans up what a client leaves behind when it disconnects (WATCHes,
-/// subscriptions).
+/// subscriptions, monitor mode).
 pub fn disconnect(server: &Server, client: &mut ClientState) {
     unwatch_all(server, client, None);
     server.pubsub.forget(&client.info, &mut client.pubsub);
+    server::monitor::leave(server, client);
 }
 
 /// Removes every WATCH of the client. `held` is the caller's locks when it

@@ -3,8 +3,8 @@
 //! registry of blocked clients), one connection's state ([`client`]), a
 //! command's context ([`Ctx`], [`Keys`]) and the journal every write is fed
 //! to ([`journal`], the AOF's entry point and writer), the Pub/Sub registry
-//! ([`pubsub`]) and the connections' queues of pushed messages
-//! ([`outbox`]).
+//! ([`pubsub`]), the clients in monitor mode ([`monitor`]) and the
+//! connections' queues of pushed messages ([`outbox`]).
 //!
 //! Below `commands`: nothing here knows the command table or a command
 //! family. What needs the dispatcher (AOF loading and rewrite, the
@@ -16,6 +16,7 @@ pub mod config;
 pub mod ctx;
 pub mod journal;
 pub mod keys;
+pub mod monitor;
 pub mod outbox;
 pub mod pubsub;
 pub mod server;

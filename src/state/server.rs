@@ -14,7 +14,8 @@ use super::client::ClientInfo;
 use super::clock::unix_ms;
 use super::config::Config;
 use super::journal::Aof;
-use super::outbox::OutputLimit;
+use super::monitor::Monitors;
+use super::outbox::{LimitCell, OutputLimit};
 use super::pubsub::PubSub;
 use crate::engine::Keyspace;
 use crate::scripting::Scripting;
@@ -64,15 +65,15 @@ pub struct InfoMarks {
     pub ops_sample: Mutex<Option<(Instant, u64, f64)>>,
 }
 
-/// The `pubsub` class of `client-output-buffer-limit`.
-fn pubsub_limit(c: &Config) -> OutputLimit {
+/// One class of `client-output-buffer-limit` (`normal`, `pubsub`).
+fn output_limit(c: &Config, class: &str) -> OutputLimit {
     let value = c
         .get_matching(&[b"client-output-buffer-limit"])
         .into_iter()
         .next()
         .map(|(_, v)| v)
         .unwrap_or_default();
-    OutputLimit::of_class(&value, "pubsub")
+    OutputLimit::of_class(&value, class)
 }
 
 /// Everything connections share.
@@ -129,6 +130,11 @@ pub struct Server {
     pub scripting: Scripting,
     /// Pub/Sub: who listens where, and delivery.
     pub pubsub: PubSub,
+    /// The clients in monitor mode.
+    pub monitors: Monitors,
+    /// Hot copy of `client-output-buffer-limit`'s normal class (clients
+    /// that subscribe to nothing, monitors included).
+    pub normal_limit: LimitCell,
 }
 
 impl Server {
@@ -137,7 +143,9 @@ impl Server {
         let (tx, _rx) = watch::channel(false);
         let now = unix_ms();
         let pubsub = PubSub::new();
-        pubsub.set_limit(pubsub_limit(&config));
+        pubsub.set_limit(output_limit(&config, "pubsub"));
+        let normal_limit = LimitCell::default();
+        normal_limit.set(output_limit(&config, "normal"));
         let run_id: String = (0..40)
             .map(|_| format!("{:x}", rand::random::<u8>() % 16))
             .collect();
@@ -168,6 +176,8 @@ impl Server {
             info_marks: InfoMarks::default(),
             scripting: Scripting::new(),
             pubsub,
+            monitors: Monitors::new(),
+            normal_limit,
         })
     }
 
@@ -192,7 +202,18 @@ impl Server {
         self.query_buffer_limit
             .store(c.client_query_buffer_limit, Ordering::Relaxed);
         self.park_spin_us.store(c.park_spin_us, Ordering::Relaxed);
-        self.pubsub.set_limit(pubsub_limit(&c));
+        self.pubsub.set_limit(output_limit(&c, "pubsub"));
+        self.normal_limit.set(output_limit(&c, "normal"));
+    }
+
+    /// The output limit of client `c`: the `pubsub` class while it
+    /// subscribes to something, else `normal` (as Redis classes monitors).
+    pub fn output_limit_of(&self, c: &ClientInfo) -> OutputLimit {
+        if c.is_subscriber() {
+            self.pubsub.limit()
+        } else {
+            self.normal_limit.get()
+        }
     }
 
     /// Called by a worker with nothing left to run, before it sleeps:
