@@ -443,8 +443,12 @@ impl Conn {
         };
         let mut woken = false;
         let len = self.out.buf.len();
-        if done < len && limit.is_set() && self.output_over(limit, len - done) {
-            return Err(Stop::Close);
+        if done < len {
+            let own = (len - done).saturating_sub(self.outbox_taken);
+            self.info.outbox.set_replies(own);
+            if limit.is_set() && self.output_over(limit, len - done) {
+                return Err(Stop::Close);
+            }
         }
         while done < len {
             tokio::select! {
