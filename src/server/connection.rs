@@ -139,6 +139,20 @@ fn output_over(
     false
 }
 
+/// After a command: whether the `unwritten` bytes of replies (and the
+/// outbox) took the client past `limit` (see [`output_over`]). Without a
+/// limit, or well under it, costs a comparison or two.
+fn past_limit(
+    info: &ClientInfo,
+    outbox_taken: usize,
+    limit: &OutputLimit,
+    unwritten: usize,
+) -> bool {
+    limit.is_set()
+        && limit.may_exceed(unwritten + info.outbox.pending())
+        && output_over(info, outbox_taken, limit, unwritten)
+}
+
 impl Conn {
     async fn run(&mut self) -> Result<(), Stop> {
         loop {
@@ -303,10 +317,7 @@ impl Conn {
                     if self.info.killed.load(Ordering::Acquire) {
                         return Batch::Killed;
                     }
-                    let pending = self.out.len() + self.info.outbox.pending();
-                    if limit.may_exceed(pending)
-                        && output_over(&self.info, self.outbox_taken, &limit, self.out.len())
-                    {
+                    if past_limit(&self.info, self.outbox_taken, &limit, self.out.len()) {
                         return Batch::Killed;
                     }
                     if self.out.len() >= FLUSH_AT {
@@ -321,8 +332,7 @@ impl Conn {
         if self.info.killed.load(Ordering::Acquire) {
             return Batch::Killed;
         }
-        let pending = self.out.len() + self.info.outbox.pending();
-        if limit.may_exceed(pending) && self.output_over(&limit, self.out.len()) {
+        if past_limit(&self.info, self.outbox_taken, &limit, self.out.len()) {
             return Batch::Killed;
         }
         batch
