@@ -13,8 +13,8 @@
 //!                      per family; ScriptHost: redis.call's way back in
 //!          state/        Server (shared state, counters, slow log, blocked
 //!                        clients), client state, Ctx/Keys, config, the
-//!                        Pub/Sub registry and the clients' outboxes, and
-//!                        journal/ (the one feed of writes: AOF encode,
+//!                        Pub/Sub registry, the monitors and the clients'
+//!                        outboxes, and journal/ (the one feed of writes: AOF encode,
 //!                        writer thread, copy-before-write)
 //!            scripting/    the Lua VM; reaches commands only through the
 //!                          ScriptHost a command hands it

@@ -1,6 +1,6 @@
 //! A connection's outbound queue for messages other clients cause: Pub/Sub
-//! messages today, and later keyspace events, MONITOR lines and tracking
-//! invalidations. Publishers append already-encoded frames and never wait
+//! messages and MONITOR lines today, and later keyspace events and
+//! tracking invalidations. Publishers append already-encoded frames and never wait
 //! on the socket; the connection task (`server::connection`) is woken and
 //! writes them out. The queue is bounded by `client-output-buffer-limit`:
 //! an append past the limit closes the queue, frees its memory and tells
