@@ -422,12 +422,11 @@ impl Conn {
         self.info
             .outbox
             .written(std::mem::take(&mut self.outbox_taken));
-        if limit.is_set() {
-            // Written: the soft limit's clock stops (or the queue alone is
-            // still past the limit).
-            if self.output_over(&limit, 0) {
-                return Err(Stop::Close);
-            }
+        // Written: the soft limit's clock, if this output could have
+        // started it, stops (or the queue alone is still past the limit).
+        let could_be_over = self.out.buf.len() + self.info.outbox.pending();
+        if limit.soft > 0 && could_be_over as u64 >= limit.soft && self.output_over(&limit, 0) {
+            return Err(Stop::Close);
         }
         self.server
             .stats
@@ -468,8 +467,15 @@ impl Conn {
                     match self.stream.try_write(&self.out.buf[done..]) {
                         Ok(n) => {
                             done += n;
-                            let own = (len - done).saturating_sub(self.outbox_taken);
-                            self.info.outbox.set_replies(own);
+                            // A slow reader can stay past the soft limit.
+                            if limit.is_set() {
+                                if self.output_over(limit, len - done) {
+                                    return Err(Stop::Close);
+                                }
+                            } else {
+                                let own = (len - done).saturating_sub(self.outbox_taken);
+                                self.info.outbox.set_replies(own);
+                            }
                         }
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                         Err(_) => return Err(Stop::Close),
