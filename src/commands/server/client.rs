@@ -603,3 +603,21 @@ fn client_help(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pending_output_is_shown_in_redis_layout() {
+        let c = ClientInfo::new(1, String::new(), String::new(), 0);
+        let f = OutputFigures::of(&c);
+        assert_eq!((f.obl, f.oll, f.omem), (0, 0, 0));
+        c.outbox.set_replies(100);
+        let f = OutputFigures::of(&c);
+        assert_eq!((f.obl, f.oll, f.omem), (100, 0, 0));
+        c.outbox.set_replies(40_000);
+        let f = OutputFigures::of(&c);
+        assert_eq!((f.obl, f.oll, f.omem), (16384, 2, 40_000 - 16384));
+    }
+}

@@ -102,3 +102,36 @@ pub fn refused_in_monitor_mode(client: &ClientState, spec: &CommandSpec) -> Opti
 pub fn leave(server: &Server, client: &ClientState) {
     server.monitors.remove(&client.info);
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::commands::table::table;
+    use crate::state::client::ClientInfo;
+
+    #[test]
+    fn monitors_may_not_touch_the_keyspace() {
+        let info = Arc::new(ClientInfo::new(1, String::new(), String::new(), 0));
+        let client = ClientState::new(info.clone(), true);
+        let spec = |n: &str| table().get(n.as_bytes()).map(|c| c.spec);
+        let refused = |n: &str| spec(n).and_then(|s| refused_in_monitor_mode(&client, s));
+        assert!(refused("get").is_none(), "not a monitor yet");
+        info.set_monitor(true);
+        for name in ["get", "set", "dbsize", "publish", "spublish", "eval"] {
+            assert!(refused(name).is_some(), "{name}");
+        }
+        for name in [
+            "ping",
+            "info",
+            "subscribe",
+            "reset",
+            "quit",
+            "monitor",
+            "multi",
+        ] {
+            assert!(spec(name).is_some() && refused(name).is_none(), "{name}");
+        }
+    }
+}
