@@ -209,14 +209,15 @@ fn admit<'s>(
         reject(server, client, out, Some(cmd), &e);
         return None;
     }
-    if let Some(e) = server::monitor::refused_in_monitor_mode(client, spec) {
-        client.multi_error |= client.multi.is_some();
-        reject(server, client, out, Some(cmd), &e);
-        return None;
-    }
     // RESP2 subscribe mode: only the Pub/Sub commands, PING, QUIT, RESET.
     if !out.resp3 && client.pubsub.active() && !pubsub::allowed_in_subscribe_mode(spec) {
         let e = pubsub::subscribe_mode_error(&cmd.full_name);
+        reject(server, client, out, Some(cmd), &e);
+        return None;
+    }
+    // A monitor is a replica of sorts: the keyspace is not for it.
+    if let Some(e) = server::monitor::refused_in_monitor_mode(client, spec) {
+        client.multi_error |= client.multi.is_some();
         reject(server, client, out, Some(cmd), &e);
         return None;
     }
