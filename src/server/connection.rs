@@ -489,7 +489,9 @@ impl Conn {
                     woken = true;
                 }
                 _ = self.shutdown.changed() => return Err(Stop::Close),
-                _ = tokio::time::sleep(SOFT_LIMIT_CHECK), if limit.soft > 0 => {
+                _ = tokio::time::sleep(SOFT_LIMIT_CHECK),
+                    if limit.soft > 0 && limit.may_exceed(len - done + self.info.outbox.pending()) =>
+                {
                     if self.output_over(limit, len - done) {
                         return Err(Stop::Close);
                     }
