@@ -468,8 +468,9 @@ impl Conn {
                         Ok(n) => {
                             done += n;
                             // A slow reader can stay past the soft limit.
-                            if limit.is_set() {
-                                if self.output_over(limit, len - done) {
+                            let unwritten = len - done;
+                            if limit.may_exceed(unwritten + self.info.outbox.pending()) {
+                                if self.output_over(limit, unwritten) {
                                     return Err(Stop::Close);
                                 }
                             } else {
