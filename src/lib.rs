@@ -13,7 +13,8 @@
 //!                      per family; ScriptHost: redis.call's way back in
 //!          state/        Server (shared state, counters, slow log, blocked
 //!                        clients), client state, Ctx/Keys, config, the
-//!                        Pub/Sub registry and the clients' outboxes, the
+//!                        Pub/Sub registry, keyspace notifications, the
+//!                        monitors and the clients' outboxes, the
 //!                        client-side caching table, and journal/ (the one
 //!                        feed of writes: AOF encode, writer thread,
 //!                        copy-before-write)

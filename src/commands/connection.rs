@@ -207,6 +207,7 @@ fn reset(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
         .pubsub
         .forget(&ctx.client.info, &mut ctx.client.pubsub);
     super::server::tracking::reset(ctx);
+    super::server::monitor::leave(ctx.server, ctx.client);
     ctx.client.db = 0;
     ctx.keys.db = 0;
     ctx.client.info.db.store(0, Ordering::Relaxed);

@@ -220,6 +220,12 @@ fn admit<'s>(
         reject(server, client, out, Some(cmd), &e);
         return None;
     }
+    // A monitor is a replica of sorts: the keyspace is not for it.
+    if let Some(e) = server::monitor::refused_in_monitor_mode(client, spec) {
+        client.multi_error |= client.multi.is_some();
+        reject(server, client, out, Some(cmd), &e);
+        return None;
+    }
     let write = spec.has(flags::WRITE) || spec.lock_write;
     let ks = &server.keyspace;
     // The shards of a keyed command, ascending; locks still held from the
@@ -508,6 +514,7 @@ fn publish_events(ctx: &mut Ctx<'_, '_>, reply_start: usize) {
 /// Counts a call of `cmd` that took `us` microseconds in the command
 /// statistics, and in the slow log past its threshold.
 fn account(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]], us: u64, failed: bool) {
+    server::monitor::feed_executed(ctx, cmd, args);
     record(ctx.client, cmd.id, us, failed, false);
     ctx.client.info.last_cmd.store(cmd.id, Ordering::Relaxed);
     let threshold = ctx.server.slowlog_threshold_us.load(Ordering::Relaxed);
@@ -621,11 +628,12 @@ pub fn flush_stats(server: &Server, client: &mut ClientState) {
 }
 
 /// Cleans up what a client leaves behind when it disconnects (WATCHes,
-/// subscriptions, tracking).
+/// subscriptions, tracking, monitor mode).
 pub fn disconnect(server: &Server, client: &mut ClientState) {
     unwatch_all(server, client, None);
     server.pubsub.forget(&client.info, &mut client.pubsub);
     server.tracking.disable(&client.info, &mut client.tracking);
+    server::monitor::leave(server, client);
 }
 
 /// Removes every WATCH of the client. `held` is the caller's locks when it

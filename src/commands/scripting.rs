@@ -388,6 +388,7 @@ fn split_keys<'x>(a: Args<'x>, not_integer: CmdError) -> Result<(Args<'x>, Args<
 }
 
 fn run_eval(ctx: &mut Ctx, a: &[&[u8]], by_sha: bool, read_only: bool) -> CmdResult {
+    super::server::monitor::feed_script(ctx, a);
     let (keys, args) = split_keys(a, CmdError::NotInteger)?;
     let server = ctx.server;
     let mut g = vm_now(server)?;
@@ -426,6 +427,7 @@ fn evalsha_ro(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 }
 
 fn run_fcall(ctx: &mut Ctx, a: &[&[u8]], read_only: bool) -> CmdResult {
+    super::server::monitor::feed_script(ctx, a);
     let (keys, args) = split_keys(a, CmdError::err("Bad number of keys provided"))?;
     let server = ctx.server;
     let mut g = vm_now(server)?;

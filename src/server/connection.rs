@@ -2,9 +2,11 @@
 //! buffered, then sends all their replies in one write. A client blocked by
 //! a blocking command (BZPOPMIN, ...) waits here, its later commands kept in
 //! the buffer, until a write wakes it, its timeout passes, or it goes away.
-//! Messages other clients publish to it wait in its outbox
-//! (`state::outbox`); the connection wakes for them while idle and writes
-//! them after the replies of the commands it has run.
+//! Messages other clients publish to it (and MONITOR lines) wait in its
+//! outbox (`state::outbox`); the connection wakes for them while idle and
+//! writes them after the replies of the commands it has run. Its pending
+//! output, replies and outbox together, is held to its class of
+//! `client-output-buffer-limit`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -17,12 +19,15 @@ use tokio::sync::watch;
 use crate::commands;
 use crate::protocol::{Limits, Parsed, Reply, RequestParser};
 use crate::state::client::{ClientInfo, ClientState};
+use crate::state::outbox::OutputLimit;
 use crate::state::{unix_ms, Server};
 
 /// Replies are sent early once this many bytes are waiting.
 const FLUSH_AT: usize = 64 * 1024;
 /// Read buffer size for ordinary traffic.
 const READ_CHUNK: usize = 16 * 1024;
+/// How often a client stuck writing is checked against a soft output limit.
+const SOFT_LIMIT_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How [`Conn::run_parsed`] stopped.
 enum Batch {
@@ -116,6 +121,38 @@ pub async fn serve(server: Arc<Server>, stream: TcpStream) {
     server.clients.remove(&id);
 }
 
+/// [`Conn::output_over`], for a caller that has lent out other parts of
+/// the connection. `outbox_taken` of the `unwritten` bytes are the outbox's
+/// (it counts them itself).
+fn output_over(
+    info: &ClientInfo,
+    outbox_taken: usize,
+    limit: &OutputLimit,
+    unwritten: usize,
+) -> bool {
+    info.outbox
+        .set_replies(unwritten.saturating_sub(outbox_taken));
+    if info.outbox.over_limit(limit) {
+        info.close_for_output_limit();
+        return true;
+    }
+    false
+}
+
+/// After a command: whether the `unwritten` bytes of replies (and the
+/// outbox) took the client past `limit` (see [`output_over`]). Without a
+/// limit, or well under it, costs a comparison or two.
+fn past_limit(
+    info: &ClientInfo,
+    outbox_taken: usize,
+    limit: &OutputLimit,
+    unwritten: usize,
+) -> bool {
+    limit.is_set()
+        && limit.may_exceed(unwritten + info.outbox.pending())
+        && output_over(info, outbox_taken, limit, unwritten)
+}
+
 impl Conn {
     async fn run(&mut self) -> Result<(), Stop> {
         loop {
@@ -135,10 +172,28 @@ impl Conn {
     }
 
     /// Whether messages may come through the outbox: while the client
-    /// subscribes to something or tracks keys, or some are still queued.
-    /// (Other clients skip waiting on it: no cost on their commands.)
+    /// subscribes to something, tracks keys or monitors, or some are still
+    /// queued. (Other clients skip waiting on it: no cost on their
+    /// commands.)
     fn receives_pushes(&self) -> bool {
-        self.client.pubsub.active() || self.client.tracking.on || self.info.outbox.pending() > 0
+        self.client.pubsub.active()
+            || self.client.tracking.on
+            || self.info.is_monitor()
+            || self.info.outbox.pending() > 0
+    }
+
+    /// Publishes the read buffer's figures (CLIENT LIST `qbuf`,
+    /// `qbuf-free`).
+    fn note_qbuf(&self) {
+        let (len, cap) = (self.rbuf.len(), self.rbuf.capacity());
+        self.info.qbuf.store(len, Ordering::Relaxed);
+        self.info.qbuf_free.store(cap - len, Ordering::Relaxed);
+    }
+
+    /// Checks the client's pending output against `limit`, `unwritten`
+    /// bytes of `out` included; past it, the client is to be closed.
+    fn output_over(&self, limit: &OutputLimit, unwritten: usize) -> bool {
+        output_over(&self.info, self.outbox_taken, limit, unwritten)
     }
 
     /// Moves the messages queued in the outbox after the replies in `out`.
@@ -182,6 +237,7 @@ impl Conn {
                         .stats
                         .net_input_bytes
                         .fetch_add(n as u64, Ordering::Relaxed);
+                    self.note_qbuf();
                     break;
                 }
                 Woke::Wake => {
@@ -240,6 +296,7 @@ impl Conn {
     /// `commands::PipelineRun` until the next command or the end.
     fn run_parsed(&mut self, limits: &Limits) -> Batch {
         let server: &Server = &self.server;
+        let limit = server.output_limit_of(&self.info);
         let mut cache = commands::LockCache::new();
         let run = &mut self.run;
         let batch = loop {
@@ -265,6 +322,9 @@ impl Conn {
                     if self.info.killed.load(Ordering::Acquire) {
                         return Batch::Killed;
                     }
+                    if past_limit(&self.info, self.outbox_taken, &limit, self.out.len()) {
+                        return Batch::Killed;
+                    }
                     if self.out.len() >= FLUSH_AT {
                         return Batch::Flush;
                     }
@@ -273,7 +333,11 @@ impl Conn {
             }
         };
         commands::execute_run(server, &mut self.client, &mut self.out, run, &mut cache);
+        self.note_qbuf();
         if self.info.killed.load(Ordering::Acquire) {
+            return Batch::Killed;
+        }
+        if past_limit(&self.info, self.outbox_taken, &limit, self.out.len()) {
             return Batch::Killed;
         }
         batch
@@ -348,17 +412,27 @@ impl Conn {
         self.server.signal_ready(keys);
     }
 
-    /// Writes the replies, then whatever the outbox holds.
+    /// Writes the replies, then whatever the outbox holds (unless the
+    /// client is closing: as in Redis, nothing goes after its last reply).
     async fn send(&mut self) -> Result<(), Stop> {
-        self.collect_outbox();
+        if !self.client.close_after_reply {
+            self.collect_outbox();
+        }
         if self.out.is_empty() {
             return Ok(());
         }
         self.wait_aof().await?;
-        self.write_out().await?;
+        let limit = self.server.output_limit_of(&self.info);
+        self.write_out(&limit).await?;
         self.info
             .outbox
             .written(std::mem::take(&mut self.outbox_taken));
+        // Written: the soft limit's clock, if this output could have
+        // started it, stops (or the queue alone is still past the limit).
+        let could_be_over = self.out.buf.len() + self.info.outbox.pending();
+        if limit.soft > 0 && could_be_over as u64 >= limit.soft && self.output_over(&limit, 0) {
+            return Err(Stop::Close);
+        }
         self.server
             .stats
             .net_output_bytes
@@ -371,24 +445,44 @@ impl Conn {
     }
 
     /// Writes all of `out`. A client whose peer stops reading stays here
-    /// until it is killed (CLIENT KILL, or a publisher finding its outbox
-    /// past its limit) or the server shuts down.
-    async fn write_out(&mut self) -> Result<(), Stop> {
-        let buf = &self.out.buf;
+    /// until it is killed (CLIENT KILL, its output past `limit`: checked
+    /// here, by a publisher or monitor feed, and each second under a soft
+    /// limit) or the server shuts down.
+    async fn write_out(&mut self, limit: &OutputLimit) -> Result<(), Stop> {
         // Usually the socket takes it all at once: one write, no waiting.
-        let mut done = match self.stream.try_write(buf) {
+        let mut done = match self.stream.try_write(&self.out.buf) {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
             Err(_) => return Err(Stop::Close),
         };
         let mut woken = false;
-        while done < buf.len() {
+        let len = self.out.buf.len();
+        if done < len {
+            let own = (len - done).saturating_sub(self.outbox_taken);
+            self.info.outbox.set_replies(own);
+            if limit.is_set() && self.output_over(limit, len - done) {
+                return Err(Stop::Close);
+            }
+        }
+        while done < len {
             tokio::select! {
                 biased;
                 r = self.stream.writable() => {
                     r.map_err(|_| Stop::Close)?;
-                    match self.stream.try_write(&buf[done..]) {
-                        Ok(n) => done += n,
+                    match self.stream.try_write(&self.out.buf[done..]) {
+                        Ok(n) => {
+                            done += n;
+                            // A slow reader can stay past the soft limit.
+                            let unwritten = len - done;
+                            if limit.may_exceed(unwritten + self.info.outbox.pending()) {
+                                if self.output_over(limit, unwritten) {
+                                    return Err(Stop::Close);
+                                }
+                            } else {
+                                let own = (len - done).saturating_sub(self.outbox_taken);
+                                self.info.outbox.set_replies(own);
+                            }
+                        }
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                         Err(_) => return Err(Stop::Close),
                     }
@@ -401,8 +495,16 @@ impl Conn {
                     woken = true;
                 }
                 _ = self.shutdown.changed() => return Err(Stop::Close),
+                _ = tokio::time::sleep(SOFT_LIMIT_CHECK),
+                    if limit.soft > 0 && limit.may_exceed(len - done + self.info.outbox.pending()) =>
+                {
+                    if self.output_over(limit, len - done) {
+                        return Err(Stop::Close);
+                    }
+                }
             }
         }
+        self.info.outbox.set_replies(0);
         if woken {
             self.info.wake.notify_one();
         }

@@ -45,10 +45,10 @@ pub struct ClientInfo {
     pub wake: Notify,
     /// Whether CLIENT NO-EVICT is on.
     pub no_evict: AtomicBool,
-    /// Bytes waiting in the query buffer / output buffer, for CLIENT LIST.
+    /// Bytes read and not yet run (CLIENT LIST `qbuf`).
     pub qbuf: AtomicUsize,
-    /// See [`ClientInfo::qbuf`].
-    pub obuf: AtomicUsize,
+    /// Room left in the read buffer (CLIENT LIST `qbuf-free`).
+    pub qbuf_free: AtomicUsize,
     /// Commands in the current MULTI, -1 when none (CLIENT LIST `multi`).
     pub multi: AtomicU64,
     /// Messages other clients send it (Pub/Sub), waiting to be written.
@@ -58,6 +58,8 @@ pub struct ClientInfo {
     pub subscriptions: [AtomicU32; 3],
     /// CLIENT TRACKING settings others read to invalidate its keys.
     pub tracking: TrackingFlags,
+    /// In monitor mode (see `state::monitor`).
+    monitor: AtomicBool,
 }
 
 impl ClientInfo {
@@ -79,7 +81,8 @@ impl ClientInfo {
             wake: Notify::new(),
             no_evict: AtomicBool::new(false),
             qbuf: AtomicUsize::new(0),
-            obuf: AtomicUsize::new(0),
+            qbuf_free: AtomicUsize::new(0),
+            monitor: AtomicBool::new(false),
             multi: AtomicU64::new(u64::MAX),
             outbox: Outbox::new(),
             subscriptions: Default::default(),
@@ -108,6 +111,29 @@ impl ClientInfo {
     pub fn kill(&self) {
         self.killed.store(true, Ordering::Release);
         self.wake.notify_one();
+    }
+
+    /// Whether the client is in monitor mode (CLIENT LIST flag `O`).
+    pub fn is_monitor(&self) -> bool {
+        self.monitor.load(Ordering::Relaxed)
+    }
+
+    /// Records whether the client is in monitor mode (`state::monitor`).
+    pub fn set_monitor(&self, on: bool) {
+        self.monitor.store(on, Ordering::Relaxed);
+    }
+
+    /// Closes a client whose pending output went past its
+    /// `client-output-buffer-limit`, with Redis's log line.
+    pub fn close_for_output_limit(&self) {
+        tracing::warn!(
+            "Client id={} addr={} laddr={} name={} scheduled to be closed ASAP for overcoming of output buffer limits.",
+            self.id,
+            self.addr,
+            self.laddr,
+            String::from_utf8_lossy(&self.name.lock()),
+        );
+        self.kill();
     }
 }
 

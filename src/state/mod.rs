@@ -3,8 +3,9 @@
 //! registry of blocked clients), one connection's state ([`client`]), a
 //! command's context ([`Ctx`], [`Keys`]) and the journal every write is fed
 //! to ([`journal`], the AOF's entry point and writer), the Pub/Sub registry
-//! ([`pubsub`]), the connections' queues of pushed messages ([`outbox`]),
-//! keyspace notifications ([`notify`]) and the client-side caching table
+//! ([`pubsub`]), the clients in monitor mode ([`monitor`]), the
+//! connections' queues of pushed messages ([`outbox`]), keyspace
+//! notifications ([`notify`]) and the client-side caching table
 //! ([`tracking`]).
 //!
 //! Below `commands`: nothing here knows the command table or a command
@@ -17,6 +18,7 @@ pub mod config;
 pub mod ctx;
 pub mod journal;
 pub mod keys;
+pub mod monitor;
 pub mod notify;
 pub mod outbox;
 pub mod pubsub;

@@ -1,15 +1,18 @@
 //! A connection's outbound queue for messages other clients cause: Pub/Sub
-//! messages today, and later keyspace events, MONITOR lines and tracking
-//! invalidations. Publishers append already-encoded frames and never wait
+//! messages and MONITOR lines today, and later keyspace events and
+//! tracking invalidations. Publishers append already-encoded frames and never wait
 //! on the socket; the connection task (`server::connection`) is woken and
 //! writes them out. The queue is bounded by `client-output-buffer-limit`:
 //! an append past the limit closes the queue, frees its memory and tells
 //! the caller to disconnect the client, as Redis does.
 //!
 //! Not here: the replies to a client's own commands (they go straight into
-//! its `protocol::Reply`), and who subscribes to what (`state::pubsub`).
+//! its `protocol::Reply`; the connection reports how many of their bytes
+//! wait, [`Outbox::set_replies`], so that the limit counts the client's
+//! whole pending output, as Redis's does), and who subscribes to what
+//! (`state::pubsub`).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use parking_lot::Mutex;
@@ -48,6 +51,43 @@ impl OutputLimit {
     }
 }
 
+/// A hot copy of one class of `client-output-buffer-limit`, read without
+/// a lock.
+#[derive(Debug, Default)]
+pub struct LimitCell([AtomicU64; 3]);
+
+impl LimitCell {
+    /// Stores `l`.
+    pub fn set(&self, l: OutputLimit) {
+        self.0[0].store(l.hard, Ordering::Relaxed);
+        self.0[1].store(l.soft, Ordering::Relaxed);
+        self.0[2].store(l.soft_secs, Ordering::Relaxed);
+    }
+
+    /// The stored limit.
+    pub fn get(&self) -> OutputLimit {
+        OutputLimit {
+            hard: self.0[0].load(Ordering::Relaxed),
+            soft: self.0[1].load(Ordering::Relaxed),
+            soft_secs: self.0[2].load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl OutputLimit {
+    /// Whether any limit is set.
+    pub fn is_set(&self) -> bool {
+        self.hard > 0 || self.soft > 0
+    }
+
+    /// Whether `used` bytes may be past the limit (hard, or soft, the soft
+    /// one needing time as well): a cheap test before [`Outbox::over_limit`].
+    pub fn may_exceed(&self, used: usize) -> bool {
+        let used = used as u64;
+        (self.hard > 0 && used >= self.hard) || (self.soft > 0 && used >= self.soft)
+    }
+}
+
 /// What [`Outbox::push`] did with a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pushed {
@@ -77,6 +117,8 @@ pub struct Outbox {
     /// Copy of `Queue::pending`, read without the lock (CLIENT LIST omem,
     /// the connection's check for queued data).
     pending: AtomicUsize,
+    /// Bytes of the client's own replies not yet written.
+    replies: AtomicUsize,
     /// Signalled when the queue goes from empty to not empty.
     ready: Notify,
 }
@@ -95,26 +137,11 @@ impl Outbox {
         if q.closed {
             return Pushed::Dropped;
         }
-        let used = (q.pending + 1 + body.len()) as u64;
-        if limit.hard > 0 && used >= limit.hard {
+        let used = q.pending + self.replies() + 1 + body.len();
+        if Self::exceeds(&mut q, used as u64, limit) {
             Self::close_locked(&mut q);
             self.pending.store(0, Ordering::Relaxed);
             return Pushed::OverLimit;
-        }
-        if limit.soft > 0 && used >= limit.soft {
-            let now = Instant::now();
-            match q.over_soft_since {
-                None => q.over_soft_since = Some(now),
-                // Like Redis: over for more than `soft_secs` whole seconds.
-                Some(t) if now.duration_since(t).as_secs() > limit.soft_secs => {
-                    Self::close_locked(&mut q);
-                    self.pending.store(0, Ordering::Relaxed);
-                    return Pushed::OverLimit;
-                }
-                Some(_) => {}
-            }
-        } else {
-            q.over_soft_since = None;
         }
         let was_empty = q.buf.is_empty();
         q.buf.push(head);
@@ -126,6 +153,59 @@ impl Outbox {
             self.ready.notify_one();
         }
         Pushed::Queued
+    }
+
+    /// Whether `used` bytes are past `limit`: the hard limit at once, the
+    /// soft one once it has been reached for more than its seconds.
+    fn exceeds(q: &mut Queue, used: u64, limit: &OutputLimit) -> bool {
+        if limit.hard > 0 && used >= limit.hard {
+            return true;
+        }
+        if limit.soft > 0 && used >= limit.soft {
+            let now = Instant::now();
+            match q.over_soft_since {
+                None => q.over_soft_since = Some(now),
+                // Like Redis: over for more than `soft_secs` whole seconds.
+                Some(t) => return now.duration_since(t).as_secs() > limit.soft_secs,
+            }
+        } else {
+            q.over_soft_since = None;
+        }
+        false
+    }
+
+    /// Records how many bytes of the client's own replies wait to be
+    /// written (they count against the limit with the queue).
+    pub fn set_replies(&self, n: usize) {
+        self.replies.store(n, Ordering::Relaxed);
+    }
+
+    /// See [`Outbox::set_replies`].
+    pub fn replies(&self) -> usize {
+        self.replies.load(Ordering::Relaxed)
+    }
+
+    /// The client's whole pending output: its unwritten replies and the
+    /// queue (CLIENT LIST, INFO clients).
+    pub fn total(&self) -> usize {
+        self.pending() + self.replies()
+    }
+
+    /// Checks the client's pending output against `limit` (the soft limit's
+    /// clock starts or stops here too); when past it, closes the queue and
+    /// returns true: the caller disconnects the client.
+    pub fn over_limit(&self, limit: &OutputLimit) -> bool {
+        let mut q = self.queue.lock();
+        if q.closed {
+            return false;
+        }
+        let used = (q.pending + self.replies()) as u64;
+        if !Self::exceeds(&mut q, used, limit) {
+            return false;
+        }
+        Self::close_locked(&mut q);
+        self.pending.store(0, Ordering::Relaxed);
+        true
     }
 
     fn close_locked(q: &mut Queue) {
@@ -236,6 +316,43 @@ mod tests {
         o.written(n);
         assert_eq!(o.push(b'*', b"1", &limit), Pushed::Queued);
         assert_eq!(o.queue.lock().over_soft_since, None);
+    }
+
+    #[test]
+    fn own_replies_count_against_the_limit() {
+        let o = Outbox::new();
+        let limit = OutputLimit {
+            hard: 100,
+            soft: 0,
+            soft_secs: 0,
+        };
+        o.set_replies(90);
+        assert!(!o.over_limit(&limit));
+        assert_eq!(o.total(), 90);
+        assert_eq!(o.push(b'*', &[b'x'; 20], &limit), Pushed::OverLimit);
+        let o = Outbox::new();
+        o.set_replies(100);
+        assert!(limit.may_exceed(100));
+        assert!(o.over_limit(&limit));
+        assert_eq!(o.push(b'*', b"", &limit), Pushed::Dropped);
+    }
+
+    #[test]
+    fn soft_limit_disconnects_after_its_seconds() {
+        let o = Outbox::new();
+        let limit = OutputLimit {
+            hard: 0,
+            soft: 10,
+            soft_secs: 0,
+        };
+        o.set_replies(20);
+        assert!(!o.over_limit(&limit), "the clock starts");
+        if let Some(t) = o.queue.lock().over_soft_since.as_mut() {
+            *t = t
+                .checked_sub(std::time::Duration::from_secs(2))
+                .unwrap_or(*t);
+        }
+        assert!(o.over_limit(&limit));
     }
 
     #[test]

@@ -349,12 +349,7 @@ impl PubSub {
             };
             if c.outbox.push(head, body, limit) == Pushed::OverLimit {
                 self.limit_disconnections.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    "Client id={} addr={} scheduled to be closed ASAP for overcoming of output buffer limits.",
-                    c.id,
-                    c.addr
-                );
-                c.kill();
+                c.close_for_output_limit();
             }
         }
     }

@@ -14,8 +14,9 @@ use super::client::ClientInfo;
 use super::clock::unix_ms;
 use super::config::Config;
 use super::journal::Aof;
+use super::monitor::Monitors;
 use super::notify;
-use super::outbox::OutputLimit;
+use super::outbox::{LimitCell, OutputLimit};
 use super::pubsub::PubSub;
 use super::tracking::Tracking;
 use crate::engine::Keyspace;
@@ -71,15 +72,15 @@ fn notify_flags(c: &Config) -> u32 {
     notify::parse_flags(&c.notify_keyspace_events).unwrap_or(0)
 }
 
-/// The `pubsub` class of `client-output-buffer-limit`.
-fn pubsub_limit(c: &Config) -> OutputLimit {
+/// One class of `client-output-buffer-limit` (`normal`, `pubsub`).
+fn output_limit(c: &Config, class: &str) -> OutputLimit {
     let value = c
         .get_matching(&[b"client-output-buffer-limit"])
         .into_iter()
         .next()
         .map(|(_, v)| v)
         .unwrap_or_default();
-    OutputLimit::of_class(&value, "pubsub")
+    OutputLimit::of_class(&value, class)
 }
 
 /// Everything connections share.
@@ -140,6 +141,11 @@ pub struct Server {
     pub pubsub: PubSub,
     /// Client-side caching: who read which keys, and invalidations.
     pub tracking: Tracking,
+    /// The clients in monitor mode.
+    pub monitors: Monitors,
+    /// Hot copy of `client-output-buffer-limit`'s normal class (clients
+    /// that subscribe to nothing, monitors included).
+    pub normal_limit: LimitCell,
 }
 
 impl Server {
@@ -149,7 +155,9 @@ impl Server {
         let now = unix_ms();
         let pubsub = PubSub::new();
         let tracking = Tracking::new(config.tracking_table_max_keys);
-        pubsub.set_limit(pubsub_limit(&config));
+        pubsub.set_limit(output_limit(&config, "pubsub"));
+        let normal_limit = LimitCell::default();
+        normal_limit.set(output_limit(&config, "normal"));
         let run_id: String = (0..40)
             .map(|_| format!("{:x}", rand::random::<u8>() % 16))
             .collect();
@@ -182,6 +190,8 @@ impl Server {
             scripting: Scripting::new(),
             pubsub,
             tracking,
+            monitors: Monitors::new(),
+            normal_limit,
         })
     }
 
@@ -207,8 +217,19 @@ impl Server {
             .store(c.client_query_buffer_limit, Ordering::Relaxed);
         self.park_spin_us.store(c.park_spin_us, Ordering::Relaxed);
         self.notify_flags.store(notify_flags(&c), Ordering::Relaxed);
-        self.pubsub.set_limit(pubsub_limit(&c));
+        self.pubsub.set_limit(output_limit(&c, "pubsub"));
+        self.normal_limit.set(output_limit(&c, "normal"));
         self.tracking.set_max_keys(c.tracking_table_max_keys);
+    }
+
+    /// The output limit of client `c`: the `pubsub` class while it
+    /// subscribes to something, else `normal` (as Redis classes monitors).
+    pub fn output_limit_of(&self, c: &ClientInfo) -> OutputLimit {
+        if c.is_subscriber() {
+            self.pubsub.limit()
+        } else {
+            self.normal_limit.get()
+        }
     }
 
     /// Called by a worker with nothing left to run, before it sleeps:

@@ -384,6 +384,9 @@ fn client_line(
     let multi = c.multi.load(Ordering::Relaxed);
     let no_evict = c.no_evict.load(Ordering::Relaxed);
     let mut flags = String::new();
+    if c.is_monitor() {
+        flags.push('O');
+    }
     if c.is_subscriber() {
         flags.push('P');
     }
@@ -411,15 +414,14 @@ fn client_line(
         now_ms.saturating_sub(c.last_cmd_ms.load(Ordering::Relaxed)) / 1000
     };
     let qbuf = c.qbuf.load(Ordering::Relaxed);
-    let obuf = c.obuf.load(Ordering::Relaxed);
-    // Messages queued for the client (its outbox).
-    let omem = c.outbox.pending();
+    let qbuf_free = c.qbuf_free.load(Ordering::Relaxed);
+    let pending = OutputFigures::of(c);
     // The read buffer a connection starts with (see `server::connection`).
     let rbs: usize = 16 * 1024;
     let _ = writeln!(
         out,
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} \
-         multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp={} obl={} oll=0 omem={} \
+         multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp={} obl={} oll={} omem={} \
          tot-mem={} events=r{} cmd={} user=default redir={} resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,
@@ -435,19 +437,50 @@ fn client_line(
         c.subscriptions(Kind::Shard),
         if multi == u64::MAX { -1 } else { multi as i64 },
         qbuf,
-        rbs.saturating_sub(qbuf),
+        qbuf_free,
         rbs,
         rbs,
-        obuf,
-        omem,
-        rbs + qbuf + obuf + omem,
-        if obuf > 0 { "w" } else { "" },
+        pending.obl,
+        pending.oll,
+        pending.omem,
+        rbs + qbuf + qbuf_free + pending.obl + pending.omem,
+        if pending.obl > 0 { "w" } else { "" },
         cmd,
         c.tracking.redirect_shown(),
         c.resp.load(Ordering::Relaxed),
         lib_name,
         lib_ver,
     );
+}
+
+/// A client's pending output in Redis's terms: Redis keeps the first
+/// 16 KiB of a client's replies in a fixed buffer (`obl` bytes used) and
+/// the rest in a list of blocks (`oll` blocks, `omem` bytes). Rostrum's
+/// pending output (unwritten replies and queued messages) is shown as if
+/// laid out the same way.
+pub struct OutputFigures {
+    /// Bytes in the first 16 KiB.
+    pub obl: usize,
+    /// Blocks of 16 KiB beyond it.
+    pub oll: usize,
+    /// Bytes beyond it.
+    pub omem: usize,
+}
+
+impl OutputFigures {
+    const BLOCK: usize = 16 * 1024;
+
+    /// The figures of client `c` now.
+    pub fn of(c: &ClientInfo) -> Self {
+        let pending = c.outbox.total();
+        let obl = pending.min(Self::BLOCK);
+        let omem = pending - obl;
+        OutputFigures {
+            obl,
+            oll: omem.div_ceil(Self::BLOCK),
+            omem,
+        }
+    }
 }
 
 /// What CLIENT KILL's filters select.
@@ -617,4 +650,22 @@ fn client_help(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
         ],
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pending_output_is_shown_in_redis_layout() {
+        let c = ClientInfo::new(1, String::new(), String::new(), 0);
+        let f = OutputFigures::of(&c);
+        assert_eq!((f.obl, f.oll, f.omem), (0, 0, 0));
+        c.outbox.set_replies(100);
+        let f = OutputFigures::of(&c);
+        assert_eq!((f.obl, f.oll, f.omem), (100, 0, 0));
+        c.outbox.set_replies(40_000);
+        let f = OutputFigures::of(&c);
+        assert_eq!((f.obl, f.oll, f.omem), (16384, 2, 40_000 - 16384));
+    }
 }

@@ -428,15 +428,19 @@ fn write_key_specs(out: &mut Reply, spec: &CommandSpec) {
 fn write_docs(out: &mut Reply, c: &Command) {
     let spec = c.spec;
     let subs = subs_of(c);
-    out.map(4 + usize::from(!subs.is_empty()));
+    // A command without a complexity (MONITOR) has no such field.
+    let has_complexity = !spec.complexity.is_empty();
+    out.map(3 + usize::from(has_complexity) + usize::from(!subs.is_empty()));
     for (k, v) in [
         ("summary", spec.summary),
         ("since", spec.since),
         ("group", spec.group),
         ("complexity", spec.complexity),
     ] {
-        out.bulk(k.as_bytes());
-        out.bulk(v.as_bytes());
+        if !v.is_empty() || k != "complexity" {
+            out.bulk(k.as_bytes());
+            out.bulk(v.as_bytes());
+        }
     }
     if !subs.is_empty() {
         out.bulk(b"subcommands");

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use super::super::table::{flags::*, table, CommandSpec};
 use super::super::Ctx;
-use super::srv;
+use super::{client, srv};
 use crate::commands::connection::REDIS_VERSION;
 use crate::error::CmdResult;
 use crate::state::pubsub::Kind;
@@ -176,8 +176,10 @@ fn os_name() -> String {
 fn clients_section(server: &Server, l: &mut Lines) {
     let (mut max_in, mut max_out) = (0, 0);
     for c in server.clients.iter() {
-        max_in = max_in.max(c.qbuf.load(Ordering::Relaxed));
-        max_out = max_out.max(c.obuf.load(Ordering::Relaxed));
+        // The read buffer's size, as Redis counts its query buffers.
+        let input = c.qbuf.load(Ordering::Relaxed) + c.qbuf_free.load(Ordering::Relaxed);
+        max_in = max_in.max(input);
+        max_out = max_out.max(client::OutputFigures::of(c.value()).omem);
     }
     l.put("connected_clients", server.clients.len());
     l.put("cluster_connections", 0);

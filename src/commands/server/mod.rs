@@ -1,6 +1,6 @@
 //! Server commands: introspection and administration (COMMAND, INFO,
-//! CONFIG, CLIENT, SLOWLOG, LATENCY, MEMORY, DBSIZE, FLUSHALL, TIME,
-//! SHUTDOWN, ...). Each larger command has its own submodule; the small ones
+//! CONFIG, CLIENT, MONITOR, SLOWLOG, LATENCY, MEMORY, DBSIZE, FLUSHALL,
+//! TIME, SHUTDOWN, ...). Each larger command has its own submodule; the small ones
 //! live here with the family's table.
 
 mod client;
@@ -8,6 +8,7 @@ mod command;
 mod config;
 mod diag;
 mod info;
+pub mod monitor;
 pub mod tracking;
 
 use super::args::is;
@@ -66,6 +67,7 @@ fn no_subcommand(_ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 pub const COMMANDS: &[CommandSpec] = &[
     command::COMMAND,
     info::INFO,
+    monitor::MONITOR,
     container(
         "config",
         "server",
