@@ -407,7 +407,7 @@ impl ChunkMap {
 }
 
 /// A mostly-zero string stored compressed: see the module documentation.
-#[derive(Clone, Default)]
+#[derive(Default)]
 pub struct SparseBitmap {
     /// Chunks holding ones, by chunk number (bit offset / 65,536).
     chunks: ChunkMap,
@@ -415,6 +415,20 @@ pub struct SparseBitmap {
     len: u64,
     /// Estimated heap bytes of the chunks' contents.
     heap: usize,
+}
+
+impl Clone for SparseBitmap {
+    /// A copy whose heap estimate is counted from its own chunks: a cloned
+    /// chunk's buffer need not have the original's capacity.
+    fn clone(&self) -> Self {
+        let chunks = self.chunks.clone();
+        let heap = chunks.range(0, u64::MAX).map(|(_, c)| c.heap_bytes()).sum();
+        SparseBitmap {
+            chunks,
+            len: self.len,
+            heap,
+        }
+    }
 }
 
 impl fmt::Debug for SparseBitmap {
@@ -885,6 +899,24 @@ mod tests {
     }
 
     #[test]
+    fn a_copy_counts_its_own_buffers() {
+        // 40 ones in one chunk: an array chunk with a buffer of exactly 40
+        // positions; a clone's buffer may be larger (COPY of a bitmap).
+        let mut block = vec![0u8; 64];
+        for b in block.iter_mut().take(40) {
+            *b = 1;
+        }
+        let s = SparseBitmap::from_bytes(&block);
+        let mut copy = s.clone();
+        for i in 0..40u64 {
+            copy.set_bit(i * 8 + 7, false);
+        }
+        assert_eq!(copy.count_ones(0, u64::MAX), 0);
+        assert_eq!(copy.heap, 0);
+        assert_eq!(s.count_ones(0, u64::MAX), 40);
+    }
+
+    #[test]
     fn chunk_turns_into_bitset_and_back() {
         let mut s = SparseBitmap::new();
         for i in 0..=ARRAY_MAX as u64 {
@@ -1148,6 +1180,12 @@ mod tests {
                 }
             }
             prop_assert_eq!(s.len(), len);
+            let counted: usize = s
+                .chunks
+                .range(0, u64::MAX)
+                .map(|(_, c)| c.heap_bytes())
+                .sum();
+            prop_assert_eq!(s.heap, counted, "heap estimate drifted");
         }
         let total = model
             .values()
