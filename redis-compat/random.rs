@@ -1403,6 +1403,11 @@ fn sort_cmd(r: &mut Rng) -> Cmd {
         }
     };
     let mut groups: Vec<Cmd> = Vec::new();
+    // Now and then a second BY with weights, which a nosort one overrides
+    // wherever it stands.
+    if by.as_ref().is_some_and(|p| !p.contains(&b'*')) && r.chance(20) {
+        groups.push(vec![w("BY"), r.word(SORT_BY)]);
+    }
     if let Some(p) = by {
         groups.push(vec![w(if r.chance(80) { "BY" } else { "by" }), p]);
     }
