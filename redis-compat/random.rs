@@ -60,6 +60,10 @@ pub const FAMILIES: &[Family] = &[
         name: "hashes",
         generate: hashes,
     },
+    Family {
+        name: "sort",
+        generate: sort,
+    },
 ];
 
 /// The families a filter selects: all of them for no filter or `random`,
@@ -1207,5 +1211,436 @@ pub fn hashes(r: &mut Rng) -> Cmd {
         }
         17 => cmd([w("TYPE"), key(r)]),
         _ => cmd([w("OBJECT"), w("ENCODING"), key(r)]),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// SORT and SORT_RO
+//
+// Keys only this family writes (besides STORE onto the shared pool):
+// - `sl`: a short list of numbers and words; `slbig`: a long list of
+//   numbers, split into several nodes when `list-max-listpack-size` is small.
+// - `si`: integers only, fewer than `set-max-intset-entries`, so it stays
+//   an intset and its own order (ascending) is the same on both servers.
+// - `sbig`: integers that outgrow an intset (and now and then a word), so a
+//   hashtable whose order is a hash order.
+// - `sz`: a small sorted set; `szbig`: one past the listpack limits (many
+//   members, or a member longer than 64 bytes). SORT turns a listpack
+//   sorted set into a skiplist for good, which OBJECT ENCODING shows.
+// - `snul`: a list whose elements hold NUL bytes (strtod and strcoll stop
+//   there).
+// - `sdst`: the usual STORE destination (STORE also writes the sources and
+//   the shared pool).
+// - weights: `wn_<e>` strings and field `n` of hashes `wh_<e>` hold numbers
+//   (sometimes not numbers); `wa_<e>` strings and field `a` of `wh_<e>` hold
+//   a one-character tag then the element.
+//
+// No reply may depend on how ties come out (Redis sorts with qsort, or its
+// own unstable pqsort with BY and LIMIT) or on a hash order:
+// - a numeric sort breaks ties bytewise by the element, so any weights go
+//   (a missing one weighs 0);
+// - ALPHA without BY compares the elements, with strcoll (which stops at a
+//   NUL) unless storing: the other keys of this family hold no NUL, but
+//   `snul` does and the shared pool's sorted sets hold "" and "\0", so
+//   those are only sorted ALPHA with STORE (and only STORE onto the shared
+//   pool, as do sorts that GET from it);
+// - ALPHA with BY ties the elements whose weights are equal or missing: such
+//   a sort GETs only its BY pattern (and patterns without `*`), which is
+//   the same for all tied elements, and never `#`;
+// - BY nosort keeps the order of lists, sorted sets and the intset `si`;
+//   another set only with STORE (Redis then sorts it ALPHA).
+// Weights never overflow a double: Redis does not clear errno before its
+// strtod, so after one ERANGE a later numeric sort may fail as well.
+
+/// Numbers in several spellings (strtod reads them all).
+const SORT_NUMBERS: &[&str] = &[
+    "1",
+    "2",
+    "3",
+    "10",
+    "-5",
+    "0",
+    "-0",
+    "01",
+    "1.5",
+    "+4",
+    " 7",
+    "1e3",
+    "inf",
+    "-inf",
+    "0x1A",
+    "2.5",
+    "100",
+    "007",
+    "9223372036854775807",
+    "-9223372036854775808",
+];
+
+/// Elements a numeric sort refuses (except "", which strtod reads as 0).
+const SORT_WORDS: &[&str] = &["a", "b", "abc", "B", "x y", "", "\u{e9}", "1a", "nan", "7 "];
+
+/// Numeric weights, and a few that are not numbers.
+const SORT_WEIGHTS: &[&str] = &[
+    "0", "1", "2", "3", "5", "-3", "1.5", "", " 2", "inf", "-inf", "1e2", "0x10", "-0", "x", "2x",
+    "nan",
+];
+
+/// A key of this family's sources (or of the shared pool, or missing);
+/// true when it is one of this family's keys without NUL bytes (`snul`,
+/// a list of elements with NUL bytes, is treated like the shared pool).
+fn sort_source(r: &mut Rng) -> (Vec<u8>, bool) {
+    match r.below(20) {
+        0..=3 => (w("sl"), true),
+        4 | 5 => (w("slbig"), true),
+        6..=8 => (w("si"), true),
+        9 | 10 => (w("sbig"), true),
+        11..=13 => (w("sz"), true),
+        14 | 15 => (w("szbig"), true),
+        16 => (w("sdst"), true),
+        17 => (r.word(&["nosuch", "wn_1", "wh_1", "wa_1"]), true),
+        18 => (w("snul"), false),
+        _ => (key(r), false),
+    }
+}
+
+/// An element of `sl`, `sz` or a weight's name.
+fn sort_elem(r: &mut Rng) -> Vec<u8> {
+    if r.chance(85) {
+        r.word(SORT_NUMBERS)
+    } else {
+        r.word(SORT_WORDS)
+    }
+}
+
+/// An element a weight is written for: the pools, or a small integer (the
+/// members of `si`, `sbig`, `szbig`, `slbig`).
+fn sort_weighted(r: &mut Rng) -> Vec<u8> {
+    if r.chance(50) {
+        sort_elem(r)
+    } else {
+        r.range(-20, 40).to_string().into_bytes()
+    }
+}
+
+/// `prefix` then `elem`.
+fn prefixed(prefix: &str, elem: &[u8]) -> Vec<u8> {
+    let mut k = w(prefix);
+    k.extend_from_slice(elem);
+    k
+}
+
+/// An ALPHA weight of `elem`: a tag character then the element.
+fn alpha_weight(r: &mut Rng, elem: &[u8]) -> Vec<u8> {
+    let tag = ["a", "b", "m", "z", "A", "0", "-", "~"];
+    prefixed(r.pick(&tag).copied().unwrap_or("a"), elem)
+}
+
+/// A BY pattern that names weights (ALPHA or not).
+const SORT_BY: &[&str] = &[
+    "wn_*", "wn_*", "wh_*->n", "wh_*->n", "wa_*", "wh_*->a", "nosuch_*", "wh_*->zz", "wn_*x",
+];
+
+/// GET patterns for a sort whose order is total.
+const SORT_GET: &[&str] = &[
+    "#", "#", "wn_*", "wh_*->n", "wh_*->a", "wa_*", "nosuch_*", "constant", "wh_*->", "k*", "#\0x",
+    "wn_*\0",
+];
+
+/// Elements of `snul`: C string functions (strtod, strcoll) stop at the NUL.
+const SORT_NUL: &[&str] = &["7\0junk", "7\0", "\0", "a\0b", "a\0c", "1\0", "-2\0\0"];
+
+/// SORT or SORT_RO with options in a random order (see above for what each
+/// combination is restricted to).
+fn sort_cmd(r: &mut Rng) -> Cmd {
+    let ro = r.chance(25);
+    let (src, own) = sort_source(r);
+    let store = if ro { r.chance(5) } else { r.chance(30) };
+    let mut alpha = r.chance(35);
+    // Weights (Some(pattern)), nosort (Some(word without *)) or none.
+    let by: Option<Vec<u8>> = match r.below(10) {
+        0..=3 => None,
+        4 | 5 => {
+            let set = src == w("sbig") || (!own && src != w("snul"));
+            if set && !store {
+                None
+            } else {
+                Some(r.word(&["nosort", "NOSORT", "constant", "wn_"]))
+            }
+        }
+        6 if !alpha => Some(w("k*")),
+        _ => Some(r.word(SORT_BY)),
+    };
+    let weighted = by.as_ref().is_some_and(|p| p.contains(&b'*'));
+    if alpha && !weighted && !own && !store {
+        alpha = false;
+    }
+    let mut gets: Vec<Vec<u8>> = Vec::new();
+    if alpha && weighted {
+        let by = by.clone().unwrap_or_default();
+        for _ in 0..1 + r.below(2) {
+            gets.push(if r.chance(80) {
+                by.clone()
+            } else {
+                w("constant")
+            });
+        }
+    } else {
+        for _ in 0..r.below(4) {
+            gets.push(r.word(SORT_GET));
+        }
+    }
+    // Where STORE may write: never one of this family's keys when the
+    // values could come from the shared pool (which holds NUL bytes).
+    let shared = !own || gets.iter().any(|g| g == b"k*");
+    let dest = if shared {
+        key(r)
+    } else {
+        match r.below(20) {
+            0..=13 => w("sdst"),
+            14 => w("sl"),
+            15 if r.chance(20) => w(if r.chance(50) { "si" } else { "sz" }),
+            _ => key(r),
+        }
+    };
+    let mut groups: Vec<Cmd> = Vec::new();
+    // Now and then a second BY with weights, which a nosort one overrides
+    // wherever it stands.
+    if by.as_ref().is_some_and(|p| !p.contains(&b'*')) && r.chance(20) {
+        groups.push(vec![w("BY"), r.word(SORT_BY)]);
+    }
+    if let Some(p) = by {
+        groups.push(vec![w(if r.chance(80) { "BY" } else { "by" }), p]);
+    }
+    for g in gets {
+        groups.push(vec![w("GET"), g]);
+    }
+    if r.chance(40) {
+        let offset = if r.chance(90) {
+            r.range(-1, 6)
+        } else {
+            r.range(20, 600)
+        };
+        let count = if r.chance(3) {
+            w("x")
+        } else {
+            r.word(&["-1", "0", "1", "2", "3", "5", "100", "-3"])
+        };
+        groups.push(vec![w("LIMIT"), offset.to_string().into_bytes(), count]);
+    }
+    if r.chance(40) {
+        groups.push(vec![w("DESC")]);
+    } else if r.chance(15) {
+        groups.push(vec![w("ASC")]);
+    }
+    if alpha {
+        groups.push(vec![w(if r.chance(80) { "ALPHA" } else { "alpha" })]);
+    }
+    if store {
+        groups.push(vec![w("STORE"), dest]);
+    }
+    for i in (1..groups.len()).rev() {
+        let j = r.below(i + 1);
+        groups.swap(i, j);
+    }
+    // Now and then a bad last word: an option without its argument (in the
+    // middle, BY would take the next word as a nosort pattern).
+    if r.chance(3) {
+        groups.push(vec![r.word(&["BOGUS", "LIMIT", "GET", "BY", "STORE"])]);
+    }
+    let mut c = cmd([w(if ro { "SORT_RO" } else { "SORT" }), src]);
+    c.extend(groups.into_iter().flatten());
+    c
+}
+
+/// Writes one or a few weights.
+fn sort_weight_cmd(r: &mut Rng) -> Cmd {
+    match r.below(10) {
+        0..=2 => {
+            let mut c = vec![w("MSET")];
+            for _ in 0..1 + r.below(4) {
+                let e = sort_weighted(r);
+                c.push(prefixed("wn_", &e));
+                c.push(r.word(SORT_WEIGHTS));
+            }
+            c
+        }
+        3 | 4 => {
+            let mut c = vec![w("MSET")];
+            for _ in 0..1 + r.below(4) {
+                let e = sort_weighted(r);
+                c.push(prefixed("wa_", &e));
+                c.push(alpha_weight(r, &e));
+            }
+            c
+        }
+        5..=7 => {
+            let e = sort_weighted(r);
+            let mut c = cmd([w("HSET"), prefixed("wh_", &e)]);
+            if r.chance(70) {
+                c.push(w("n"));
+                c.push(r.word(SORT_WEIGHTS));
+            }
+            if c.len() == 2 || r.chance(60) {
+                c.push(w("a"));
+                c.push(alpha_weight(r, &e));
+            }
+            c
+        }
+        8 => {
+            let e = sort_weighted(r);
+            let k = prefixed(r.pick(&["wn_", "wa_", "wh_"]).copied().unwrap_or("wn_"), &e);
+            match r.below(4) {
+                0 => cmd([w("HDEL"), k, r.word(&["n", "a"])]),
+                1 => cmd([w("RPUSH"), k, w("x")]),
+                2 => cmd([w("SET"), k, w("5")]),
+                _ => cmd([w("DEL"), k]),
+            }
+        }
+        _ => {
+            let mut c = vec![w("DEL")];
+            for _ in 0..1 + r.below(3) {
+                let e = sort_weighted(r);
+                c.push(prefixed(
+                    r.pick(&["wn_", "wa_", "wh_"]).copied().unwrap_or("wn_"),
+                    &e,
+                ));
+            }
+            c
+        }
+    }
+}
+
+/// Writes to the sources.
+fn sort_source_cmd(r: &mut Rng) -> Cmd {
+    match r.below(17) {
+        0..=2 => {
+            let mut c = cmd([r.word(&["RPUSH", "LPUSH"]), w("sl")]);
+            for _ in 0..1 + r.below(5) {
+                c.push(sort_elem(r));
+            }
+            c
+        }
+        3 => {
+            let mut c = cmd([w("RPUSH"), w("slbig")]);
+            for _ in 0..1 + r.below(50) {
+                c.push(r.range(-50, 1000).to_string().into_bytes());
+            }
+            c
+        }
+        4 => cmd([
+            w("LTRIM"),
+            w("slbig"),
+            w("0"),
+            r.word(&["10", "100", "200"]),
+        ]),
+        5 => cmd([w("LPOP"), w("sl"), r.word(&["1", "2", "3"])]),
+        6 | 7 => {
+            let mut c = cmd([w("SADD"), w("si")]);
+            for _ in 0..1 + r.below(6) {
+                c.push(if r.chance(5) {
+                    r.word(&[
+                        "70000",
+                        "-70000",
+                        "9223372036854775807",
+                        "-9223372036854775808",
+                    ])
+                } else {
+                    r.range(-20, 40).to_string().into_bytes()
+                });
+            }
+            c
+        }
+        8 => {
+            let mut c = cmd([w("SADD"), w("sbig")]);
+            for _ in 0..1 + r.below(80) {
+                c.push(if r.chance(1) {
+                    r.word(SORT_WORDS)
+                } else {
+                    r.range(0, 700).to_string().into_bytes()
+                });
+            }
+            c
+        }
+        9 => {
+            let mut c = cmd([w("SREM"), w(if r.chance(50) { "si" } else { "sbig" })]);
+            for _ in 0..1 + r.below(4) {
+                c.push(r.range(-20, 40).to_string().into_bytes());
+            }
+            c
+        }
+        10 | 11 => {
+            let mut c = cmd([w("ZADD"), w("sz")]);
+            for _ in 0..1 + r.below(4) {
+                c.push(r.word(&["0", "1", "2", "-1", "1.5", "inf"]));
+                c.push(sort_elem(r));
+            }
+            c
+        }
+        12 => {
+            let mut c = cmd([w("ZADD"), w("szbig")]);
+            for _ in 0..1 + r.below(40) {
+                c.push(r.range(-5, 5).to_string().into_bytes());
+                c.push(if r.chance(2) {
+                    "1".repeat(70).into_bytes()
+                } else {
+                    r.range(0, 300).to_string().into_bytes()
+                });
+            }
+            c
+        }
+        13 => {
+            let mut c = cmd([w("ZREM"), w(if r.chance(70) { "sz" } else { "szbig" })]);
+            for _ in 0..1 + r.below(3) {
+                c.push(sort_elem(r));
+            }
+            c
+        }
+        14 => {
+            let size = r.word(&["1", "2", "3", "-1", "-2"]);
+            cmd([w("CONFIG"), w("SET"), w("list-max-listpack-size"), size])
+        }
+        15 => {
+            let mut c = cmd([w("RPUSH"), w("snul")]);
+            for _ in 0..1 + r.below(4) {
+                c.push(if r.chance(50) {
+                    r.word(SORT_NUL)
+                } else {
+                    r.word(SORT_NUMBERS)
+                });
+            }
+            c
+        }
+        _ => cmd([
+            w("DEL"),
+            r.word(&["sl", "slbig", "si", "sbig", "sz", "szbig", "sdst", "snul"]),
+        ]),
+    }
+}
+
+/// SORT and SORT_RO over lists, sets and sorted sets, the writes that feed
+/// them (elements and weights), and reads of what STORE wrote.
+pub fn sort(r: &mut Rng) -> Cmd {
+    match r.below(20) {
+        0..=7 => sort_cmd(r),
+        8..=10 => sort_source_cmd(r),
+        11..=13 => sort_weight_cmd(r),
+        14 | 15 => cmd([w("LRANGE"), w("sdst"), w("0"), w("-1")]),
+        16 => {
+            let k = r.word(&["sl", "slbig", "si", "sbig", "sz", "szbig", "snul"]);
+            cmd([w("LRANGE"), k, w("0"), w("-1")])
+        }
+        17 => cmd([
+            w("OBJECT"),
+            w("ENCODING"),
+            r.word(&["sl", "slbig", "si", "sbig", "sz", "szbig", "sdst"]),
+        ]),
+        18 => cmd([
+            w("TYPE"),
+            r.word(&["sl", "si", "sz", "sdst", "wn_1", "wh_1"]),
+        ]),
+        _ => cmd([
+            w(if r.chance(50) { "SCARD" } else { "ZCARD" }),
+            r.word(&["si", "sbig", "sz", "szbig"]),
+        ]),
     }
 }

@@ -101,8 +101,8 @@ struct SortOptions<'a> {
     count: i64,
     store: Option<&'a [u8]>,
     by: Option<&'a [u8]>,
-    /// A BY pattern without `*` (such as `nosort`): keep the container's
-    /// order.
+    /// Some BY pattern (not necessarily the last) has no `*` (such as
+    /// `nosort`): keep the container's order.
     dont_sort: bool,
     gets: Vec<&'a [u8]>,
 }
@@ -140,7 +140,9 @@ fn parse_options<'a>(opts: &[&'a [u8]], readonly: bool) -> Result<SortOptions<'a
         } else if args::is(opt, "by") && left >= 1 {
             let pattern = opts[i + 1];
             o.by = Some(pattern);
-            o.dont_sort = !c_str(pattern).contains(&b'*');
+            // Redis only ever sets this flag: after a BY without `*`,
+            // a later BY with one still does not sort.
+            o.dont_sort |= !c_str(pattern).contains(&b'*');
             i += 1;
         } else if args::is(opt, "get") && left >= 1 {
             o.gets.push(opts[i + 1]);
