@@ -4,7 +4,9 @@
 # second, and the server's CPU time per delivered message), then the
 # server's memory per subscription with 100,000 subscriptions (10 clients
 # with 10,000 channels each; measured first, as the growth of the resident
-# size of a fresh server). The client is benches/clients/pubsub_fanout.rs
+# size of a fresh server), and a row of 100 readers beside a subscriber
+# that never reads, which both servers must cut off at a small pubsub
+# limit while PUBLISH keeps its rate. The client is benches/clients/pubsub_fanout.rs
 # (single-threaded; it reads the servers' CPU and memory from /proc).
 #
 # Usage: benches/pubsub_benchmark.sh [-m MESSAGES] [-s SIZE] [-w WINDOW] [-k SUBSCRIPTIONS]
@@ -60,14 +62,32 @@ printf '%-22s %14s %14s %7s %12s %12s %7s\n' row "redis msg/s" "rostrum msg/s" r
 for n in 1 100 1000; do
     m=$((deliveries / n))
     echo "  $n subscriber(s), $m messages: redis-server..." >&2
-    read -r r_rate r_cpu < <("$driver" fanout --port "$redis_port" --pid "$redis_pid" \
+    read -r r_rate r_cpu _ < <("$driver" fanout --port "$redis_port" --pid "$redis_pid" \
         --subscribers "$n" --messages "$m" --size "$size" --window "$window")
     echo "  $n subscriber(s), $m messages: rostrum..." >&2
-    read -r q_rate q_cpu < <("$driver" fanout --port "$rostrum_port" --pid "$rostrum_pid" \
+    read -r q_rate q_cpu _ < <("$driver" fanout --port "$rostrum_port" --pid "$rostrum_pid" \
         --subscribers "$n" --messages "$m" --size "$size" --window "$window")
     awk -v row="PUBLISH to $n" -v rr="$r_rate" -v qr="$q_rate" -v rc="$r_cpu" -v qc="$q_cpu" 'BEGIN {
         printf "%-22s %14d %14d %7.2f %12.3f %12.3f %7.2f\n", row, rr, qr, qr / rr, rc, qc, (qc > 0 ? rc / qc : 0)
     }'
 done
+
+# A subscriber that never reads, beside 100 that do: with a small pubsub
+# limit both servers must cut it off while PUBLISH keeps its rate.
+m=$((deliveries / 100))
+limit="pubsub 1mb 256kb 2"
+for port in "$redis_port" "$rostrum_port"; do
+    redis-cli -p "$port" config set client-output-buffer-limit "$limit" >/dev/null
+done
+echo "  100 subscribers + 1 that never reads ($limit): redis-server..." >&2
+read -r r_rate r_cpu r_cut < <("$driver" fanout --port "$redis_port" --pid "$redis_pid" \
+    --subscribers 100 --stalled 1 --messages "$m" --size "$size" --window "$window")
+echo "  100 subscribers + 1 that never reads: rostrum..." >&2
+read -r q_rate q_cpu q_cut < <("$driver" fanout --port "$rostrum_port" --pid "$rostrum_pid" \
+    --subscribers 100 --stalled 1 --messages "$m" --size "$size" --window "$window")
+awk -v row="to 100 + 1 stalled" -v rr="$r_rate" -v qr="$q_rate" -v rc="$r_cpu" -v qc="$q_cpu" 'BEGIN {
+    printf "%-22s %14d %14d %7.2f %12.3f %12.3f %7.2f\n", row, rr, qr, qr / rr, rc, qc, (qc > 0 ? rc / qc : 0)
+}'
+echo "  stalled subscribers cut off: redis-server $r_cut, rostrum $q_cut (of 1)"
 
 echo "(msg/s ratio: rostrum / redis, higher is better; us/msg and B/sub ratios: redis / rostrum, higher is better)"

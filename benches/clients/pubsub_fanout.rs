@@ -143,6 +143,9 @@ async fn fanout(args: &[String]) -> Result<()> {
     let messages = opt(args, "--messages", None)? as usize;
     let size = opt(args, "--size", Some(32))? as usize;
     let window = opt(args, "--window", Some(64))?.max(1) as usize;
+    // Subscribers that never read: the server must cut them off at their
+    // output limit while the others keep their rate.
+    let stalled = opt(args, "--stalled", Some(0))? as usize;
     let channel = b"bench:fanout".to_vec();
     let payload = vec![b'm'; size];
     let frame = format!(
@@ -159,6 +162,12 @@ async fn fanout(args: &[String]) -> Result<()> {
         let mut s = connect(port).await?;
         subscribe(&mut s, std::slice::from_ref(&channel), 0).await?;
         subs.push(s);
+    }
+    let mut idle = Vec::with_capacity(stalled);
+    for _ in 0..stalled {
+        let mut s = connect(port).await?;
+        subscribe(&mut s, std::slice::from_ref(&channel), 0).await?;
+        idle.push(s);
     }
     let readers: Vec<_> = subs
         .into_iter()
@@ -199,14 +208,43 @@ async fn fanout(args: &[String]) -> Result<()> {
         }
         answered += buf[..got].iter().filter(|&&b| b == b'\n').count();
     }
+    // Still subscribed: the readers, and the stalled ones not cut off.
+    let left = numsub(&mut publisher, &channel).await?;
+    let cut = (subscribers + stalled).saturating_sub(left);
+    drop(idle);
     for r in readers {
         r.await.map_err(|e| e.to_string())??;
     }
     let secs = start.elapsed().as_secs_f64();
     let cpu = cpu_seconds(pid)? - cpu_start;
     let delivered = (subscribers * messages) as f64;
-    println!("{:.0} {:.3}", delivered / secs, cpu * 1e6 / delivered);
+    println!("{:.0} {:.3} {cut}", delivered / secs, cpu * 1e6 / delivered);
     Ok(())
+}
+
+/// PUBSUB NUMSUB of one channel.
+async fn numsub(s: &mut TcpStream, channel: &[u8]) -> Result<usize> {
+    s.write_all(&command(&[b"PUBSUB", b"NUMSUB", channel]))
+        .await
+        .map_err(|e| e.to_string())?;
+    // `*2\r\n$len\r\nchannel\r\n:N\r\n`: read until the integer line ends.
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 256];
+    loop {
+        let n = s.read(&mut buf).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("connection closed during PUBSUB NUMSUB".into());
+        }
+        reply.extend_from_slice(&buf[..n]);
+        if let Some(at) = reply.iter().rposition(|&b| b == b':') {
+            if let Some(end) = reply[at..].iter().position(|&b| b == b'\r') {
+                let text = String::from_utf8_lossy(&reply[at + 1..at + end]).into_owned();
+                return text
+                    .parse()
+                    .map_err(|_| format!("bad NUMSUB reply {text:?}"));
+            }
+        }
+    }
 }
 
 async fn memory(args: &[String]) -> Result<()> {

@@ -403,8 +403,7 @@ fn peek<'k>(keys: &'k mut Keys<'_>, key: &[u8]) -> Result<Option<&'k Entry>, Cmd
     if found {
         keys.hits += 1;
     } else {
-        keys.misses += 1;
-        keys.notify(Class::KEY_MISS, "keymiss", key);
+        keys.note_miss(key)?;
     }
     Ok(keys.part(key)?.peek(key, now))
 }

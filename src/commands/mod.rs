@@ -332,6 +332,7 @@ fn run_admitted<'s>(
             misses: 0,
             notify_flags: server.notify_flags.load(Ordering::Relaxed),
             events: Vec::new(),
+            stale: Vec::new(),
         },
     };
     ctx.keys.db = ctx.client.db;
@@ -352,14 +353,20 @@ fn run_admitted<'s>(
     }
     let (hits, misses) = (ctx.keys.hits, ctx.keys.misses);
     let ready = std::mem::take(&mut ctx.keys.ready);
+    let stale = std::mem::take(&mut ctx.keys.stale);
     let locked = std::mem::replace(&mut ctx.keys.locked, Locked::none());
     drop(ctx);
     // Keep the locks for the next pipelined command unless this one
-    // blocked (its connection waits now) or opened a transaction.
-    if adm.shards.is_some() && client.blocked.is_none() && client.multi.is_none() {
+    // blocked (its connection waits now), opened a transaction or left
+    // expired keys to remove.
+    let keep = client.blocked.is_none() && client.multi.is_none() && stale.is_empty();
+    if adm.shards.is_some() && keep {
         cache.keep(locked, adm.write, fresh);
     } else {
         drop(locked);
+    }
+    if !stale.is_empty() {
+        remove_stale(server, &stale, now_ms);
     }
     if !ready.is_empty() {
         server.signal_ready(&ready);
@@ -367,6 +374,29 @@ fn run_admitted<'s>(
     client.pending_hits += hits;
     client.pending_misses += misses;
     client.info.last_cmd_ms.store(now_ms, Ordering::Relaxed);
+}
+
+/// Removes the keys a command's reads found expired (Redis's lazy expiry on
+/// read), now that it holds no lock: each key's shard is locked for
+/// writing and the key removed if it is still there and expired (a write
+/// in between may have replaced it). Not while an AOF rewrite holds expiry
+/// back; the expiry cycle gets them later.
+fn remove_stale(server: &Server, stale: &[(usize, bytes::Bytes)], now_ms: u64) {
+    if journal::expiry_paused(&server.aof) {
+        return;
+    }
+    let ks = &server.keyspace;
+    for (db, key) in stale {
+        let mut guard = ks.lock_one(ks.shard_of(key), true);
+        let Some(part) = guard.shard_mut().and_then(|s| s.dbs.get_mut(*db)) else {
+            continue;
+        };
+        if part.expire_if_needed(key, now_ms) {
+            part.touch_watched(key);
+            let removed = part.take_expired();
+            server.removed_expired(*db, removed);
+        }
+    }
 }
 
 /// Refuses a write while the AOF cannot be written (Redis's MISCONF), before

@@ -164,6 +164,12 @@ impl Db {
         Some(e)
     }
 
+    /// Whether `key` is present but past its expiry time (a read finds it
+    /// absent; a write would remove it).
+    pub fn holds_expired(&self, key: &[u8], now_ms: u64) -> bool {
+        matches!(self.map.get(key), Some(e) if e.expire_at != 0 && e.expire_at <= now_ms)
+    }
+
     /// Whether a live key exists, without touching its access time.
     pub fn contains(&self, key: &[u8], now_ms: u64) -> bool {
         match self.map.get(key) {

@@ -111,10 +111,7 @@ fn spawn_cron(server: Arc<Server>) {
                     .active_expire(unix_ms(), 200, &mut |db, keys| {
                         let flags = server.notify_flags.load(Ordering::Relaxed);
                         notify::publish_expired(&server.pubsub, flags, db, &keys);
-                        if server.tracking.active() {
-                            server.tracking.invalidate(&server, &keys, None);
-                        }
-                        journal::feed_expired(&server.aof, db, keys)
+                        server.removed_expired(db, keys);
                     });
                 if !more {
                     break;

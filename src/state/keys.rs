@@ -43,6 +43,10 @@ pub struct Keys<'a> {
     pub notify_flags: u32,
     /// Keyspace events raised, for the dispatcher to publish.
     pub events: Vec<Event>,
+    /// Keys a read found past their expiry time: the dispatcher removes
+    /// them once the command's locks are released (Redis's lazy expiry;
+    /// `expired` is raised at the read).
+    pub stale: Vec<(usize, Bytes)>,
 }
 
 fn not_locked() -> CmdError {
@@ -118,17 +122,44 @@ impl<'a> Keys<'a> {
             self.hits += 1;
         } else {
             self.misses += 1;
-            let flags = self.notify_flags;
-            raise(
-                &mut self.events,
-                flags,
-                Class::KEY_MISS,
-                "keymiss",
+            let part = Self::part_of(&self.locked, self.ks, key, self.db)?;
+            note_miss(
+                part,
                 key,
                 self.db,
+                self.now_ms,
+                self.notify_flags,
+                &mut self.events,
+                &mut self.stale,
             );
         }
         Ok(found)
+    }
+
+    /// [`Keys::entry`]'s miss for a caller that looked `key` up itself
+    /// (counts the miss, notes a stale key, raises the events).
+    pub fn note_miss(&mut self, key: &[u8]) -> Result<(), CmdError> {
+        self.misses += 1;
+        let part = Self::part_of(&self.locked, self.ks, key, self.db)?;
+        note_miss(
+            part,
+            key,
+            self.db,
+            self.now_ms,
+            self.notify_flags,
+            &mut self.events,
+            &mut self.stale,
+        );
+        Ok(())
+    }
+
+    /// Raises `expired` for a key a write removes because it expired,
+    /// unless a read of this command already did.
+    fn raise_expired(&mut self, key: &[u8]) {
+        let db = self.db;
+        if !self.stale.iter().any(|(d, k)| *d == db && k == key) {
+            self.notify(Class::EXPIRED, "expired", key);
+        }
     }
 
     /// Raises `new` when `key` (of database `db`) does not exist yet: for a
@@ -163,7 +194,7 @@ impl<'a> Keys<'a> {
         let now = self.now_ms;
         if self.part_mut(key)?.expire_if_needed(key, now) {
             self.part_mut(key)?.touch_watched(key);
-            self.notify(Class::EXPIRED, "expired", key);
+            self.raise_expired(key);
         }
         Ok(self.part_mut(key)?.get_mut(key, now))
     }
@@ -195,7 +226,7 @@ impl<'a> Keys<'a> {
         // An expired key goes the lazy-expiry way (the AOF logs its DEL).
         if part.expire_if_needed(key, now) {
             part.touch_watched(key);
-            self.notify(Class::EXPIRED, "expired", key);
+            self.raise_expired(key);
             return Ok(None);
         }
         match part.remove(key) {
@@ -246,4 +277,23 @@ fn raise(
             key: Bytes::copy_from_slice(key),
         });
     }
+}
+
+/// A read of `key` in `part` (database `db`) found nothing live: a key
+/// there past its time goes to `stale` with `expired` raised, then
+/// `keymiss`, in Redis's order.
+fn note_miss(
+    part: &Db,
+    key: &[u8],
+    db: usize,
+    now_ms: u64,
+    flags: u32,
+    events: &mut Vec<Event>,
+    stale: &mut Vec<(usize, Bytes)>,
+) {
+    if part.holds_expired(key, now_ms) {
+        stale.push((db, Bytes::copy_from_slice(key)));
+        raise(events, flags, Class::EXPIRED, "expired", key, db);
+    }
+    raise(events, flags, Class::KEY_MISS, "keymiss", key, db);
 }

@@ -206,6 +206,17 @@ impl Server {
         self.next_client_id.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// After keys of database `db` were removed because they expired (their
+    /// shard still locked, so the AOF logs the DELs in the order of the
+    /// changes): tracking invalidations and the AOF. Whoever found them
+    /// raised `expired`.
+    pub fn removed_expired(&self, db: usize, keys: Vec<bytes::Bytes>) {
+        if self.tracking.active() {
+            self.tracking.invalidate(self, &keys, None);
+        }
+        super::journal::feed_expired(&self.aof, db, keys);
+    }
+
     /// Copies hot configuration values after a CONFIG SET.
     pub fn refresh_hot_config(&self) {
         let c = self.config.read();
