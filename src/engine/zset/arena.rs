@@ -13,7 +13,7 @@ const CHUNK_BYTES: usize = 1 << 20;
 
 /// An array of `T` in chunks of `CHUNK_BYTES / size_of::<T>()` elements.
 #[derive(Debug, Clone)]
-pub(super) struct ChunkedVec<T> {
+pub(crate) struct ChunkedVec<T> {
     chunks: Vec<Vec<T>>,
     len: usize,
 }
