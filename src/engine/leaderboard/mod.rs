@@ -311,7 +311,15 @@ impl Leaderboard {
         match self.opts.ranking {
             Ranking::Ordinal => self.tree.find(&self.store, id).map(|f| f.pos + 1),
             Ranking::Dense => self.tree.find(&self.store, id).map(|f| f.groups + 1),
-            Ranking::Competition => Some(self.competition_rank(id)),
+            Ranking::Competition => {
+                let f = self.tree.find(&self.store, id)?;
+                // The group's start from the leaf's flags; a group that
+                // began in an earlier leaf costs a search by value.
+                Some(match self.tree.group_start(&f) {
+                    Some(start) => start + 1,
+                    None => self.competition_rank(id),
+                })
+            }
         }
     }
 
@@ -356,10 +364,13 @@ impl Leaderboard {
         let rank = match self.opts.ranking {
             Ranking::Ordinal => from,
             Ranking::Dense => f.groups + 1,
-            Ranking::Competition => self
-                .tree
-                .slot(f.leaf, f.idx)
-                .map_or(from, |s| self.competition_rank(s & ID_MASK)),
+            Ranking::Competition => match self.tree.group_start(&f) {
+                Some(start) => start + 1,
+                None => self
+                    .tree
+                    .slot(f.leaf, f.idx)
+                    .map_or(from, |s| self.competition_rank(s & ID_MASK)),
+            },
         };
         Range {
             board: self,

@@ -380,7 +380,7 @@ fn compare(b: &Leaderboard, m: &Model, members: usize, p: &Probe) -> Result<(), 
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
 
     #[test]
     fn matches_the_model(
@@ -399,7 +399,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     /// Many members: deep trees (test builds use 4-slot nodes), splits,
     /// merges and refills.

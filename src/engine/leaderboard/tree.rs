@@ -177,6 +177,33 @@ impl Tree {
         &self,
         store: &Store,
         before: impl Fn(i64, u32) -> bool,
+        path: Option<&mut Path>,
+    ) -> Found {
+        let f = self.descend_inner(&before, path);
+        let leaf = &self.leaves[f.leaf as usize];
+        let (mut lo, mut hi) = (0, leaf.len as usize);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let id = leaf.slots[mid] & ID_MASK;
+            if before(store.order_score(id), id) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Found {
+            idx: lo,
+            pos: f.pos + lo as u64,
+            groups: f.groups + count_ends(&leaf.slots[..lo]),
+            ..f
+        }
+    }
+
+    /// The inner levels of [`Tree::descend`]: the leaf it goes to, with
+    /// the entries and group ends of the leaves before it (`idx` 0).
+    fn descend_inner(
+        &self,
+        before: &impl Fn(i64, u32) -> bool,
         mut path: Option<&mut Path>,
     ) -> Found {
         let mut node = self.root;
@@ -205,22 +232,10 @@ impl Tree {
             }
             node = n.slots[i].child;
         }
-        let leaf = &self.leaves[node as usize];
-        let (mut lo, mut hi) = (0, leaf.len as usize);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            let id = leaf.slots[mid] & ID_MASK;
-            if before(store.order_score(id), id) {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        groups += count_ends(&leaf.slots[..lo]);
         Found {
             leaf: node,
-            idx: lo,
-            pos: pos + lo as u64,
+            idx: 0,
+            pos,
             groups,
         }
     }
@@ -237,21 +252,42 @@ impl Tree {
         self.locate(store, id, None)
     }
 
-    /// Where entry `id` is, recording the inner nodes in `path`. The
-    /// descent takes the entries up to and including `id` as its prefix:
-    /// one that stopped before `id` would end past the last slot of the
-    /// previous leaf when `id` is the first of its own.
+    /// Where entry `id` is, recording the inner nodes in `path`. The inner
+    /// levels take the entries up to and including `id` as their prefix
+    /// (so the descent reaches the leaf holding `id` even when it is that
+    /// leaf's first); the leaf is searched for the id itself, which reads
+    /// no entries.
     fn locate(&self, store: &Store, id: u32, path: Option<&mut Path>) -> Option<Found> {
         let key = store.key(id);
-        let f = self.descend(store, |ks, e| store.not_after(ks, e, &key), path);
-        let idx = f.idx.checked_sub(1)?;
-        let s = self.slot(f.leaf, idx)?;
-        (s & ID_MASK == id).then_some(Found {
-            leaf: f.leaf,
+        let f = self.descend_inner(&|ks, e| store.not_after(ks, e, &key), path);
+        let leaf = &self.leaves[f.leaf as usize];
+        let slots = &leaf.slots[..leaf.len as usize];
+        let idx = slots.iter().position(|&s| s & ID_MASK == id)?;
+        Some(Found {
             idx,
-            pos: f.pos - 1,
-            groups: f.groups - u64::from(s & GROUP_END != 0),
+            pos: f.pos + idx as u64,
+            groups: f.groups + count_ends(&slots[..idx]),
+            ..f
         })
+    }
+
+    /// The 0-based place of the first entry of `f`'s group (the entries
+    /// with its (score, subscore)), when the group starts in `f`'s leaf or
+    /// right at its start; None when it starts in an earlier leaf.
+    pub fn group_start(&self, f: &Found) -> Option<u64> {
+        let leaf = &self.leaves[f.leaf as usize];
+        let mut j = f.idx.min(leaf.len as usize);
+        while j > 0 && leaf.slots[j - 1] & GROUP_END == 0 {
+            j -= 1;
+        }
+        if j == 0 && leaf.prev != NIL {
+            let p = &self.leaves[leaf.prev as usize];
+            let last = p.slots[..p.len as usize].last()?;
+            if last & GROUP_END == 0 {
+                return None;
+            }
+        }
+        Some(f.pos - (f.idx - j) as u64)
     }
 
     /// The entry at 0-based place `pos`.
