@@ -4,7 +4,8 @@
 //! 1,000,000) fills a DESC board with `player:<7 digits>` members (14
 //! bytes), random scores and no metadata, then prints the board's
 //! `memory_usage()` and jemalloc's `stats.allocated` growth per entry, and
-//! the time of submits, rank lookups and one 5,000-member `among`.
+//! the time of submits, rank lookups and one 5,000-member `among`; then
+//! the same figures for 10,000 boards of 100 entries.
 
 use std::time::Instant;
 
@@ -26,6 +27,34 @@ fn mix(i: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+/// Bytes per entry of 10,000 boards of 100 entries each.
+fn small_boards() {
+    let base = allocated();
+    let mut boards = Vec::with_capacity(10_000);
+    let mut usage = 0;
+    for b in 0..10_000u64 {
+        let mut board = Leaderboard::new(Options::default());
+        for i in 0..100 {
+            let score = (mix(b * 100 + i) % 1_000) as i64;
+            let _ = board.submit(
+                format!("player:{:07}", b * 100 + i).as_bytes(),
+                score,
+                0,
+                i,
+                None,
+            );
+        }
+        usage += board.memory_usage();
+        boards.push(board);
+    }
+    let n = 1_000_000.0;
+    println!(
+        "10,000 boards of 100 entries: memory_usage {:.1} B/entry, jemalloc allocated {:.1} B/entry",
+        usage as f64 / n,
+        allocated().saturating_sub(base) as f64 / n
+    );
 }
 
 fn main() {
@@ -92,4 +121,6 @@ fn main() {
         "range 1..100: {:.1} us (checksum {top})",
         t.elapsed().as_secs_f64() * 1e6
     );
+    drop(board);
+    small_boards();
 }

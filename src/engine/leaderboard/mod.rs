@@ -18,7 +18,7 @@
 //! # API for the commands layer
 //! - create: [`Leaderboard::new`] with [`Options`]
 //! - write: [`Leaderboard::submit`] (per [`Policy`]), [`Leaderboard::incr`],
-//!   [`Leaderboard::remove`]
+//!   [`Leaderboard::remove`], [`Leaderboard::restore`] (an entry as saved)
 //! - read: [`Leaderboard::get`], [`Leaderboard::score`],
 //!   [`Leaderboard::rank`], [`Leaderboard::len`] / [`Leaderboard::count`],
 //!   [`Leaderboard::count_between`], [`Leaderboard::memory_usage`]
@@ -501,6 +501,32 @@ impl Leaderboard {
         let old = *self.store.get(id);
         let score = old.score.checked_add(delta).ok_or(LbError::Overflow)?;
         Ok(self.update(id, (score, old.subscore), at_ms, meta))
+    }
+
+    /// Stores the entry exactly as given (time included), whatever the
+    /// POLICY, replacing the member's entry: for loading a saved board
+    /// (AOF rewrite, RESTORE). CAPACITY still applies as for a submit.
+    pub fn restore(&mut self, entry: EntryRef<'_>) -> Result<SubmitOutcome, LbError> {
+        self.check_meta(entry.meta)?;
+        let Some(id) = self.find(entry.member) else {
+            return self.add(
+                entry.member,
+                entry.score,
+                entry.subscore,
+                entry.time,
+                entry.meta,
+            );
+        };
+        self.tree.remove(&self.store, id);
+        self.store.set(id, entry.score, entry.subscore, entry.time);
+        self.tree.insert(&self.store, id);
+        self.set_meta(id, entry.meta.unwrap_or_default());
+        Ok(SubmitOutcome {
+            score: entry.score,
+            rank: self.rank_of(id),
+            changed: true,
+            evicted: None,
+        })
     }
 
     /// Removes the member; false when absent.

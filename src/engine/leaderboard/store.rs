@@ -191,7 +191,7 @@ impl Store {
             self.free = self.entries[id as usize].time as u32;
             self.entries[id as usize] = entry;
         } else {
-            self.entries.push(entry);
+            self.entries.push_growing_from(entry, 4);
         }
         Some(id)
     }

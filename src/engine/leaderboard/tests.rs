@@ -283,3 +283,43 @@ fn a_deep_tree_stays_consistent() {
         assert_eq!(b.rank(e.member), Some(*r));
     }
 }
+
+#[test]
+fn small_boards_stay_small() {
+    let mut b = board(|_| {});
+    let empty = b.memory_usage();
+    for i in 0..3 {
+        b.submit(format!("player:{i:07}").as_bytes(), i, 0, 0, None)
+            .unwrap();
+    }
+    let three = b.memory_usage();
+    assert!(empty < 1024, "{empty}");
+    assert!(three < empty + 400, "{three}");
+}
+
+#[test]
+fn restore_copies_a_board_exactly() {
+    let mut b = board(|o| {
+        o.policy = Policy::Incr;
+        o.ranking = Ranking::Dense;
+    });
+    b.submit(b"a", 5, 1, 10, Some(b"m")).unwrap();
+    b.submit(b"b", 7, 0, 20, None).unwrap();
+    b.submit(b"a", 2, 0, 30, None).unwrap();
+    let mut copy = Leaderboard::new(*b.options());
+    for (_, e) in b.iter() {
+        copy.restore(e).unwrap();
+    }
+    assert!(b.iter().eq(copy.iter()));
+    // Over an existing entry: replaced, time and metadata included.
+    let e = EntryRef {
+        member: b"a",
+        score: 1,
+        subscore: 2,
+        time: 99,
+        meta: None,
+    };
+    copy.restore(e).unwrap();
+    assert_eq!(copy.get(b"a"), Some(e));
+    copy.check();
+}

@@ -146,7 +146,7 @@ impl Tree {
     /// An empty tree (one empty leaf).
     pub fn new() -> Tree {
         let mut leaves = ChunkedVec::new();
-        leaves.push(EMPTY_LEAF);
+        leaves.push_growing_from(EMPTY_LEAF, 1);
         Tree {
             leaves,
             inners: Vec::new(),
@@ -671,7 +671,7 @@ impl Tree {
             // Leaf ids stay far below u32::MAX: each leaf holds at least
             // one of fewer than 2^31 entries.
             let x = self.leaves.len() as u32;
-            self.leaves.push(leaf);
+            self.leaves.push_growing_from(leaf, 1);
             x
         }
     }
@@ -771,14 +771,15 @@ fn count_ends(slots: &[u32]) -> u64 {
 }
 
 /// Makes room for `extra` more items, growing by size classes instead of
-/// doubling.
+/// doubling (from 64 bytes, or one item when bigger: a small board's one
+/// inner node should not bring room for four).
 pub(super) fn reserve<T>(v: &mut Vec<T>, extra: usize) {
     let need = v.len() + extra;
     if need <= v.capacity() {
         return;
     }
     let size = std::mem::size_of::<T>().max(1);
-    let want = need.max(v.capacity() + v.capacity() / 8).max(4);
+    let want = need.max(v.capacity() + v.capacity() / 8).max(64 / size);
     let cap = alloc_size(want * size) / size;
     v.reserve_exact(cap.max(need) - v.len());
 }
