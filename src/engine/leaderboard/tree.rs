@@ -129,6 +129,15 @@ pub(super) struct Found {
     pub groups: u64,
 }
 
+/// Where [`Tree::insert`] put an entry: its 0-based place, the group ends
+/// before it, and whether it starts its (score, subscore) group.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Placed {
+    pub pos: u64,
+    pub groups: u64,
+    pub group_start: bool,
+}
+
 /// The counted B+tree.
 #[derive(Debug, Clone)]
 pub(super) struct Tree {
@@ -355,7 +364,7 @@ impl Tree {
     // ----- writing --------------------------------------------------------
 
     /// Adds entry `id` (already in the store, not in the tree).
-    pub fn insert(&mut self, store: &Store, id: u32) {
+    pub fn insert(&mut self, store: &Store, id: u32) -> Placed {
         let key = store.key(id);
         let mut path = Path::new();
         let f = self.descend(store, |ks, e| store.before(ks, e, &key), Some(&mut path));
@@ -369,11 +378,18 @@ impl Tree {
         // The predecessor is in this leaf (a descent stops in the leaf
         // whose first entry is before the new one), unless the new entry
         // comes first of all.
+        let mut placed = Placed {
+            pos: f.pos,
+            groups: f.groups,
+            group_start: true,
+        };
         if idx > 0 {
             let a = self.leaves[leaf as usize].slots[idx - 1];
             let a_end = !store.same_group(a & ID_MASK, id);
             self.leaves[leaf as usize].slots[idx - 1] =
                 (a & ID_MASK) | if a_end { GROUP_END } else { 0 };
+            placed.groups = placed.groups - u64::from(a & GROUP_END != 0) + u64::from(a_end);
+            placed.group_start = a_end;
         }
         let mut split = self.leaf_insert(leaf, idx, slot);
         let mut child = leaf;
@@ -399,6 +415,7 @@ impl Tree {
             self.height += 1;
         }
         self.len += 1;
+        placed
     }
 
     /// Removes entry `id` (still in the store unchanged); false when it is
