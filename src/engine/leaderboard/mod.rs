@@ -85,6 +85,10 @@ use crate::engine::zset::index::MemberIndex;
 use store::Store;
 use tree::{Placed, Tree, GROUP_END, ID_MASK, NIL};
 
+/// Smallest entry arena [`Leaderboard::compact`] rebuilds (small in tests,
+/// so that the model tests rebuild often).
+const COMPACT_MIN: usize = if cfg!(test) { 16 } else { 1024 };
+
 /// Which scores rank first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Order {
@@ -683,10 +687,27 @@ impl Leaderboard {
         self.index.remove(h, id);
         self.drop_meta(id);
         self.store.free(id);
-        if self.store.heap_mostly_garbage() {
+        if self.store.slots() >= COMPACT_MIN && self.len() * 4 < self.store.slots() {
+            self.compact();
+        } else if self.store.heap_mostly_garbage() {
             let live: Vec<u32> = self.iter_ids().collect();
             self.store.compact_heap(live.into_iter());
         }
+    }
+
+    /// Rebuilds the board from its entries, in order, when it has shrunk
+    /// to a quarter of its arena: the freed entries, leaves and index
+    /// slots go (the rebuild's cost is paid by the removals before it).
+    fn compact(&mut self) {
+        let mut fresh = Leaderboard::new(self.opts);
+        for (_, e) in self.iter() {
+            // Cannot fail (the entries passed the same checks); if it did,
+            // the board stays as it is.
+            if fresh.restore(e).is_err() {
+                return;
+            }
+        }
+        *self = fresh;
     }
 
     /// Every entry id, in order.

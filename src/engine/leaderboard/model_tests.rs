@@ -16,6 +16,8 @@ enum Op {
     Submit(usize, i64, i64, u64, Option<Vec<u8>>),
     Incr(usize, i64, u64, Option<Vec<u8>>),
     Remove(usize),
+    /// Removes members `lo..hi` (a board that shrinks is rebuilt).
+    RemoveMany(usize, usize),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -245,6 +247,7 @@ fn ops(members: usize, len: usize) -> impl Strategy<Value = Vec<Op>> {
                 .prop_map(|(m, s, ss, t, x)| Op::Submit(m, s, ss, t, x)),
             2 => (0..members, score(), 0u64..4, meta()).prop_map(|(m, d, t, x)| Op::Incr(m, d, t, x)),
             2 => (0..members).prop_map(Op::Remove),
+            1 => (0..members, 0..members).prop_map(|(a, b)| Op::RemoveMany(a.min(b), a.max(b))),
         ],
         0..len,
     )
@@ -295,6 +298,11 @@ fn apply(b: &mut Leaderboard, m: &mut Model, op: &Op) -> Result<(), TestCaseErro
             let mem = member(*i);
             let want = m.find(&mem).map(|k| m.entries.remove(k)).is_some();
             prop_assert_eq!(b.remove(&mem), want);
+        }
+        Op::RemoveMany(lo, hi) => {
+            for i in *lo..*hi {
+                apply(b, m, &Op::Remove(i))?;
+            }
         }
     }
     Ok(())

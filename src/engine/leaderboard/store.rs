@@ -72,6 +72,11 @@ impl Store {
         self.entries.allocated() + alloc_size(self.heap.capacity())
     }
 
+    /// Entries in the arena, free ones included.
+    pub fn slots(&self) -> usize {
+        self.entries.len()
+    }
+
     /// Entry `id`.
     #[inline]
     pub fn get(&self, id: u32) -> &Entry {

@@ -323,3 +323,31 @@ fn restore_copies_a_board_exactly() {
     assert_eq!(copy.get(b"a"), Some(e));
     copy.check();
 }
+
+#[test]
+fn a_board_that_shrinks_gives_memory_back() {
+    let mut b = board(|o| o.ranking = Ranking::Competition);
+    for i in 0..6000 {
+        b.submit(format!("p{i}").as_bytes(), i % 100, 0, i as u64, Some(b"m"))
+            .unwrap();
+    }
+    let full = b.memory_usage();
+    for i in 0..5900 {
+        assert!(b.remove(format!("p{i}").as_bytes()));
+    }
+    b.check();
+    assert_eq!(b.len(), 100);
+    assert!(
+        b.memory_usage() * 10 < full,
+        "{} of {full}",
+        b.memory_usage()
+    );
+    for i in 5900..6000 {
+        let e = b.get(format!("p{i}").as_bytes()).unwrap();
+        assert_eq!(
+            (e.score, e.time, e.meta),
+            (i % 100, i as u64, Some(&b"m"[..]))
+        );
+    }
+    assert_eq!(b.rank(b"p5999"), Some(1));
+}
