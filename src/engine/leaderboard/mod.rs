@@ -303,7 +303,11 @@ impl Leaderboard {
             score: e.score,
             subscore: e.subscore,
             time: e.time,
-            meta: self.meta.get(&id).map(|m| &m[..]),
+            meta: if self.meta.is_empty() {
+                None
+            } else {
+                self.meta.get(&id).map(|m| &m[..])
+            },
         }
     }
 
