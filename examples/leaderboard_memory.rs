@@ -121,6 +121,20 @@ fn main() {
         "range 1..100: {:.1} us (checksum {top})",
         t.elapsed().as_secs_f64() * 1e6
     );
+    // Shrinking to a quarter of the arena rebuilds the board once.
+    let t = Instant::now();
+    let mut slowest = std::time::Duration::ZERO;
+    for i in 0..n * 4 / 5 {
+        let one = Instant::now();
+        board.remove(member(i).as_bytes());
+        slowest = slowest.max(one.elapsed());
+    }
+    println!(
+        "remove 80%: {:.0} ns/remove, slowest {:.1} ms (the rebuild), then {:.1} B/entry",
+        t.elapsed().as_nanos() as f64 / (n * 4 / 5) as f64,
+        slowest.as_secs_f64() * 1e3,
+        board.memory_usage() as f64 / board.len() as f64
+    );
     drop(board);
     small_boards();
 }

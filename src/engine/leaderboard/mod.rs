@@ -660,10 +660,7 @@ impl Leaderboard {
             .store
             .alloc(member, score, subscore, at_ms)
             .ok_or(LbError::Full)?;
-        let h = self.hasher.hash_one(member);
-        let (store, hasher) = (&self.store, &self.hasher);
-        self.index
-            .insert_unique(h, id, |y| hasher.hash_one(store.member(y)));
+        self.index_insert(member, id);
         let placed = self.tree.insert(&self.store, id);
         if let Some(m) = meta {
             self.set_meta(id, m);
@@ -700,18 +697,37 @@ impl Leaderboard {
     }
 
     /// Rebuilds the board from its entries, in order, when it has shrunk
-    /// to a quarter of its arena: the freed entries, leaves and index
-    /// slots go (the rebuild's cost is paid by the removals before it).
+    /// to a quarter of its entry arena: the freed entries, leaves and index
+    /// slots go, the nodes come back full. O(n), paid for by the removals
+    /// before it.
     fn compact(&mut self) {
         let mut fresh = Leaderboard::new(self.opts);
-        for (_, e) in self.iter() {
-            // Cannot fail (the entries passed the same checks); if it did,
-            // the board stays as it is.
-            if fresh.restore(e).is_err() {
+        fresh.index = MemberIndex::with_capacity(self.len());
+        let mut ids = Vec::with_capacity(self.len());
+        for old in self.iter_ids() {
+            let e = *self.store.get(old);
+            let member = self.store.member(old);
+            // Cannot fail (fewer entries than now); if it did, the board
+            // stays as it is.
+            let Some(id) = fresh.store.alloc(member, e.score, e.subscore, e.time) else {
                 return;
+            };
+            fresh.index_insert(member, id);
+            if let Some(m) = self.meta.get(&old) {
+                fresh.set_meta(id, m);
             }
+            ids.push(id);
         }
+        fresh.tree = Tree::from_sorted(&fresh.store, &ids);
         *self = fresh;
+    }
+
+    /// Adds entry `id`, whose member is `member`, to the index.
+    fn index_insert(&mut self, member: &[u8], id: u32) {
+        let h = self.hasher.hash_one(member);
+        let (store, hasher) = (&self.store, &self.hasher);
+        self.index
+            .insert_unique(h, id, |y| hasher.hash_one(store.member(y)));
     }
 
     /// Every entry id, in order.
@@ -811,3 +827,6 @@ impl<'a> Iterator for Range<'a> {
         (n, Some(n))
     }
 }
+
+/// The length is known before the walk (a reply's array header).
+impl ExactSizeIterator for Range<'_> {}

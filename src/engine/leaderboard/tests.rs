@@ -351,3 +351,27 @@ fn a_board_that_shrinks_gives_memory_back() {
     }
     assert_eq!(b.rank(b"p5999"), Some(1));
 }
+
+#[test]
+fn a_rebuilt_board_is_the_same_board() {
+    for n in 0..150u64 {
+        let mut b = board(|o| o.ranking = Ranking::Dense);
+        for i in 0..n {
+            let meta = (i % 3 == 0).then_some(&b"x"[..]);
+            b.submit(format!("p{i}").as_bytes(), (i * 7 % 5) as i64, 0, i, meta)
+                .unwrap();
+        }
+        let dump = |b: &Leaderboard| -> Vec<String> {
+            b.iter().map(|(r, e)| format!("{r} {e:?}")).collect()
+        };
+        let before = dump(&b);
+        b.compact();
+        b.check();
+        let after = dump(&b);
+        assert_eq!(before, after, "{n}");
+        // Still takes changes.
+        b.submit(b"new", 3, 0, 999, None).unwrap();
+        b.remove(b"p0");
+        b.check();
+    }
+}

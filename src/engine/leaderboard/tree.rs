@@ -167,6 +167,59 @@ impl Tree {
         }
     }
 
+    /// A tree of `ids`, already in order, with full nodes (the last two of
+    /// a level share their contents when the last would be under-full).
+    pub fn from_sorted(store: &Store, ids: &[u32]) -> Tree {
+        let mut t = Tree::new();
+        let mut level = Vec::new();
+        let (mut at, mut prev) = (0, NIL);
+        for size in node_sizes(ids.len(), LEAF_CAP, LEAF_MIN) {
+            let mut leaf = EMPTY_LEAF;
+            for (j, slot) in leaf.slots[..size].iter_mut().enumerate() {
+                let id = ids[at + j];
+                let end = ids
+                    .get(at + j + 1)
+                    .is_none_or(|&b| !store.same_group(id, b));
+                *slot = id | if end { GROUP_END } else { 0 };
+            }
+            leaf.len = size as u32;
+            leaf.prev = prev;
+            // The new tree's empty root leaf becomes the first leaf.
+            let x = if prev == NIL {
+                t.leaves[0] = leaf;
+                0
+            } else {
+                t.alloc_leaf(leaf)
+            };
+            if prev != NIL {
+                t.leaves[prev as usize].next = x;
+            }
+            prev = x;
+            level.push(x);
+            at += size;
+        }
+        let mut is_leaf = true;
+        while level.len() > 1 {
+            let mut up = Vec::new();
+            let mut at = 0;
+            for size in node_sizes(level.len(), FAN, FAN_MIN) {
+                let mut n = EMPTY_INNER;
+                for (j, slot) in n.slots[..size].iter_mut().enumerate() {
+                    *slot = t.summary(store, level[at + j], is_leaf);
+                }
+                n.len = size as u32;
+                up.push(t.alloc_inner(n));
+                at += size;
+            }
+            level = up;
+            is_leaf = false;
+            t.height += 1;
+        }
+        t.root = level.first().copied().unwrap_or(0);
+        t.len = ids.len();
+        t
+    }
+
     /// Number of entries.
     pub fn len(&self) -> usize {
         self.len
@@ -779,6 +832,23 @@ impl Tree {
         }
         self.summary(store, node, false)
     }
+}
+
+/// Sizes of the nodes holding `n` items in order: full (`cap`), but the
+/// last two share their items when the last would hold fewer than `min`.
+fn node_sizes(n: usize, cap: usize, min: usize) -> Vec<usize> {
+    let mut v = vec![cap; n / cap];
+    let rest = n % cap;
+    if rest > 0 {
+        v.push(rest);
+        let k = v.len();
+        if k >= 2 && rest < min {
+            let total = cap + rest;
+            v[k - 2] = total - total / 2;
+            v[k - 1] = total / 2;
+        }
+    }
+    v
 }
 
 /// Number of group end flags among `slots`.
