@@ -66,6 +66,14 @@
 //! - Metadata costs its bytes (rounded to a size class) plus about 25
 //!   bytes of side-map slot, only on entries that have some.
 //!
+//! - Removals leave freed entries, leaves and index slots for reuse; a
+//!   board that shrinks to a quarter of its entry arena is rebuilt in
+//!   O(n) (about 65 ms for 250,000 entries on a loaded 2-core machine).
+//!
+//! Times on that machine (same example, 1,000,000 entries, noisy): a
+//! submit 1.5 to 2.5 µs with its rank, a COMPETITION rank 1 µs, one
+//! `among` of 5,000 members 3 to 4 ms, the top 100 about 10 µs.
+//!
 //! No `unsafe` here.
 
 mod store;
