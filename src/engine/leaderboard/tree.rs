@@ -12,7 +12,11 @@
 //!   ordering key of its score, so a descent compares against the cache and
 //!   reads an entry only on a score tie).
 //! - Nodes live in arenas addressed by `u32`, freed nodes are reused.
-//!   Under-full nodes are merged with or refilled from a sibling.
+//!   Under-full nodes are merged with or refilled from a sibling; a tree
+//!   built from ids already in order ([`Tree::from_sorted`]) has full ones.
+//! - An entry already in the tree is found by its key through the inner
+//!   nodes, then by its id in the leaf (a scan of 64 `u32`s, no entry
+//!   reads); an insert's place by a binary search of the leaf.
 //!
 //! The tree knows nothing of scores beyond what [`Store`] tells it: every
 //! descent is driven by a predicate that holds for a prefix of the order.
