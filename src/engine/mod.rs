@@ -5,6 +5,7 @@ pub mod bitmap;
 pub mod glob;
 pub mod hash;
 pub mod keyspace;
+pub mod leaderboard;
 pub mod list;
 pub mod set;
 pub mod string;

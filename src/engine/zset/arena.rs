@@ -13,7 +13,7 @@ const CHUNK_BYTES: usize = 1 << 20;
 
 /// An array of `T` in chunks of `CHUNK_BYTES / size_of::<T>()` elements.
 #[derive(Debug, Clone)]
-pub(super) struct ChunkedVec<T> {
+pub(crate) struct ChunkedVec<T> {
     chunks: Vec<Vec<T>>,
     len: usize,
 }
@@ -38,6 +38,12 @@ impl<T> ChunkedVec<T> {
 
     /// Appends `value`; the last chunk grows by size classes until full.
     pub fn push(&mut self, value: T) {
+        self.push_growing_from(value, 8);
+    }
+
+    /// [`ChunkedVec::push`], with room for at least `min` elements once
+    /// the first chunk is allocated (a small first chunk for big elements).
+    pub fn push_growing_from(&mut self, value: T, min: usize) {
         let fits = self
             .chunks
             .last()
@@ -48,7 +54,7 @@ impl<T> ChunkedVec<T> {
         if let Some(c) = self.chunks.last_mut() {
             if c.len() == c.capacity() {
                 let size = std::mem::size_of::<T>().max(1);
-                let want = (c.capacity() + c.capacity() / 8).max(c.len() + 1).max(8);
+                let want = (c.capacity() + c.capacity() / 8).max(c.len() + 1).max(min);
                 let cap = (alloc_size(want * size) / size).min(Self::PER_CHUNK);
                 c.reserve_exact(cap - c.len());
             }

@@ -22,7 +22,7 @@ const MIN_IDX_BITS: u32 = 16;
 
 /// Member hash → node index.
 #[derive(Debug, Clone)]
-pub(super) struct MemberIndex {
+pub(crate) struct MemberIndex {
     /// Power-of-two length (or empty).
     slots: Vec<u32>,
     len: usize,

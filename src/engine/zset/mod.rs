@@ -61,8 +61,8 @@
 //!   with `m:<12 digits>` members 22.1 through the server (redis-server
 //!   26.4).
 
-mod arena;
-mod index;
+pub(crate) mod arena;
+pub(crate) mod index;
 pub mod listpack;
 pub mod range;
 pub mod skiplist;
