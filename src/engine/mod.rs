@@ -5,6 +5,7 @@ pub mod bitmap;
 pub mod glob;
 pub mod hash;
 pub mod keyspace;
+mod keytable;
 pub mod list;
 pub mod set;
 pub mod string;
