@@ -35,7 +35,7 @@ use super::value::Value;
 
 /// Number of shards (a power of two).
 pub const SHARD_COUNT: usize = 64;
-const SHARD_SHIFT: u32 = 64 - SHARD_COUNT.trailing_zeros();
+pub(super) const SHARD_SHIFT: u32 = 64 - SHARD_COUNT.trailing_zeros();
 
 /// The hasher used for keys, shared by shard selection and the maps.
 pub type KeyHasher = ahash::RandomState;

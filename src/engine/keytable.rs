@@ -218,6 +218,20 @@ mod tests {
     }
 
     #[test]
+    fn keys_of_one_shard_get_varied_tags() {
+        // The keys of one shard share their hash's top bits; their slot
+        // hashes' top 7 bits (hashbrown's tag) must not.
+        let hasher = KeyHasher::new();
+        let shard_of = |k: &[u8]| hasher.hash_one(k) >> crate::engine::keyspace::SHARD_SHIFT;
+        let mut tags = std::collections::HashSet::new();
+        let keys = (0..20_000).map(|i| format!("key:{i}").into_bytes());
+        for k in keys.filter(|k| shard_of(k) == 0) {
+            tags.insert(slot_hash(hasher.hash_one(&k[..])) >> 57);
+        }
+        assert!(tags.len() > 100, "{} tags", tags.len());
+    }
+
+    #[test]
     fn keys_inline_and_on_the_heap() {
         let mut t = KeyTable::new(KeyHasher::new());
         let short = vec![b's'; INLINE_KEY];
