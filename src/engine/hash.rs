@@ -3,6 +3,8 @@
 //! - `listpack`: every field and value back to back in one exactly sized
 //!   byte buffer, in insertion order (HGETALL on a small hash answers in that
 //!   order; an overwritten field keeps its place), found by a linear scan.
+//!   A field name that many hashes repeat is stored once for the process
+//!   (`field_names`) and as a one-byte id in each buffer.
 //!   Used while the hash has at most `hash-max-listpack-entries` fields and
 //!   every field and value is at most `hash-max-listpack-value` bytes.
 //! - `hashtable`: an open-addressing table over entries stored back to back
@@ -25,6 +27,7 @@ use ahash::RandomState;
 use rand::seq::{index, SliceRandom};
 use rand::Rng;
 
+use super::field_names;
 use crate::protocol::number::{parse_i64, strtod};
 
 /// Redis's default `hash-max-listpack-entries`.
@@ -344,8 +347,11 @@ impl HashValue {
             return;
         };
         // A table entry's two length prefixes take at most one byte more
-        // than the pair's listpack header.
-        let arena = l.heap_bytes() + l.len();
+        // than the pair's header would with the field's bytes in it.
+        let arena = l
+            .iter()
+            .map(|(f, v)| pair_len(FieldAs::Bytes, f, v) + 1)
+            .sum();
         let mut table = FieldTable::with_capacity(l.len() + extra, arena);
         for (f, v) in l.iter() {
             table.set(f, v);
@@ -556,10 +562,40 @@ fn read_varint(bytes: &[u8], at: &mut usize) -> Option<usize> {
 const SHORT_FIELD_MAX: usize = 14;
 /// Longest value a one-byte pair header holds.
 const SHORT_VALUE_MAX: usize = 15;
-/// The header byte of every other pair: two LEB128 lengths follow it.
+/// The header byte of every other pair with the field's bytes: two LEB128
+/// lengths follow it.
 const LONG_PAIR: u8 = 0xF0;
+/// Header bytes `NAMED_PAIR..NAMED_PAIR + 13`: a pair whose field is a
+/// shared name (`field_names`), whose one-byte id follows, and whose value
+/// has `header - NAMED_PAIR` bytes.
+const NAMED_PAIR: u8 = 0xF1;
+/// Longest value a one-byte named-pair header holds.
+const NAMED_VALUE_MAX: usize = (NAMED_LONG_PAIR - NAMED_PAIR - 1) as usize;
+/// The header of every other named pair: the id, then the value's length
+/// as LEB128.
+const NAMED_LONG_PAIR: u8 = 0xFF;
 
-/// Bytes of the header of a pair with these lengths.
+/// How a pair's field is written: its bytes, or the id of a shared name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FieldAs {
+    Bytes,
+    Name(u8),
+}
+
+impl FieldAs {
+    /// How to write `field` in a pair written now (this counts as an offer
+    /// of the name to the shared dictionary; see `field_names`). Decided
+    /// once per write, since the answer can change between two calls.
+    fn choose(field: &[u8]) -> FieldAs {
+        match field_names::offer(field) {
+            Some(id) => FieldAs::Name(id),
+            None => FieldAs::Bytes,
+        }
+    }
+}
+
+/// Bytes of the header of a pair with these lengths and its field written
+/// as its bytes.
 fn header_len(field_len: usize, value_len: usize) -> usize {
     if field_len <= SHORT_FIELD_MAX && value_len <= SHORT_VALUE_MAX {
         1
@@ -569,21 +605,39 @@ fn header_len(field_len: usize, value_len: usize) -> usize {
 }
 
 /// Bytes a pair takes in a listpack.
-fn pair_len(field: &[u8], value: &[u8]) -> usize {
-    header_len(field.len(), value.len()) + field.len() + value.len()
+fn pair_len(how: FieldAs, field: &[u8], value: &[u8]) -> usize {
+    let vl = value.len();
+    match how {
+        FieldAs::Bytes => header_len(field.len(), vl) + field.len() + vl,
+        FieldAs::Name(_) if vl <= NAMED_VALUE_MAX => 2 + vl,
+        FieldAs::Name(_) => 2 + varint_len(vl) + vl,
+    }
 }
 
-/// Appends a pair: its header, the field, the value.
-fn push_pair(out: &mut Vec<u8>, field: &[u8], value: &[u8]) {
+/// Appends a pair: its header, the field (or its name's id), the value.
+fn push_pair(out: &mut Vec<u8>, how: FieldAs, field: &[u8], value: &[u8]) {
     let (fl, vl) = (field.len(), value.len());
-    if fl <= SHORT_FIELD_MAX && vl <= SHORT_VALUE_MAX {
-        out.push(((fl << 4) | vl) as u8);
-    } else {
-        out.push(LONG_PAIR);
-        push_varint(out, fl);
-        push_varint(out, vl);
+    match how {
+        FieldAs::Bytes => {
+            if fl <= SHORT_FIELD_MAX && vl <= SHORT_VALUE_MAX {
+                out.push(((fl << 4) | vl) as u8);
+            } else {
+                out.push(LONG_PAIR);
+                push_varint(out, fl);
+                push_varint(out, vl);
+            }
+            out.extend_from_slice(field);
+        }
+        FieldAs::Name(id) if vl <= NAMED_VALUE_MAX => {
+            out.push(NAMED_PAIR + vl as u8);
+            out.push(id);
+        }
+        FieldAs::Name(id) => {
+            out.push(NAMED_LONG_PAIR);
+            out.push(id);
+            push_varint(out, vl);
+        }
     }
-    out.extend_from_slice(field);
     out.extend_from_slice(value);
 }
 
@@ -601,6 +655,22 @@ struct PairAt<'a> {
 fn pair_at(bytes: &[u8], start: usize) -> Option<PairAt<'_>> {
     let h = *bytes.get(start)?;
     let mut at = start + 1;
+    if h >= NAMED_PAIR {
+        let field = field_names::name(*bytes.get(at)?)?;
+        at += 1;
+        let vl = if h == NAMED_LONG_PAIR {
+            read_varint(bytes, &mut at)?
+        } else {
+            (h - NAMED_PAIR) as usize
+        };
+        let end = at.checked_add(vl)?;
+        return Some(PairAt {
+            field,
+            value: bytes.get(at..end)?,
+            value_at: at,
+            end,
+        });
+    }
     let (fl, vl) = if h < LONG_PAIR {
         ((h >> 4) as usize, (h & 0x0f) as usize)
     } else {
@@ -623,8 +693,13 @@ fn pair_at(bytes: &[u8], start: usize) -> Option<PairAt<'_>> {
 /// one) when the field has at most 14 bytes and the value at most 15, so a
 /// `name` → `alice` pair takes 10 bytes (Redis's listpack takes 13: a
 /// length byte and a back-length byte per string); longer pairs take
-/// [`LONG_PAIR`] and two LEB128 lengths. Every change reallocates the buffer
-/// to its new size, as Redis's listpack does.
+/// [`LONG_PAIR`] and two LEB128 lengths. A field whose name is shared
+/// (`field_names`: names many hashes repeat) is written as a one-byte id
+/// instead of its bytes, after a header byte of its own ([`NAMED_PAIR`]
+/// plus the value's length, or [`NAMED_LONG_PAIR`] and a LEB128 length):
+/// `country` → `SE` then takes 4 bytes, and a 10-field profile 112 bytes
+/// instead of 160. Every change reallocates the buffer to its new size, as
+/// Redis's listpack does.
 #[derive(Debug, Clone, Default)]
 struct Listpack {
     bytes: Box<[u8]>,
@@ -663,9 +738,10 @@ impl Listpack {
 
     fn set(&mut self, field: &[u8], value: &[u8]) -> bool {
         let Some((start, p)) = self.find(field) else {
+            let how = FieldAs::choose(field);
             let mut v = std::mem::take(&mut self.bytes).into_vec();
-            v.reserve_exact(pair_len(field, value));
-            push_pair(&mut v, field, value);
+            v.reserve_exact(pair_len(how, field, value));
+            push_pair(&mut v, how, field, value);
             self.bytes = v.into_boxed_slice();
             self.len += 1;
             return true;
@@ -686,11 +762,12 @@ impl Listpack {
     /// Rewrites the pair at `span` as `field` → `value`, in one exactly sized
     /// new buffer.
     fn replace(&mut self, span: Range<usize>, field: &[u8], value: &[u8]) {
+        let how = FieldAs::choose(field);
         let old = &self.bytes;
-        let size = old.len() - span.len() + pair_len(field, value);
+        let size = old.len() - span.len() + pair_len(how, field, value);
         let mut v = Vec::with_capacity(size);
         v.extend_from_slice(old.get(..span.start).unwrap_or(&[]));
-        push_pair(&mut v, field, value);
+        push_pair(&mut v, how, field, value);
         v.extend_from_slice(old.get(span.end..).unwrap_or(&[]));
         self.bytes = v.into_boxed_slice();
     }
@@ -1243,7 +1320,13 @@ mod tests {
         let Encoding::Listpack(l) = &h.enc else {
             panic!("listpack expected");
         };
-        let want: usize = h.iter().map(|(f, v)| pair_len(f, v)).sum();
+        let want: usize = h
+            .iter()
+            .map(|(f, v)| {
+                let how = field_names::lookup(f).map_or(FieldAs::Bytes, FieldAs::Name);
+                pair_len(how, f, v)
+            })
+            .sum();
         assert_eq!(l.heap_bytes(), want);
     }
 
@@ -1522,9 +1605,72 @@ mod tests {
                 DEFAULT,
             );
         }
-        // One header byte + 2 + 6 per pair, and the struct.
-        assert_eq!(h.memory_usage(), std::mem::size_of::<HashValue>() + 10 * 9);
+        // One header byte + 2 + 6 per pair (or a header, an id and 6 for a
+        // field whose name is shared: other tests share the dictionary), and
+        // the struct.
+        let pairs: usize = (0..10)
+            .map(|i| match field_names::lookup(format!("f{i}").as_bytes()) {
+                Some(_) => 8,
+                None => 9,
+            })
+            .sum();
+        assert_eq!(h.memory_usage(), std::mem::size_of::<HashValue>() + pairs);
         assert!(std::mem::size_of::<HashValue>() <= 24);
+    }
+
+    #[test]
+    fn shared_field_names_take_a_byte() {
+        let fields: Vec<Vec<u8>> = ["name", "country", "avatar"]
+            .iter()
+            .map(|f| format!("hash::test::shared::{f}").into_bytes())
+            .collect();
+        // The first is stored as bytes, then its name becomes shared: the
+        // pair keeps its bytes until rewritten, and stays one field.
+        let mut h = HashValue::new();
+        h.set(&fields[0], b"alice", DEFAULT);
+        for f in &fields {
+            assert!(field_names::admit(f).is_some());
+        }
+        let long = vec![b'u'; 40];
+        assert!(!h.set(&fields[0], b"bob", DEFAULT));
+        assert!(h.set(&fields[1], b"SE", DEFAULT));
+        assert!(h.set(&fields[2], &long, DEFAULT));
+        let want = |h: &HashValue| {
+            assert_eq!(h.get(&fields[0]), Some(&b"bob"[..]));
+            assert_eq!(h.get(&fields[1]), Some(&b"SE"[..]));
+            assert_eq!(h.get(&fields[2]), Some(long.as_slice()));
+            let mut order: Vec<&[u8]> = h.keys().collect();
+            if h.encoding() == "hashtable" {
+                order.sort_unstable_by_key(|f| fields.iter().position(|g| g == f));
+            }
+            assert_eq!(
+                order,
+                fields.iter().map(|f| f.as_slice()).collect::<Vec<_>>()
+            );
+        };
+        want(&h);
+        // Header and id, then the value; a value past 13 bytes takes its
+        // length as LEB128.
+        assert_eq!(
+            h.memory_usage(),
+            size_of::<HashValue>() + (2 + 3) + (2 + 2) + (3 + 40)
+        );
+        // Same length: in place. Other lengths: rewritten, short and long.
+        assert!(!h.set(&fields[1], b"NO", DEFAULT));
+        assert!(!h.set(&fields[1], &[b'x'; 13], DEFAULT));
+        assert!(!h.set(&fields[1], &[b'x'; 14], DEFAULT));
+        assert!(!h.set(&fields[1], b"SE", DEFAULT));
+        want(&h);
+        let copy = h.duplicate();
+        assert!(h.remove(&fields[1]));
+        assert_eq!(h.get(&fields[1]), None);
+        assert_eq!(h.len(), 2);
+        want(&copy);
+        // The table holds the names' bytes.
+        let mut t = copy.duplicate();
+        t.convert_to_hashtable(0);
+        assert_eq!(t.encoding(), "hashtable");
+        want(&t);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! made of. No RESP, no clients, no tokio here.
 
 pub mod bitmap;
+mod field_names;
 pub mod glob;
 pub mod hash;
 pub mod keyspace;
