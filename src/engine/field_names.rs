@@ -54,6 +54,7 @@ fn hash_of(name: &[u8]) -> u64 {
 }
 
 /// The name of `id`, if an id was given to one.
+#[inline]
 pub fn name(id: u8) -> Option<&'static [u8]> {
     NAMES.get(id as usize)?.get().map(|b| &b[..])
 }

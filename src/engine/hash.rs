@@ -644,6 +644,8 @@ fn push_pair(out: &mut Vec<u8>, how: FieldAs, field: &[u8], value: &[u8]) {
 /// One pair of a listpack, as found at a position.
 struct PairAt<'a> {
     field: &'a [u8],
+    /// How the field is written.
+    how: FieldAs,
     value: &'a [u8],
     /// Where the value starts in the buffer.
     value_at: usize,
@@ -652,11 +654,13 @@ struct PairAt<'a> {
 }
 
 /// The pair starting at `start`, if one does.
+#[inline]
 fn pair_at(bytes: &[u8], start: usize) -> Option<PairAt<'_>> {
     let h = *bytes.get(start)?;
     let mut at = start + 1;
     if h >= NAMED_PAIR {
-        let field = field_names::name(*bytes.get(at)?)?;
+        let id = *bytes.get(at)?;
+        let field = field_names::name(id)?;
         at += 1;
         let vl = if h == NAMED_LONG_PAIR {
             read_varint(bytes, &mut at)?
@@ -666,6 +670,7 @@ fn pair_at(bytes: &[u8], start: usize) -> Option<PairAt<'_>> {
         let end = at.checked_add(vl)?;
         return Some(PairAt {
             field,
+            how: FieldAs::Name(id),
             value: bytes.get(at..end)?,
             value_at: at,
             end,
@@ -681,6 +686,7 @@ fn pair_at(bytes: &[u8], start: usize) -> Option<PairAt<'_>> {
     let end = value_at.checked_add(vl)?;
     Some(PairAt {
         field: bytes.get(at..value_at)?,
+        how: FieldAs::Bytes,
         value: bytes.get(value_at..end)?,
         value_at,
         end,
@@ -724,14 +730,34 @@ impl Listpack {
         }
     }
 
-    /// The pair whose field is `field`, and where it starts.
+    /// The pair whose field is `field`, and where it starts. Pairs are
+    /// stepped over without decoding them whole (only a long pair with its
+    /// field's bytes is).
     fn find(&self, field: &[u8]) -> Option<(usize, PairAt<'_>)> {
+        let bytes = &self.bytes[..];
         let mut start = 0;
-        while let Some(p) = pair_at(&self.bytes, start) {
-            if p.field == field {
-                return Some((start, p));
+        while let Some(&h) = bytes.get(start) {
+            let (found, next) = if h < LONG_PAIR {
+                let (fl, vl) = ((h >> 4) as usize, (h & 0x0f) as usize);
+                let f = bytes.get(start + 1..start + 1 + fl)?;
+                (f == field, start + 1 + fl + vl)
+            } else if (NAMED_PAIR..NAMED_LONG_PAIR).contains(&h) {
+                let id = *bytes.get(start + 1)?;
+                let vl = (h - NAMED_PAIR) as usize;
+                (field_names::name(id) == Some(field), start + 2 + vl)
+            } else if h == NAMED_LONG_PAIR {
+                let id = *bytes.get(start + 1)?;
+                let mut at = start + 2;
+                let vl = read_varint(bytes, &mut at)?;
+                (field_names::name(id) == Some(field), at.checked_add(vl)?)
+            } else {
+                let p = pair_at(bytes, start)?;
+                (p.field == field, p.end)
+            };
+            if found {
+                return pair_at(bytes, start).map(|p| (start, p));
             }
-            start = p.end;
+            start = next;
         }
         None
     }
@@ -748,21 +774,26 @@ impl Listpack {
         };
         let span = start..p.end;
         let value_at = p.value_at;
+        let how = p.how;
         if p.value.len() == value.len() {
             // Same lengths, same header: overwrite the value in place.
             if let Some(dst) = self.bytes.get_mut(value_at..span.end) {
                 dst.copy_from_slice(value);
             }
         } else {
-            self.replace(span, field, value);
+            // A shared name stays one; a field still in bytes is offered.
+            let how = match how {
+                FieldAs::Bytes => FieldAs::choose(field),
+                named => named,
+            };
+            self.replace(span, how, field, value);
         }
         false
     }
 
-    /// Rewrites the pair at `span` as `field` → `value`, in one exactly sized
-    /// new buffer.
-    fn replace(&mut self, span: Range<usize>, field: &[u8], value: &[u8]) {
-        let how = FieldAs::choose(field);
+    /// Rewrites the pair at `span` as `field` → `value` (the field written
+    /// as `how` says), in one exactly sized new buffer.
+    fn replace(&mut self, span: Range<usize>, how: FieldAs, field: &[u8], value: &[u8]) {
         let old = &self.bytes;
         let size = old.len() - span.len() + pair_len(how, field, value);
         let mut v = Vec::with_capacity(size);
