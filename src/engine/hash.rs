@@ -235,7 +235,7 @@ impl HashValue {
     /// The value of `field` (HGET).
     pub fn get(&self, field: &[u8]) -> Option<ValueRef<'_>> {
         match &self.enc {
-            Encoding::Listpack(l) => l.find(field).map(|(_, p)| p.value),
+            Encoding::Listpack(l) => l.find(field).map(|(_, p)| p.value.value()),
             Encoding::Table(t) => t.get(field).map(ValueRef::bytes),
         }
     }
@@ -619,13 +619,18 @@ fn header_len(field_len: usize, value_len: usize) -> usize {
 /// writes for it (no sign but `-`, no leading zero, not `-0`), so that
 /// writing it back gives the same bytes.
 fn int_value(value: &[u8]) -> Option<(i64, usize)> {
-    if value.is_empty() || value.len() > 20 {
+    let digits = value.strip_prefix(b"-").unwrap_or(value);
+    let canonical = match digits {
+        // `0`, but not `-0`.
+        [b'0'] => digits.len() == value.len(),
+        [first, rest @ ..] => (b'1'..=b'9').contains(first) && rest.iter().all(u8::is_ascii_digit),
+        [] => false,
+    };
+    if !canonical || value.len() > 20 {
         return None;
     }
+    // Digits only: this fails only past the i64 range.
     let n = parse_i64(value)?;
-    if itoa::Buffer::new().format(n).as_bytes() != value {
-        return None;
-    }
     let w = if i8::try_from(n).is_ok() {
         0
     } else if i16::try_from(n).is_ok() {
@@ -648,19 +653,56 @@ fn value_int(how: FieldAs, value: &[u8]) -> Option<(i64, usize)> {
 
 /// Bytes a pair takes in a listpack.
 fn pair_len(how: FieldAs, field: &[u8], value: &[u8]) -> usize {
-    let vl = value.len();
-    match how {
-        FieldAs::Bytes => header_len(field.len(), vl) + field.len() + vl,
-        FieldAs::Name(_) => match value_int(how, value) {
-            Some((_, w)) => 2 + INT_WIDTHS[w],
-            None if vl <= NAMED_VALUE_MAX => 2 + vl,
-            None => 2 + varint_len(vl) + vl,
-        },
+    NewPair::new(how, field, value).len()
+}
+
+/// A pair about to be written, with how its field and value are written
+/// decided once.
+struct NewPair<'a> {
+    how: FieldAs,
+    /// The value as an integer and its width, when kept so.
+    int: Option<(i64, usize)>,
+    field: &'a [u8],
+    value: &'a [u8],
+}
+
+impl<'a> NewPair<'a> {
+    fn new(how: FieldAs, field: &'a [u8], value: &'a [u8]) -> NewPair<'a> {
+        NewPair {
+            how,
+            int: value_int(how, value),
+            field,
+            value,
+        }
+    }
+
+    /// Bytes the pair takes.
+    fn len(&self) -> usize {
+        let vl = self.value.len();
+        match (self.how, self.int) {
+            (FieldAs::Bytes, _) => header_len(self.field.len(), vl) + self.field.len() + vl,
+            (FieldAs::Name(_), Some((_, w))) => 2 + INT_WIDTHS[w],
+            (FieldAs::Name(_), None) if vl <= NAMED_VALUE_MAX => 2 + vl,
+            (FieldAs::Name(_), None) => 2 + varint_len(vl) + vl,
+        }
+    }
+
+    /// Appends the pair: its header, the field (or its name's id), the
+    /// value.
+    fn push(&self, out: &mut Vec<u8>) {
+        push_pair(out, self.how, self.int, self.field, self.value);
     }
 }
 
-/// Appends a pair: its header, the field (or its name's id), the value.
-fn push_pair(out: &mut Vec<u8>, how: FieldAs, field: &[u8], value: &[u8]) {
+/// Appends a pair: its header, the field (or its name's id), the value
+/// (`int`: as [`value_int`] gives it for them).
+fn push_pair(
+    out: &mut Vec<u8>,
+    how: FieldAs,
+    int: Option<(i64, usize)>,
+    field: &[u8],
+    value: &[u8],
+) {
     let (fl, vl) = (field.len(), value.len());
     match how {
         FieldAs::Bytes => {
@@ -673,7 +715,7 @@ fn push_pair(out: &mut Vec<u8>, how: FieldAs, field: &[u8], value: &[u8]) {
             }
             out.extend_from_slice(field);
         }
-        FieldAs::Name(id) => match value_int(how, value) {
+        FieldAs::Name(id) => match int {
             Some((n, w)) => {
                 out.push(NAMED_INT + w as u8);
                 out.push(id);
@@ -769,12 +811,29 @@ impl PartialEq for ValueRef<'_> {
 
 impl Eq for ValueRef<'_> {}
 
+/// A value as a listpack holds it (an integer is written out only when
+/// given out, as a [`ValueRef`]).
+#[derive(Clone, Copy)]
+enum RawValue<'a> {
+    Bytes(&'a [u8]),
+    Int(i64),
+}
+
+impl<'a> RawValue<'a> {
+    fn value(self) -> ValueRef<'a> {
+        match self {
+            RawValue::Bytes(b) => ValueRef::bytes(b),
+            RawValue::Int(n) => ValueRef::int(n),
+        }
+    }
+}
+
 /// One pair of a listpack, as found at a position.
 struct PairAt<'a> {
     field: &'a [u8],
     /// How the field is written.
     how: FieldAs,
-    value: ValueRef<'a>,
+    value: RawValue<'a>,
     /// Where the value starts in the buffer, when it is kept as bytes.
     value_at: Option<usize>,
     /// Where the next pair starts.
@@ -795,7 +854,7 @@ fn pair_at(bytes: &[u8], start: usize) -> Option<PairAt<'_>> {
             return Some(PairAt {
                 field,
                 how: FieldAs::Name(id),
-                value: ValueRef::int(read_int(bytes.get(at..end)?)),
+                value: RawValue::Int(read_int(bytes.get(at..end)?)),
                 value_at: None,
                 end,
             });
@@ -809,7 +868,7 @@ fn pair_at(bytes: &[u8], start: usize) -> Option<PairAt<'_>> {
         return Some(PairAt {
             field,
             how: FieldAs::Name(id),
-            value: ValueRef::bytes(bytes.get(at..end)?),
+            value: RawValue::Bytes(bytes.get(at..end)?),
             value_at: Some(at),
             end,
         });
@@ -825,7 +884,7 @@ fn pair_at(bytes: &[u8], start: usize) -> Option<PairAt<'_>> {
     Some(PairAt {
         field: bytes.get(at..value_at)?,
         how: FieldAs::Bytes,
-        value: ValueRef::bytes(bytes.get(value_at..end)?),
+        value: RawValue::Bytes(bytes.get(value_at..end)?),
         value_at: Some(value_at),
         end,
     })
@@ -908,44 +967,46 @@ impl Listpack {
 
     fn set(&mut self, field: &[u8], value: &[u8]) -> bool {
         let Some((start, p)) = self.find(field) else {
-            let how = FieldAs::choose(field);
+            let pair = NewPair::new(FieldAs::choose(field), field, value);
             let mut v = std::mem::take(&mut self.bytes).into_vec();
-            v.reserve_exact(pair_len(how, field, value));
-            push_pair(&mut v, how, field, value);
+            v.reserve_exact(pair.len());
+            pair.push(&mut v);
             self.bytes = v.into_boxed_slice();
             self.len += 1;
             return true;
         };
         let span = start..p.end;
-        let how = p.how;
-        // Same length in bytes (and bytes again, not an integer): same
-        // header, so the value is overwritten in place.
-        let in_place = p
-            .value_at
-            .filter(|_| p.value.len() == value.len() && value_int(how, value).is_none());
-        if let Some(value_at) = in_place {
-            if let Some(dst) = self.bytes.get_mut(value_at..span.end) {
-                dst.copy_from_slice(value);
+        let same = NewPair::new(p.how, field, value);
+        // Bytes of the same length again: same header, so the value is
+        // overwritten in place.
+        if let (RawValue::Bytes(old), Some(value_at)) = (p.value, p.value_at) {
+            if old.len() == value.len() && same.int.is_none() {
+                if let Some(dst) = self.bytes.get_mut(value_at..span.end) {
+                    dst.copy_from_slice(value);
+                }
+                return false;
             }
-        } else {
-            // A shared name stays one; a field still in bytes is offered.
-            let how = match how {
-                FieldAs::Bytes => FieldAs::choose(field),
-                named => named,
-            };
-            self.replace(span, how, field, value);
         }
+        // A shared name stays one; a field still in bytes is offered.
+        let pair = match p.how {
+            FieldAs::Bytes => match FieldAs::choose(field) {
+                FieldAs::Bytes => same,
+                named => NewPair::new(named, field, value),
+            },
+            FieldAs::Name(_) => same,
+        };
+        self.replace(span, &pair);
         false
     }
 
-    /// Rewrites the pair at `span` as `field` → `value` (the field written
-    /// as `how` says), in one exactly sized new buffer.
-    fn replace(&mut self, span: Range<usize>, how: FieldAs, field: &[u8], value: &[u8]) {
+    /// Rewrites the pair at `span` as `pair`, in one exactly sized new
+    /// buffer.
+    fn replace(&mut self, span: Range<usize>, pair: &NewPair<'_>) {
         let old = &self.bytes;
-        let size = old.len() - span.len() + pair_len(how, field, value);
+        let size = old.len() - span.len() + pair.len();
         let mut v = Vec::with_capacity(size);
         v.extend_from_slice(old.get(..span.start).unwrap_or(&[]));
-        push_pair(&mut v, how, field, value);
+        pair.push(&mut v);
         v.extend_from_slice(old.get(span.end..).unwrap_or(&[]));
         self.bytes = v.into_boxed_slice();
     }
@@ -976,7 +1037,7 @@ impl<'a> Iterator for ListpackIter<'a> {
     fn next(&mut self) -> Option<(&'a [u8], ValueRef<'a>)> {
         let p = pair_at(self.bytes, self.at)?;
         self.at = p.end;
-        Some((p.field, p.value))
+        Some((p.field, p.value.value()))
     }
 }
 
