@@ -834,8 +834,8 @@ struct PairAt<'a> {
     /// How the field is written.
     how: FieldAs,
     value: RawValue<'a>,
-    /// Where the value starts in the buffer, when it is kept as bytes.
-    value_at: Option<usize>,
+    /// Where the value starts in the buffer.
+    value_at: usize,
     /// Where the next pair starts.
     end: usize,
 }
@@ -855,7 +855,7 @@ fn pair_at(bytes: &[u8], start: usize) -> Option<PairAt<'_>> {
                 field,
                 how: FieldAs::Name(id),
                 value: RawValue::Int(read_int(bytes.get(at..end)?)),
-                value_at: None,
+                value_at: at,
                 end,
             });
         }
@@ -869,7 +869,7 @@ fn pair_at(bytes: &[u8], start: usize) -> Option<PairAt<'_>> {
             field,
             how: FieldAs::Name(id),
             value: RawValue::Bytes(bytes.get(at..end)?),
-            value_at: Some(at),
+            value_at: at,
             end,
         });
     }
@@ -885,7 +885,7 @@ fn pair_at(bytes: &[u8], start: usize) -> Option<PairAt<'_>> {
         field: bytes.get(at..value_at)?,
         how: FieldAs::Bytes,
         value: RawValue::Bytes(bytes.get(value_at..end)?),
-        value_at: Some(value_at),
+        value_at,
         end,
     })
 }
@@ -977,15 +977,20 @@ impl Listpack {
         };
         let span = start..p.end;
         let same = NewPair::new(p.how, field, value);
-        // Bytes of the same length again: same header, so the value is
-        // overwritten in place.
-        if let (RawValue::Bytes(old), Some(value_at)) = (p.value, p.value_at) {
-            if old.len() == value.len() && same.int.is_none() {
-                if let Some(dst) = self.bytes.get_mut(value_at..span.end) {
-                    dst.copy_from_slice(value);
-                }
-                return false;
+        // Bytes of the same length again, or an integer of the same width:
+        // same header, so the value is overwritten in place.
+        let in_place = match (p.value, same.int) {
+            (RawValue::Bytes(old), None) if old.len() == value.len() => Some(value),
+            (RawValue::Int(_), Some((n, w))) if p.value_at + INT_WIDTHS[w] == span.end => {
+                Some(&n.to_le_bytes()[..INT_WIDTHS[w]])
             }
+            _ => None,
+        };
+        if let Some(new) = in_place {
+            if let Some(dst) = self.bytes.get_mut(p.value_at..span.end) {
+                dst.copy_from_slice(new);
+            }
+            return false;
         }
         // A shared name stays one; a field still in bytes is offered.
         let pair = match p.how {
@@ -1956,6 +1961,13 @@ mod tests {
         h.set(b"other", b"x", DEFAULT);
         h.set(f, b"12", DEFAULT);
         assert_eq!(h.incr_by(f, 1, DEFAULT), Ok(13));
+        assert_eq!(h.get(f).as_deref(), Some(&b"13"[..]));
+        // Same width in place, then wider, then narrower again.
+        for v in ["-7", "127", "128", "-1", "1700000123", "5"] {
+            h.set(f, v.as_bytes(), DEFAULT);
+            assert_eq!(h.get(f).as_deref(), Some(v.as_bytes()));
+            assert_eq!(h.get(b"other").as_deref(), Some(&b"x"[..]));
+        }
         h.set(f, b"ab", DEFAULT);
         assert_eq!(h.get(f).as_deref(), Some(&b"ab"[..]));
         h.set(f, b"99", DEFAULT);
