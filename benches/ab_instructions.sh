@@ -10,7 +10,8 @@
 #   server about 50x slower)
 #
 # Each binary runs under callgrind on a free port; a board of 100,000
-# members is loaded, then redis-benchmark (-c 10, -P 1 and -P 16) sends
+# members and 100,000 10-field profiles (as in hash_list_benchmark.sh) are
+# loaded, then redis-benchmark (-c 10, -P 1 and -P 16) sends
 # each command; the counters are dumped after each one, so a row is the
 # server's instructions for that command's requests alone (including its
 # reads, writes and waits), divided by their number.
@@ -29,8 +30,8 @@ done
 for tool in valgrind callgrind_control; do
     command -v "$tool" >/dev/null || { echo "error: $tool is not in PATH" >&2; exit 1; }
 done
-# lib.sh: the Redis tools checked, `work`, `pids` (stopped on exit) and
-# `free_port`; it takes the binary from ROSTRUM_BIN.
+# lib.sh: the Redis tools checked, `work`, `pids` (stopped on exit),
+# `free_port` and `gen_profiles`; it takes the binary from ROSTRUM_BIN.
 ROSTRUM_BIN=$base_bin
 # shellcheck source=benches/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -58,6 +59,9 @@ tests=(
     "SET|SET key:__rand_int__ xxx"
     "GET|GET key:__rand_int__"
     "INCR|INCR counter:__rand_int__"
+    "HSET (10-field profile)|HSET profile:__rand_int__ name p country SE avatar a level 7 xp 123 wins 4 losses 2 created 1700000000 seen 1750000000 visits 9"
+    "HGET|HGET profile:__rand_int__ xp"
+    "HGETALL (10 fields)|HGETALL profile:__rand_int__"
     "PING|PING"
 )
 
@@ -82,8 +86,9 @@ for which in base new; do
         redis-cli -p "$port" ping >/dev/null 2>&1 && break
         sleep 0.5
     done
-    echo "$which: loading the board..." >&2
+    echo "$which: loading the board and 100,000 profiles..." >&2
     board | redis-cli -p "$port" --pipe >/dev/null
+    gen_profiles 0 100000 | redis-cli -p "$port" --pipe >/dev/null
     for p in 1 16; do
         for t in "${tests[@]}"; do
             title=${t%%|*}

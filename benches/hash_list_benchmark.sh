@@ -35,22 +35,6 @@ done
 source "$(dirname "$0")/lib.sh"
 start_both
 
-# RESP for HSETs of $2 profiles from id $1 (10 fields each).
-gen_profiles() {
-    awk -v first="$1" -v n="$2" 'BEGIN {
-        split("name country avatar level xp wins losses created seen visits", f, " ")
-        for (id = first; id < first + n; id++) {
-            k = sprintf("profile:%012d", id)
-            v[1] = "player" id; v[2] = "SE"; v[3] = "https://cdn.example/a/" id ".png"
-            v[4] = id % 90; v[5] = id * 37 % 1000003; v[6] = id % 977; v[7] = id % 613
-            v[8] = 1700000000 + id; v[9] = 1750000000 + id; v[10] = id % 10007
-            printf "*22\r\n$4\r\nHSET\r\n$%d\r\n%s\r\n", length(k), k
-            for (i = 1; i <= 10; i++)
-                printf "$%d\r\n%s\r\n$%d\r\n%s\r\n", length(f[i]), f[i], length(v[i] ""), v[i]
-        }
-    }'
-}
-
 # RESP for RPUSHes of $2 elements (`item:<n>`, 1,000 a command) to list $1.
 gen_list() {
     awk -v key="$1" -v n="$2" 'BEGIN {

@@ -1,10 +1,10 @@
 # Shared by the benchmark scripts (source it; it sets `root`, `rostrum_bin`,
 # `rostrum_args`, `work` and `pids`, and defines `free_port`, `wait_ready`,
 # `cpu_seconds`, `start_both`, `info_field`, `load_and_measure`, `measure`,
-# `run_rows` and `print_rows`): checks the Redis tools, builds or takes
-# the Rostrum binary ($ROSTRUM_BIN), takes extra server arguments from $ROSTRUM_ARGS (e.g.
-# "--config worker-threads=1"), makes a work folder, and on exit stops
-# every process in `pids` and removes it.
+# `run_rows`, `print_rows` and `gen_profiles`): checks the Redis tools,
+# builds or takes the Rostrum binary ($ROSTRUM_BIN), takes extra server
+# arguments from $ROSTRUM_ARGS (e.g. "--config worker-threads=1"), makes a
+# work folder, and on exit stops every process in `pids` and removes it.
 root=$(cd "$(dirname "$0")/.." && pwd)
 for tool in redis-server redis-benchmark redis-cli awk; do
     command -v "$tool" >/dev/null || { echo "error: $tool is not in PATH" >&2; exit 1; }
@@ -160,4 +160,20 @@ print_rows() {
         }'
     done
     echo "(p99 in ms; us = server CPU time, user + system, per request)"
+}
+
+# RESP for HSETs of $2 profiles from id $1 (10 fields each).
+gen_profiles() {
+    awk -v first="$1" -v n="$2" 'BEGIN {
+        split("name country avatar level xp wins losses created seen visits", f, " ")
+        for (id = first; id < first + n; id++) {
+            k = sprintf("profile:%012d", id)
+            v[1] = "player" id; v[2] = "SE"; v[3] = "https://cdn.example/a/" id ".png"
+            v[4] = id % 90; v[5] = id * 37 % 1000003; v[6] = id % 977; v[7] = id % 613
+            v[8] = 1700000000 + id; v[9] = 1750000000 + id; v[10] = id % 10007
+            printf "*22\r\n$4\r\nHSET\r\n$%d\r\n%s\r\n", length(k), k
+            for (i = 1; i <= 10; i++)
+                printf "$%d\r\n%s\r\n$%d\r\n%s\r\n", length(f[i]), f[i], length(v[i] ""), v[i]
+        }
+    }'
 }

@@ -391,7 +391,7 @@ fn hincrbyfloat(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 
 fn hget(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let value = read_hash(&mut ctx.keys, a[1])?.and_then(|h| h.get(a[2]));
-    bulk_or_null(ctx.out, value);
+    bulk_or_null(ctx.out, value.as_deref());
     Ok(())
 }
 
@@ -399,7 +399,7 @@ fn hmget(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let h = read_hash(&mut ctx.keys, a[1])?;
     ctx.out.array(a.len() - 2);
     for field in &a[2..] {
-        bulk_or_null(ctx.out, h.and_then(|h| h.get(field)));
+        bulk_or_null(ctx.out, h.and_then(|h| h.get(field)).as_deref());
     }
     Ok(())
 }
@@ -437,7 +437,7 @@ fn hvals(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     match read_hash(&mut ctx.keys, a[1])? {
         Some(h) => {
             ctx.out.array(h.len());
-            h.values().for_each(|v| ctx.out.bulk(v));
+            h.values().for_each(|v| ctx.out.bulk(&v));
         }
         None => ctx.out.array(0),
     }
@@ -451,7 +451,7 @@ fn hgetall(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
             ctx.out.map(h.len());
             for (f, v) in h.iter() {
                 ctx.out.bulk(f);
-                ctx.out.bulk(v);
+                ctx.out.bulk(&v);
             }
         }
         None => ctx.out.map(0),
@@ -537,7 +537,7 @@ fn hrandfield(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         let picked = h.random_distinct(usize::try_from(count).unwrap_or(usize::MAX), rng);
         let reply = FieldsReply::begin(ctx.out, picked.len(), with_values);
         for (f, v) in picked {
-            reply.entry(ctx.out, f, v);
+            reply.entry(ctx.out, f, &v);
         }
     }
     Ok(())

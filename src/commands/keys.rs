@@ -458,7 +458,7 @@ fn keys(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     if !ctx.keys.locked.holds_all() {
         return Err(not_locked());
     }
-    let mut found: Vec<&Bytes> = Vec::new();
+    let mut found: Vec<&[u8]> = Vec::new();
     for i in 0..SHARD_COUNT {
         let g = ctx.keys.locked.guard(i).ok_or_else(not_locked)?;
         let Some(part) = g.shard().dbs.get(db) else {
@@ -556,7 +556,7 @@ fn scan_part(
     filter: &ScanFilter<'_>,
     out: &mut Vec<Bytes>,
 ) -> (usize, Option<u64>) {
-    let mut due: Vec<(u64, &Bytes, &Entry)> = part
+    let mut due: Vec<(u64, &[u8], &Entry)> = part
         .iter()
         .filter_map(|(k, e)| {
             let pos = Db::scan_position(hasher, k);
@@ -573,7 +573,7 @@ fn scan_part(
     due.sort_unstable_by_key(|d| d.0);
     for (_, k, e) in &due {
         if filter.accepts(k, e) {
-            out.push((*k).clone());
+            out.push(Bytes::copy_from_slice(k));
         }
     }
     (due.len(), next)
@@ -638,7 +638,7 @@ fn randomkey(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
         }
         let key = with_shard(&ctx.keys, idx, |s| {
             let (k, e) = s.dbs.get(db)?.iter().nth(nth)?;
-            live(e, now).then(|| k.clone())
+            live(e, now).then(|| Bytes::copy_from_slice(k))
         })?;
         if let Some(k) = key {
             ctx.out.bulk(&k);
@@ -651,7 +651,7 @@ fn randomkey(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
             let part = s.dbs.get(db)?;
             part.iter()
                 .find(|(_, e)| live(e, now))
-                .map(|(k, _)| k.clone())
+                .map(|(k, _)| Bytes::copy_from_slice(k))
         })?;
         if let Some(k) = key {
             ctx.out.bulk(&k);

@@ -3,6 +3,8 @@
 //! - `listpack`: every field and value back to back in one exactly sized
 //!   byte buffer, in insertion order (HGETALL on a small hash answers in that
 //!   order; an overwritten field keeps its place), found by a linear scan.
+//!   A field name that many hashes repeat is stored once for the process
+//!   (`field_names`) and as a one-byte id in each buffer.
 //!   Used while the hash has at most `hash-max-listpack-entries` fields and
 //!   every field and value is at most `hash-max-listpack-value` bytes.
 //! - `hashtable`: an open-addressing table over entries stored back to back
@@ -25,6 +27,7 @@ use ahash::RandomState;
 use rand::seq::{index, SliceRandom};
 use rand::Rng;
 
+use super::field_names;
 use crate::protocol::number::{parse_i64, strtod};
 
 /// Redis's default `hash-max-listpack-entries`.
@@ -230,10 +233,10 @@ impl HashValue {
     }
 
     /// The value of `field` (HGET).
-    pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
+    pub fn get(&self, field: &[u8]) -> Option<ValueRef<'_>> {
         match &self.enc {
-            Encoding::Listpack(l) => l.find(field).map(|(_, p)| p.value),
-            Encoding::Table(t) => t.get(field),
+            Encoding::Listpack(l) => l.find(field).map(|(_, p)| p.value.value()),
+            Encoding::Table(t) => t.get(field).map(ValueRef::bytes),
         }
     }
 
@@ -244,7 +247,7 @@ impl HashValue {
 
     /// Length of the value of `field`, 0 when absent (HSTRLEN).
     pub fn strlen(&self, field: &[u8]) -> usize {
-        self.get(field).map_or(0, <[u8]>::len)
+        self.get(field).map_or(0, |v| v.len())
     }
 
     /// Sets `field` to `value`; returns whether the field is new (HSET).
@@ -306,7 +309,7 @@ impl HashValue {
         limits: HashLimits,
     ) -> Result<i64, HashError> {
         let old = match self.get(field) {
-            Some(v) => parse_i64(v).ok_or(HashError::NotAnInteger)?,
+            Some(v) => parse_i64(&v).ok_or(HashError::NotAnInteger)?,
             None => 0,
         };
         let new = old.checked_add(incr).ok_or(HashError::Overflow)?;
@@ -325,7 +328,7 @@ impl HashValue {
         limits: HashLimits,
     ) -> Result<Vec<u8>, HashError> {
         let old = match self.get(field) {
-            Some(v) => F::parse(v).ok_or(HashError::NotAFloat)?,
+            Some(v) => F::parse(&v).ok_or(HashError::NotAFloat)?,
             None => F::zero(),
         };
         let sum = old.add(incr);
@@ -344,11 +347,14 @@ impl HashValue {
             return;
         };
         // A table entry's two length prefixes take at most one byte more
-        // than the pair's listpack header.
-        let arena = l.heap_bytes() + l.len();
+        // than the pair's header would with the field's bytes in it.
+        let arena = l
+            .iter()
+            .map(|(f, v)| pair_len(FieldAs::Bytes, f, &v) + 1)
+            .sum();
         let mut table = FieldTable::with_capacity(l.len() + extra, arena);
         for (f, v) in l.iter() {
-            table.set(f, v);
+            table.set(f, &v);
         }
         self.enc = Encoding::Table(Box::new(table));
     }
@@ -370,13 +376,13 @@ impl HashValue {
     }
 
     /// Every value, in [`HashValue::iter`] order (HVALS).
-    pub fn values(&self) -> impl Iterator<Item = &[u8]> + '_ {
+    pub fn values(&self) -> impl Iterator<Item = ValueRef<'_>> + '_ {
         self.iter().map(|(_, v)| v)
     }
 
     /// One (field, value) pair chosen uniformly at random (HRANDFIELD
     /// without a count).
-    pub fn random_field<R: Rng + ?Sized>(&self, rng: &mut R) -> Option<(&[u8], &[u8])> {
+    pub fn random_field<R: Rng + ?Sized>(&self, rng: &mut R) -> Option<(&[u8], ValueRef<'_>)> {
         match &self.enc {
             Encoding::Listpack(l) => {
                 if l.len() == 0 {
@@ -384,7 +390,7 @@ impl HashValue {
                 }
                 l.iter().nth(rng.random_range(0..l.len()))
             }
-            Encoding::Table(t) => t.random_slot(rng).map(|(_, f, v)| (f, v)),
+            Encoding::Table(t) => t.random_slot(rng).map(|(_, f, v)| (f, ValueRef::bytes(v))),
         }
     }
 
@@ -395,7 +401,7 @@ impl HashValue {
         &self,
         count: usize,
         rng: &mut R,
-    ) -> Vec<(&[u8], &[u8])> {
+    ) -> Vec<(&[u8], ValueRef<'_>)> {
         let len = self.len();
         if count >= len {
             return self.iter().collect();
@@ -419,7 +425,10 @@ impl HashValue {
             Encoding::Table(t) if count.saturating_mul(3) > len => {
                 let mut all: Vec<(&[u8], &[u8])> = t.iter().collect();
                 let (picked, _) = all.partial_shuffle(rng, count);
-                picked.to_vec()
+                picked
+                    .iter()
+                    .map(|&(f, v)| (f, ValueRef::bytes(v)))
+                    .collect()
             }
             // Few of them: draw slots until enough distinct ones came up.
             Encoding::Table(t) => {
@@ -430,7 +439,7 @@ impl HashValue {
                         break;
                     };
                     if slots.insert(slot) {
-                        out.push((f, v));
+                        out.push((f, ValueRef::bytes(v)));
                     }
                 }
                 out
@@ -449,12 +458,12 @@ impl HashValue {
     ) {
         match &self.enc {
             Encoding::Listpack(l) => {
-                let all: Vec<(&[u8], &[u8])> = l.iter().collect();
+                let all: Vec<(&[u8], ValueRef<'_>)> = l.iter().collect();
                 if all.is_empty() {
                     return;
                 }
                 for _ in 0..count {
-                    if let Some(&(f, v)) = all.get(rng.random_range(0..all.len())) {
+                    if let Some((f, v)) = all.get(rng.random_range(0..all.len())) {
                         emit(f, v);
                     }
                 }
@@ -480,7 +489,7 @@ impl HashValue {
     pub fn scan(&self, cursor: u64, count: usize, mut emit: impl FnMut(&[u8], &[u8])) -> u64 {
         match &self.enc {
             Encoding::Listpack(l) => {
-                l.iter().for_each(|(f, v)| emit(f, v));
+                l.iter().for_each(|(f, v)| emit(f, &v));
                 0
             }
             Encoding::Table(t) => t.scan(cursor, count, emit),
@@ -499,12 +508,12 @@ enum IterInner<'a> {
 }
 
 impl<'a> Iterator for Iter<'a> {
-    type Item = (&'a [u8], &'a [u8]);
+    type Item = (&'a [u8], ValueRef<'a>);
 
-    fn next(&mut self) -> Option<(&'a [u8], &'a [u8])> {
+    fn next(&mut self) -> Option<(&'a [u8], ValueRef<'a>)> {
         match &mut self.inner {
             IterInner::Listpack(i) => i.next(),
-            IterInner::Table(i) => i.next(),
+            IterInner::Table(i) => i.next().map(|(f, v)| (f, ValueRef::bytes(v))),
         }
     }
 }
@@ -556,10 +565,47 @@ fn read_varint(bytes: &[u8], at: &mut usize) -> Option<usize> {
 const SHORT_FIELD_MAX: usize = 14;
 /// Longest value a one-byte pair header holds.
 const SHORT_VALUE_MAX: usize = 15;
-/// The header byte of every other pair: two LEB128 lengths follow it.
+/// The header byte of every other pair with the field's bytes: two LEB128
+/// lengths follow it.
 const LONG_PAIR: u8 = 0xF0;
+/// Header bytes `NAMED_PAIR..=NAMED_PAIR + 9`: a pair whose field is a
+/// shared name (`field_names`), whose one-byte id follows, and whose value
+/// has `header - NAMED_PAIR` bytes.
+const NAMED_PAIR: u8 = 0xF1;
+/// Longest value a one-byte named-pair header holds.
+const NAMED_VALUE_MAX: usize = (NAMED_INT - NAMED_PAIR - 1) as usize;
+/// Header bytes `NAMED_INT..NAMED_INT + 4`: a named pair whose value is a
+/// canonical integer (the bytes `itoa` writes for it), kept as 1, 2, 4 or 8
+/// little-endian bytes (`header - NAMED_INT` picks the width from
+/// [`INT_WIDTHS`]): `1700000123` takes 4 bytes instead of 10.
+const NAMED_INT: u8 = 0xFB;
+/// The widths an integer value is kept in, smallest first.
+const INT_WIDTHS: [usize; 4] = [1, 2, 4, 8];
+/// The header of every other named pair: the id, then the value's length
+/// as LEB128.
+const NAMED_LONG_PAIR: u8 = 0xFF;
 
-/// Bytes of the header of a pair with these lengths.
+/// How a pair's field is written: its bytes, or the id of a shared name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FieldAs {
+    Bytes,
+    Name(u8),
+}
+
+impl FieldAs {
+    /// How to write `field` in a pair written now (this counts as an offer
+    /// of the name to the shared dictionary; see `field_names`). Decided
+    /// once per write, since the answer can change between two calls.
+    fn choose(field: &[u8]) -> FieldAs {
+        match field_names::offer(field) {
+            Some(id) => FieldAs::Name(id),
+            None => FieldAs::Bytes,
+        }
+    }
+}
+
+/// Bytes of the header of a pair with these lengths and its field written
+/// as its bytes.
 fn header_len(field_len: usize, value_len: usize) -> usize {
     if field_len <= SHORT_FIELD_MAX && value_len <= SHORT_VALUE_MAX {
         1
@@ -568,29 +614,226 @@ fn header_len(field_len: usize, value_len: usize) -> usize {
     }
 }
 
-/// Bytes a pair takes in a listpack.
-fn pair_len(field: &[u8], value: &[u8]) -> usize {
-    header_len(field.len(), value.len()) + field.len() + value.len()
+/// The integer a value is kept as in a named pair, with the index of its
+/// width in [`INT_WIDTHS`]: only when `value` is exactly what `itoa`
+/// writes for it (no sign but `-`, no leading zero, not `-0`), so that
+/// writing it back gives the same bytes.
+fn int_value(value: &[u8]) -> Option<(i64, usize)> {
+    let digits = value.strip_prefix(b"-").unwrap_or(value);
+    let canonical = match digits {
+        // `0`, but not `-0`.
+        [b'0'] => digits.len() == value.len(),
+        [first, rest @ ..] => (b'1'..=b'9').contains(first) && rest.iter().all(u8::is_ascii_digit),
+        [] => false,
+    };
+    if !canonical || value.len() > 20 {
+        return None;
+    }
+    // Digits only: this fails only past the i64 range.
+    let n = parse_i64(value)?;
+    let w = if i8::try_from(n).is_ok() {
+        0
+    } else if i16::try_from(n).is_ok() {
+        1
+    } else if i32::try_from(n).is_ok() {
+        2
+    } else {
+        3
+    };
+    Some((n, w))
 }
 
-/// Appends a pair: its header, the field, the value.
-fn push_pair(out: &mut Vec<u8>, field: &[u8], value: &[u8]) {
-    let (fl, vl) = (field.len(), value.len());
-    if fl <= SHORT_FIELD_MAX && vl <= SHORT_VALUE_MAX {
-        out.push(((fl << 4) | vl) as u8);
-    } else {
-        out.push(LONG_PAIR);
-        push_varint(out, fl);
-        push_varint(out, vl);
+/// How a pair's value is written: an integer of a named pair, else bytes.
+fn value_int(how: FieldAs, value: &[u8]) -> Option<(i64, usize)> {
+    match how {
+        FieldAs::Name(_) => int_value(value),
+        FieldAs::Bytes => None,
     }
-    out.extend_from_slice(field);
+}
+
+/// Bytes a pair takes in a listpack.
+fn pair_len(how: FieldAs, field: &[u8], value: &[u8]) -> usize {
+    NewPair::new(how, field, value).len()
+}
+
+/// A pair about to be written, with how its field and value are written
+/// decided once.
+struct NewPair<'a> {
+    how: FieldAs,
+    /// The value as an integer and its width, when kept so.
+    int: Option<(i64, usize)>,
+    field: &'a [u8],
+    value: &'a [u8],
+}
+
+impl<'a> NewPair<'a> {
+    fn new(how: FieldAs, field: &'a [u8], value: &'a [u8]) -> NewPair<'a> {
+        NewPair {
+            how,
+            int: value_int(how, value),
+            field,
+            value,
+        }
+    }
+
+    /// Bytes the pair takes.
+    fn len(&self) -> usize {
+        let vl = self.value.len();
+        match (self.how, self.int) {
+            (FieldAs::Bytes, _) => header_len(self.field.len(), vl) + self.field.len() + vl,
+            (FieldAs::Name(_), Some((_, w))) => 2 + INT_WIDTHS[w],
+            (FieldAs::Name(_), None) if vl <= NAMED_VALUE_MAX => 2 + vl,
+            (FieldAs::Name(_), None) => 2 + varint_len(vl) + vl,
+        }
+    }
+
+    /// Appends the pair: its header, the field (or its name's id), the
+    /// value.
+    fn push(&self, out: &mut Vec<u8>) {
+        push_pair(out, self.how, self.int, self.field, self.value);
+    }
+}
+
+/// Appends a pair: its header, the field (or its name's id), the value
+/// (`int`: as [`value_int`] gives it for them).
+fn push_pair(
+    out: &mut Vec<u8>,
+    how: FieldAs,
+    int: Option<(i64, usize)>,
+    field: &[u8],
+    value: &[u8],
+) {
+    let (fl, vl) = (field.len(), value.len());
+    match how {
+        FieldAs::Bytes => {
+            if fl <= SHORT_FIELD_MAX && vl <= SHORT_VALUE_MAX {
+                out.push(((fl << 4) | vl) as u8);
+            } else {
+                out.push(LONG_PAIR);
+                push_varint(out, fl);
+                push_varint(out, vl);
+            }
+            out.extend_from_slice(field);
+        }
+        FieldAs::Name(id) => match int {
+            Some((n, w)) => {
+                out.push(NAMED_INT + w as u8);
+                out.push(id);
+                out.extend_from_slice(&n.to_le_bytes()[..INT_WIDTHS[w]]);
+                return;
+            }
+            None if vl <= NAMED_VALUE_MAX => {
+                out.push(NAMED_PAIR + vl as u8);
+                out.push(id);
+            }
+            None => {
+                out.push(NAMED_LONG_PAIR);
+                out.push(id);
+                push_varint(out, vl);
+            }
+        },
+    }
     out.extend_from_slice(value);
+}
+
+/// Reads a little-endian signed integer of `bytes.len()` bytes (1 to 8).
+fn read_int(bytes: &[u8]) -> i64 {
+    let mut buf = [0u8; 8];
+    buf[..bytes.len()].copy_from_slice(bytes);
+    // Sign-extend from the top byte read.
+    let shift = 64 - 8 * bytes.len() as u32;
+    (i64::from_le_bytes(buf) << shift) >> shift
+}
+
+/// A field's value as a hash gives it out: bytes in the hash, or an integer
+/// kept in binary and written out here (so it reads as the bytes it was
+/// set with). Dereferences to the bytes.
+#[derive(Clone, Copy)]
+pub struct ValueRef<'a> {
+    repr: ValueRepr<'a>,
+}
+
+#[derive(Clone, Copy)]
+enum ValueRepr<'a> {
+    Bytes(&'a [u8]),
+    Int { text: [u8; 20], len: u8 },
+}
+
+impl<'a> ValueRef<'a> {
+    fn bytes(b: &'a [u8]) -> ValueRef<'a> {
+        ValueRef {
+            repr: ValueRepr::Bytes(b),
+        }
+    }
+
+    fn int(n: i64) -> ValueRef<'a> {
+        let mut text = [0u8; 20];
+        let mut buf = itoa::Buffer::new();
+        let s = buf.format(n).as_bytes();
+        text[..s.len()].copy_from_slice(s);
+        ValueRef {
+            repr: ValueRepr::Int {
+                text,
+                len: s.len() as u8,
+            },
+        }
+    }
+}
+
+impl std::ops::Deref for ValueRef<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match &self.repr {
+            ValueRepr::Bytes(b) => b,
+            ValueRepr::Int { text, len } => text.get(..*len as usize).unwrap_or(&[]),
+        }
+    }
+}
+
+impl AsRef<[u8]> for ValueRef<'_> {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl fmt::Debug for ValueRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self))
+    }
+}
+
+impl PartialEq for ValueRef<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for ValueRef<'_> {}
+
+/// A value as a listpack holds it (an integer is written out only when
+/// given out, as a [`ValueRef`]).
+#[derive(Clone, Copy)]
+enum RawValue<'a> {
+    Bytes(&'a [u8]),
+    Int(i64),
+}
+
+impl<'a> RawValue<'a> {
+    fn value(self) -> ValueRef<'a> {
+        match self {
+            RawValue::Bytes(b) => ValueRef::bytes(b),
+            RawValue::Int(n) => ValueRef::int(n),
+        }
+    }
 }
 
 /// One pair of a listpack, as found at a position.
 struct PairAt<'a> {
     field: &'a [u8],
-    value: &'a [u8],
+    /// How the field is written.
+    how: FieldAs,
+    value: RawValue<'a>,
     /// Where the value starts in the buffer.
     value_at: usize,
     /// Where the next pair starts.
@@ -598,9 +841,38 @@ struct PairAt<'a> {
 }
 
 /// The pair starting at `start`, if one does.
+#[inline]
 fn pair_at(bytes: &[u8], start: usize) -> Option<PairAt<'_>> {
     let h = *bytes.get(start)?;
     let mut at = start + 1;
+    if h >= NAMED_PAIR {
+        let id = *bytes.get(at)?;
+        let field = field_names::name(id)?;
+        at += 1;
+        if (NAMED_INT..NAMED_LONG_PAIR).contains(&h) {
+            let end = at.checked_add(*INT_WIDTHS.get((h - NAMED_INT) as usize)?)?;
+            return Some(PairAt {
+                field,
+                how: FieldAs::Name(id),
+                value: RawValue::Int(read_int(bytes.get(at..end)?)),
+                value_at: at,
+                end,
+            });
+        }
+        let vl = if h == NAMED_LONG_PAIR {
+            read_varint(bytes, &mut at)?
+        } else {
+            (h - NAMED_PAIR) as usize
+        };
+        let end = at.checked_add(vl)?;
+        return Some(PairAt {
+            field,
+            how: FieldAs::Name(id),
+            value: RawValue::Bytes(bytes.get(at..end)?),
+            value_at: at,
+            end,
+        });
+    }
     let (fl, vl) = if h < LONG_PAIR {
         ((h >> 4) as usize, (h & 0x0f) as usize)
     } else {
@@ -611,7 +883,8 @@ fn pair_at(bytes: &[u8], start: usize) -> Option<PairAt<'_>> {
     let end = value_at.checked_add(vl)?;
     Some(PairAt {
         field: bytes.get(at..value_at)?,
-        value: bytes.get(value_at..end)?,
+        how: FieldAs::Bytes,
+        value: RawValue::Bytes(bytes.get(value_at..end)?),
         value_at,
         end,
     })
@@ -623,7 +896,14 @@ fn pair_at(bytes: &[u8], start: usize) -> Option<PairAt<'_>> {
 /// one) when the field has at most 14 bytes and the value at most 15, so a
 /// `name` → `alice` pair takes 10 bytes (Redis's listpack takes 13: a
 /// length byte and a back-length byte per string); longer pairs take
-/// [`LONG_PAIR`] and two LEB128 lengths. Every change reallocates the buffer
+/// [`LONG_PAIR`] and two LEB128 lengths. A field whose name is shared
+/// (`field_names`: names many hashes repeat) is written as a one-byte id
+/// instead of its bytes, after a header byte of its own ([`NAMED_PAIR`]
+/// plus the value's length, [`NAMED_INT`] plus the width of a value kept
+/// as an integer, or [`NAMED_LONG_PAIR`] and a LEB128 length): `country` →
+/// `SE` then takes 4 bytes, `created` → `1700000123` 6, and the 10-field
+/// profiles of `benches/key_memory.sh` about 87 bytes (a 96-byte
+/// allocation) instead of 146 (160). Every change reallocates the buffer
 /// to its new size, as Redis's listpack does.
 #[derive(Debug, Clone, Default)]
 struct Listpack {
@@ -649,48 +929,89 @@ impl Listpack {
         }
     }
 
-    /// The pair whose field is `field`, and where it starts.
+    /// The pair whose field is `field`, and where it starts. Pairs are
+    /// stepped over without decoding them whole (only a long pair with its
+    /// field's bytes is).
     fn find(&self, field: &[u8]) -> Option<(usize, PairAt<'_>)> {
+        let bytes = &self.bytes[..];
         let mut start = 0;
-        while let Some(p) = pair_at(&self.bytes, start) {
-            if p.field == field {
-                return Some((start, p));
+        while let Some(&h) = bytes.get(start) {
+            let (found, next) = if h < LONG_PAIR {
+                let (fl, vl) = ((h >> 4) as usize, (h & 0x0f) as usize);
+                let f = bytes.get(start + 1..start + 1 + fl)?;
+                (f == field, start + 1 + fl + vl)
+            } else if (NAMED_PAIR..NAMED_INT).contains(&h) {
+                let id = *bytes.get(start + 1)?;
+                let vl = (h - NAMED_PAIR) as usize;
+                (field_names::name(id) == Some(field), start + 2 + vl)
+            } else if (NAMED_INT..NAMED_LONG_PAIR).contains(&h) {
+                let id = *bytes.get(start + 1)?;
+                let w = *INT_WIDTHS.get((h - NAMED_INT) as usize)?;
+                (field_names::name(id) == Some(field), start + 2 + w)
+            } else if h == NAMED_LONG_PAIR {
+                let id = *bytes.get(start + 1)?;
+                let mut at = start + 2;
+                let vl = read_varint(bytes, &mut at)?;
+                (field_names::name(id) == Some(field), at.checked_add(vl)?)
+            } else {
+                let p = pair_at(bytes, start)?;
+                (p.field == field, p.end)
+            };
+            if found {
+                return pair_at(bytes, start).map(|p| (start, p));
             }
-            start = p.end;
+            start = next;
         }
         None
     }
 
     fn set(&mut self, field: &[u8], value: &[u8]) -> bool {
         let Some((start, p)) = self.find(field) else {
+            let pair = NewPair::new(FieldAs::choose(field), field, value);
             let mut v = std::mem::take(&mut self.bytes).into_vec();
-            v.reserve_exact(pair_len(field, value));
-            push_pair(&mut v, field, value);
+            v.reserve_exact(pair.len());
+            pair.push(&mut v);
             self.bytes = v.into_boxed_slice();
             self.len += 1;
             return true;
         };
         let span = start..p.end;
-        let value_at = p.value_at;
-        if p.value.len() == value.len() {
-            // Same lengths, same header: overwrite the value in place.
-            if let Some(dst) = self.bytes.get_mut(value_at..span.end) {
-                dst.copy_from_slice(value);
+        let same = NewPair::new(p.how, field, value);
+        // Bytes of the same length again, or an integer of the same width:
+        // same header, so the value is overwritten in place.
+        let in_place = match (p.value, same.int) {
+            (RawValue::Bytes(old), None) if old.len() == value.len() => Some(value),
+            (RawValue::Int(_), Some((n, w))) if p.value_at + INT_WIDTHS[w] == span.end => {
+                Some(&n.to_le_bytes()[..INT_WIDTHS[w]])
             }
-        } else {
-            self.replace(span, field, value);
+            _ => None,
+        };
+        if let Some(new) = in_place {
+            if let Some(dst) = self.bytes.get_mut(p.value_at..span.end) {
+                dst.copy_from_slice(new);
+            }
+            return false;
         }
+        // A shared name stays one; a field still in bytes is offered.
+        let pair = match p.how {
+            FieldAs::Bytes => match FieldAs::choose(field) {
+                FieldAs::Bytes => same,
+                named => NewPair::new(named, field, value),
+            },
+            FieldAs::Name(_) => same,
+        };
+        self.replace(span, &pair);
         false
     }
 
-    /// Rewrites the pair at `span` as `field` → `value`, in one exactly sized
-    /// new buffer.
-    fn replace(&mut self, span: Range<usize>, field: &[u8], value: &[u8]) {
+    /// Rewrites the pair at `span` as `pair`, in one exactly sized new
+    /// buffer.
+    fn replace(&mut self, span: Range<usize>, pair: &NewPair<'_>) {
         let old = &self.bytes;
-        let size = old.len() - span.len() + pair_len(field, value);
+        let size = old.len() - span.len() + pair.len();
         let mut v = Vec::with_capacity(size);
         v.extend_from_slice(old.get(..span.start).unwrap_or(&[]));
-        push_pair(&mut v, field, value);
+        pair.push(&mut v);
         v.extend_from_slice(old.get(span.end..).unwrap_or(&[]));
         self.bytes = v.into_boxed_slice();
     }
@@ -716,12 +1037,12 @@ struct ListpackIter<'a> {
 }
 
 impl<'a> Iterator for ListpackIter<'a> {
-    type Item = (&'a [u8], &'a [u8]);
+    type Item = (&'a [u8], ValueRef<'a>);
 
-    fn next(&mut self) -> Option<(&'a [u8], &'a [u8])> {
+    fn next(&mut self) -> Option<(&'a [u8], ValueRef<'a>)> {
         let p = pair_at(self.bytes, self.at)?;
         self.at = p.end;
-        Some((p.field, p.value))
+        Some((p.field, p.value.value()))
     }
 }
 
@@ -1206,9 +1527,9 @@ mod tests {
         );
         let keys: Vec<&[u8]> = h.keys().collect();
         assert_eq!(keys, [&b"name"[..], b"city", b"age"]);
-        let values: Vec<&[u8]> = h.values().collect();
+        let values: Vec<Vec<u8>> = h.values().map(|v| v.to_vec()).collect();
         assert_eq!(values, [&b"alexandra"[..], b"Lisbon", b"33"]);
-        assert_eq!(h.get(b"city"), Some(&b"Lisbon"[..]));
+        assert_eq!(h.get(b"city").as_deref(), Some(&b"Lisbon"[..]));
         assert_eq!(h.get(b"nope"), None);
         assert_eq!(h.strlen(b"name"), 9);
         assert_eq!(h.strlen(b"nope"), 0);
@@ -1228,7 +1549,7 @@ mod tests {
             }
             let v = vec![b'v'; vl];
             assert!(h.set(&f, &v, DEFAULT), "{fl}/{vl}");
-            assert_eq!(h.get(&f), Some(v.as_slice()));
+            assert_eq!(h.get(&f).as_deref(), Some(v.as_slice()));
         }
         assert_eq!(h.len(), cases.len());
         assert_eq!(h.encoding(), "listpack");
@@ -1236,14 +1557,20 @@ mod tests {
         let f = [b"1".as_slice(), &[b'f'; 13]].concat();
         let long = vec![b'x'; 40];
         assert!(!h.set(&f, &long, DEFAULT));
-        assert_eq!(h.get(&f), Some(long.as_slice()));
+        assert_eq!(h.get(&f).as_deref(), Some(long.as_slice()));
         assert!(!h.set(&f, b"y", DEFAULT));
-        assert_eq!(h.get(&f), Some(&b"y"[..]));
+        assert_eq!(h.get(&f).as_deref(), Some(&b"y"[..]));
         assert_eq!(h.len(), cases.len());
         let Encoding::Listpack(l) = &h.enc else {
             panic!("listpack expected");
         };
-        let want: usize = h.iter().map(|(f, v)| pair_len(f, v)).sum();
+        let want: usize = h
+            .iter()
+            .map(|(f, v)| {
+                let how = field_names::lookup(f).map_or(FieldAs::Bytes, FieldAs::Name);
+                pair_len(how, f, &v)
+            })
+            .sum();
         assert_eq!(l.heap_bytes(), want);
     }
 
@@ -1283,8 +1610,8 @@ mod tests {
             assert_eq!(h.encoding(), "listpack");
             assert!(h.set(&f, &v, DEFAULT));
             assert_eq!(h.encoding(), "hashtable");
-            assert_eq!(h.get(&f), Some(v.as_slice()));
-            assert_eq!(h.get(b"x"), Some(&b"1"[..]));
+            assert_eq!(h.get(&f).as_deref(), Some(v.as_slice()));
+            assert_eq!(h.get(b"x").as_deref(), Some(&b"1"[..]));
             assert_eq!(h.len(), 3);
         }
     }
@@ -1295,7 +1622,7 @@ mod tests {
         h.set(b"f", b"1", DEFAULT);
         assert!(!h.set_nx(b"f", &[b'v'; 100], DEFAULT));
         assert_eq!(h.encoding(), "listpack");
-        assert_eq!(h.get(b"f"), Some(&b"1"[..]));
+        assert_eq!(h.get(b"f").as_deref(), Some(&b"1"[..]));
         assert!(h.set_nx(b"g", &[b'v'; 100], DEFAULT));
         assert_eq!(h.encoding(), "hashtable");
         assert_eq!(h.strlen(b"g"), 100);
@@ -1306,7 +1633,7 @@ mod tests {
         let mut h = HashValue::new();
         assert_eq!(h.incr_by(b"n", 5, DEFAULT), Ok(5));
         assert_eq!(h.incr_by(b"n", -7, DEFAULT), Ok(-2));
-        assert_eq!(h.get(b"n"), Some(&b"-2"[..]));
+        assert_eq!(h.get(b"n").as_deref(), Some(&b"-2"[..]));
         for bad in [
             "",
             " 1",
@@ -1324,7 +1651,7 @@ mod tests {
                 Err(HashError::NotAnInteger),
                 "{bad}"
             );
-            assert_eq!(h.get(b"b"), Some(bad.as_bytes()));
+            assert_eq!(h.get(b"b").as_deref(), Some(bad.as_bytes()));
         }
         h.set(b"m", b"9223372036854775807", DEFAULT);
         assert_eq!(h.incr_by(b"m", 1, DEFAULT), Err(HashError::Overflow));
@@ -1352,7 +1679,7 @@ mod tests {
         let mut h = HashValue::new();
         assert_eq!(h.incr_by_float(b"x", 10.5, DEFAULT), Ok(b"10.5".to_vec()));
         assert_eq!(h.incr_by_float(b"x", 1.5, DEFAULT), Ok(b"12".to_vec()));
-        assert_eq!(h.get(b"x"), Some(&b"12"[..]));
+        assert_eq!(h.get(b"x").as_deref(), Some(&b"12"[..]));
         h.set(b"e", b"5.0e3", DEFAULT);
         assert_eq!(h.incr_by_float(b"e", 200.0, DEFAULT), Ok(b"5200".to_vec()));
         h.set(b"i", b"-1", DEFAULT);
@@ -1364,14 +1691,14 @@ mod tests {
                 Err(HashError::NotAFloat),
                 "{bad}"
             );
-            assert_eq!(h.get(b"b"), Some(bad.as_bytes()));
+            assert_eq!(h.get(b"b").as_deref(), Some(bad.as_bytes()));
         }
         h.set(b"big", b"1.7e308", DEFAULT);
         assert_eq!(
             h.incr_by_float(b"big", 1.7e308, DEFAULT),
             Err(HashError::NanOrInfinity)
         );
-        assert_eq!(h.get(b"big"), Some(&b"1.7e308"[..]));
+        assert_eq!(h.get(b"big").as_deref(), Some(&b"1.7e308"[..]));
         h.set(b"inf", b"inf", DEFAULT);
         assert_eq!(
             h.incr_by_float(b"inf", 1.0, DEFAULT),
@@ -1484,7 +1811,7 @@ mod tests {
                 } else {
                     format!("v{i}-{i}")
                 };
-                assert_eq!(got, Some(v.as_bytes()));
+                assert_eq!(got.as_deref(), Some(v.as_bytes()));
             } else {
                 assert_eq!(got, None);
             }
@@ -1522,9 +1849,135 @@ mod tests {
                 DEFAULT,
             );
         }
-        // One header byte + 2 + 6 per pair, and the struct.
-        assert_eq!(h.memory_usage(), std::mem::size_of::<HashValue>() + 10 * 9);
+        // One header byte + 2 + 6 per pair (or a header, an id and 6 for a
+        // field whose name is shared: other tests share the dictionary), and
+        // the struct.
+        let pairs: usize = (0..10)
+            .map(|i| match field_names::lookup(format!("f{i}").as_bytes()) {
+                Some(_) => 8,
+                None => 9,
+            })
+            .sum();
+        assert_eq!(h.memory_usage(), std::mem::size_of::<HashValue>() + pairs);
         assert!(std::mem::size_of::<HashValue>() <= 24);
+    }
+
+    #[test]
+    fn shared_field_names_take_a_byte() {
+        let fields: Vec<Vec<u8>> = ["name", "country", "avatar"]
+            .iter()
+            .map(|f| format!("hash::test::shared::{f}").into_bytes())
+            .collect();
+        // The first is stored as bytes, then its name becomes shared: the
+        // pair keeps its bytes until rewritten, and stays one field.
+        let mut h = HashValue::new();
+        h.set(&fields[0], b"alice", DEFAULT);
+        for f in &fields {
+            assert!(field_names::admit(f).is_some());
+        }
+        let long = vec![b'u'; 40];
+        assert!(!h.set(&fields[0], b"bob", DEFAULT));
+        assert!(h.set(&fields[1], b"SE", DEFAULT));
+        assert!(h.set(&fields[2], &long, DEFAULT));
+        let want = |h: &HashValue| {
+            assert_eq!(h.get(&fields[0]).as_deref(), Some(&b"bob"[..]));
+            assert_eq!(h.get(&fields[1]).as_deref(), Some(&b"SE"[..]));
+            assert_eq!(h.get(&fields[2]).as_deref(), Some(long.as_slice()));
+            let mut order: Vec<&[u8]> = h.keys().collect();
+            if h.encoding() == "hashtable" {
+                order.sort_unstable_by_key(|f| fields.iter().position(|g| g == f));
+            }
+            assert_eq!(
+                order,
+                fields.iter().map(|f| f.as_slice()).collect::<Vec<_>>()
+            );
+        };
+        want(&h);
+        // Header and id, then the value; a value past 13 bytes takes its
+        // length as LEB128.
+        assert_eq!(
+            h.memory_usage(),
+            size_of::<HashValue>() + (2 + 3) + (2 + 2) + (3 + 40)
+        );
+        // Same length: in place. Other lengths: rewritten, short and long.
+        assert!(!h.set(&fields[1], b"NO", DEFAULT));
+        assert!(!h.set(&fields[1], &[b'x'; 13], DEFAULT));
+        assert!(!h.set(&fields[1], &[b'x'; 14], DEFAULT));
+        assert!(!h.set(&fields[1], b"SE", DEFAULT));
+        want(&h);
+        let copy = h.duplicate();
+        assert!(h.remove(&fields[1]));
+        assert_eq!(h.get(&fields[1]), None);
+        assert_eq!(h.len(), 2);
+        want(&copy);
+        // The table holds the names' bytes.
+        let mut t = copy.duplicate();
+        t.convert_to_hashtable(0);
+        assert_eq!(t.encoding(), "hashtable");
+        want(&t);
+    }
+
+    #[test]
+    fn integer_values_of_shared_names_read_back_as_set() {
+        let f = b"hash::test::shared::int";
+        assert!(field_names::admit(f).is_some());
+        let cases: [(&str, usize); 16] = [
+            ("0", 1),
+            ("-1", 1),
+            ("127", 1),
+            ("-128", 1),
+            ("128", 2),
+            ("-32768", 2),
+            ("40000", 4),
+            ("1700000123", 4),
+            ("2147483648", 8),
+            ("-9223372036854775808", 8),
+            ("9223372036854775807", 8),
+            // Not what itoa writes: kept as bytes.
+            ("007", 3),
+            ("+5", 2),
+            ("-0", 2),
+            ("9223372036854775808", 19),
+            ("", 0),
+        ];
+        for (v, stored) in cases {
+            let mut h = HashValue::new();
+            h.set(f, v.as_bytes(), DEFAULT);
+            assert_eq!(h.get(f).as_deref(), Some(v.as_bytes()), "{v}");
+            assert_eq!(h.strlen(f), v.len());
+            let pairs: Vec<(Vec<u8>, Vec<u8>)> =
+                h.iter().map(|(f, v)| (f.to_vec(), v.to_vec())).collect();
+            assert_eq!(pairs, [(f.to_vec(), v.as_bytes().to_vec())]);
+            // Header, id, then the integer or the bytes.
+            let len_bytes = if stored > NAMED_VALUE_MAX { 1 } else { 0 };
+            assert_eq!(
+                h.memory_usage(),
+                size_of::<HashValue>() + 2 + len_bytes + stored,
+                "{v}"
+            );
+        }
+        // Changes between integers and bytes of the same length.
+        let mut h = HashValue::new();
+        h.set(b"other", b"x", DEFAULT);
+        h.set(f, b"12", DEFAULT);
+        assert_eq!(h.incr_by(f, 1, DEFAULT), Ok(13));
+        assert_eq!(h.get(f).as_deref(), Some(&b"13"[..]));
+        // Same width in place, then wider, then narrower again.
+        for v in ["-7", "127", "128", "-1", "1700000123", "5"] {
+            h.set(f, v.as_bytes(), DEFAULT);
+            assert_eq!(h.get(f).as_deref(), Some(v.as_bytes()));
+            assert_eq!(h.get(b"other").as_deref(), Some(&b"x"[..]));
+        }
+        h.set(f, b"ab", DEFAULT);
+        assert_eq!(h.get(f).as_deref(), Some(&b"ab"[..]));
+        h.set(f, b"99", DEFAULT);
+        assert_eq!(h.get(f).as_deref(), Some(&b"99"[..]));
+        assert_eq!(h.incr_by(f, i64::MAX - 99, DEFAULT), Ok(i64::MAX));
+        assert_eq!(h.incr_by(f, 1, DEFAULT), Err(HashError::Overflow));
+        assert_eq!(h.get(b"other").as_deref(), Some(&b"x"[..]));
+        let mut t = h.duplicate();
+        t.convert_to_hashtable(0);
+        assert_eq!(t.get(f).as_deref(), Some(i64::MAX.to_string().as_bytes()));
     }
 
     #[test]
@@ -1534,14 +1987,14 @@ mod tests {
         h.set(b"a", b"1", DEFAULT);
         h.set(b"big", &big, DEFAULT);
         assert_eq!(h.encoding(), "hashtable");
-        assert_eq!(h.get(b"big"), Some(big.as_slice()));
+        assert_eq!(h.get(b"big").as_deref(), Some(big.as_slice()));
         assert!(h.remove(b"a"));
         assert_eq!(pairs(&h), vec![(b"big".to_vec(), big.clone())]);
         // A listpack with huge limits holds it too.
         let mut l = HashValue::new();
         l.set(&big, &big, limits(128, usize::MAX));
         assert_eq!(l.encoding(), "listpack");
-        assert_eq!(l.get(&big), Some(big.as_slice()));
+        assert_eq!(l.get(&big).as_deref(), Some(big.as_slice()));
     }
 
     #[test]
@@ -1657,7 +2110,7 @@ mod tests {
         h.set(b"a", b"1", DEFAULT);
         let copy = h.duplicate();
         h.set(b"a", b"2", DEFAULT);
-        assert_eq!(copy.get(b"a"), Some(&b"1"[..]));
+        assert_eq!(copy.get(b"a").as_deref(), Some(&b"1"[..]));
         assert_eq!(HashValue::default().len(), 0);
         assert_eq!(HashLimits::default(), DEFAULT);
     }

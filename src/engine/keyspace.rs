@@ -30,11 +30,12 @@ use bytes::Bytes;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use smallvec::SmallVec;
 
+use super::keytable::KeyTable;
 use super::value::Value;
 
 /// Number of shards (a power of two).
 pub const SHARD_COUNT: usize = 64;
-const SHARD_SHIFT: u32 = 64 - SHARD_COUNT.trailing_zeros();
+pub(super) const SHARD_SHIFT: u32 = 64 - SHARD_COUNT.trailing_zeros();
 
 /// The hasher used for keys, shared by shard selection and the maps.
 pub type KeyHasher = ahash::RandomState;
@@ -51,6 +52,15 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// An entry for `value`, without expiry, last accessed at `now_ms`.
+    pub(super) fn new(value: Value, now_ms: u64) -> Entry {
+        Entry {
+            value,
+            expire_at: 0,
+            lru: AtomicU32::new((now_ms / 1000) as u32),
+        }
+    }
+
     /// The absolute expiry time in unix milliseconds, if any.
     pub fn expire_at(&self) -> Option<u64> {
         (self.expire_at != 0).then_some(self.expire_at)
@@ -84,7 +94,7 @@ pub fn expired_log_pending() -> bool {
 /// The keys of one database that fall into one shard.
 #[derive(Debug)]
 pub struct Db {
-    map: HashMap<Bytes, Entry, KeyHasher>,
+    map: KeyTable,
     /// Keys with an expiry, ordered by expiry time (the active cycle pops
     /// from the front).
     expires: BTreeSet<(u64, Bytes)>,
@@ -105,7 +115,7 @@ impl Drop for Db {
 impl Db {
     fn new(hasher: &KeyHasher) -> Self {
         Db {
-            map: HashMap::with_hasher(hasher.clone()),
+            map: KeyTable::new(hasher.clone()),
             expires: BTreeSet::new(),
             watched: HashMap::with_hasher(hasher.clone()),
             expired_count: 0,
@@ -214,22 +224,20 @@ impl Db {
     /// Stores `value` under `key`, replacing any value. The expiry is kept
     /// when `keep_ttl`, removed otherwise (as Redis's `setKey`).
     pub fn insert(&mut self, key: &[u8], value: Value, keep_ttl: bool, now_ms: u64) {
-        if let Some(e) = self.map.get_mut(key) {
-            e.value = value;
-            e.touch_lru(now_ms);
-            if !keep_ttl && e.expire_at != 0 {
-                let at = e.expire_at;
-                e.expire_at = 0;
-                self.expires.remove(&(at, Bytes::copy_from_slice(key)));
+        match self.map.get_or_vacant(key) {
+            Ok(e) => {
+                e.value = value;
+                e.touch_lru(now_ms);
+                if !keep_ttl && e.expire_at != 0 {
+                    let at = e.expire_at;
+                    e.expire_at = 0;
+                    self.expires.remove(&(at, Bytes::copy_from_slice(key)));
+                }
             }
-            return;
+            Err(slot) => {
+                slot.insert(key, Entry::new(value, now_ms));
+            }
         }
-        let entry = Entry {
-            value,
-            expire_at: 0,
-            lru: AtomicU32::new((now_ms / 1000) as u32),
-        };
-        self.map.insert(Bytes::copy_from_slice(key), entry);
     }
 
     /// Inserts a whole entry (value and expiry) under `key`, replacing any.
@@ -248,27 +256,25 @@ impl Db {
 
     /// Removes `key`, returning its entry (expired or not).
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
-        let (k, e) = self.map.remove_entry(key)?;
+        let e = self.map.remove(key)?;
         if e.expire_at != 0 {
-            self.expires.remove(&(e.expire_at, k));
+            self.expires
+                .remove(&(e.expire_at, Bytes::copy_from_slice(key)));
         }
         Some(e)
     }
 
     /// Sets the absolute expiry (unix ms) of an existing key; false if absent.
     pub fn set_expire(&mut self, key: &[u8], at_ms: u64) -> bool {
-        let Some((k, e)) = self.map.get_key_value(key) else {
+        let Some(e) = self.map.get_mut(key) else {
             return false;
         };
-        let k = k.clone();
-        let old = e.expire_at;
-        if old != 0 {
-            self.expires.remove(&(old, k.clone()));
-        }
         // 0 means "no expiry": an expiry at the epoch is 1 ms after it.
         let at_ms = at_ms.max(1);
-        if let Some(e) = self.map.get_mut(key) {
-            e.expire_at = at_ms;
+        let old = std::mem::replace(&mut e.expire_at, at_ms);
+        let k = Bytes::copy_from_slice(key);
+        if old != 0 {
+            self.expires.remove(&(old, k.clone()));
         }
         self.expires.insert((at_ms, k));
         true
@@ -276,17 +282,14 @@ impl Db {
 
     /// Removes the expiry of `key`; returns whether it had one.
     pub fn persist(&mut self, key: &[u8]) -> bool {
-        let Some((k, e)) = self.map.get_key_value(key) else {
+        let Some(e) = self.map.get_mut(key) else {
             return false;
         };
         if e.expire_at == 0 {
             return false;
         }
-        let pair = (e.expire_at, k.clone());
-        self.expires.remove(&pair);
-        if let Some(e) = self.map.get_mut(key) {
-            e.expire_at = 0;
-        }
+        let at = std::mem::replace(&mut e.expire_at, 0);
+        self.expires.remove(&(at, Bytes::copy_from_slice(key)));
         true
     }
 
@@ -302,9 +305,6 @@ impl Db {
                 return (removed, false);
             }
             self.expires.pop_first();
-            if let Some(e) = self.map.get_mut(&key[..]) {
-                e.expire_at = 0;
-            }
             self.map.remove(&key[..]);
             self.expired_count += 1;
             self.touch_watched(&key);
@@ -315,22 +315,18 @@ impl Db {
     }
 
     /// Iterates over every stored key and entry, expired ones included.
-    pub fn iter(&self) -> impl Iterator<Item = (&Bytes, &Entry)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
         self.map.iter()
     }
 
     /// Removes every key; returns how many there were.
     pub fn clear(&mut self) -> usize {
         let n = self.map.len();
-        if !self.watched.is_empty() {
-            let keys: Vec<Bytes> = self
-                .map
-                .keys()
-                .filter(|k| self.watched.contains_key(*k))
-                .cloned()
-                .collect();
-            for k in keys {
-                self.touch_watched(&k);
+        for (k, flags) in &self.watched {
+            if self.map.get(k).is_some() {
+                for f in flags {
+                    f.store(true, Ordering::Release);
+                }
             }
         }
         self.map.clear();
@@ -708,5 +704,156 @@ mod tests {
         assert!(!flag.load(Ordering::Acquire));
         db.touch_watched(b"k");
         assert!(flag.load(Ordering::Acquire));
+    }
+
+    /// A [`Db`] against a plain model: key → (value tag, expiry), with the
+    /// clock moving forward between operations.
+    mod model {
+        use std::collections::HashMap;
+
+        use proptest::prelude::*;
+
+        use super::*;
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Insert(Vec<u8>, u8, bool),
+            InsertWithExpiry(Vec<u8>, u8, Option<u64>),
+            SetExpire(Vec<u8>, u64),
+            Persist(Vec<u8>),
+            Remove(Vec<u8>),
+            Get(Vec<u8>),
+            GetMut(Vec<u8>),
+            ExpireCycle(usize),
+            Clear,
+            Tick(u64),
+        }
+
+        fn key() -> impl Strategy<Value = Vec<u8>> {
+            prop_oneof![
+                6 => "[a-e]{1,2}".prop_map(String::into_bytes),
+                2 => "key:[0-9]{1,3}".prop_map(String::into_bytes),
+                1 => (0u8..2, 21usize..25).prop_map(|(c, n)| vec![b'x' + c; n]),
+            ]
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            let at = 1000u64..1100;
+            prop_oneof![
+                6 => (key(), any::<u8>(), any::<bool>()).prop_map(|(k, v, t)| Op::Insert(k, v, t)),
+                2 => (key(), any::<u8>(), proptest::option::of(at.clone()))
+                    .prop_map(|(k, v, a)| Op::InsertWithExpiry(k, v, a)),
+                3 => (key(), at).prop_map(|(k, a)| Op::SetExpire(k, a)),
+                1 => key().prop_map(Op::Persist),
+                2 => key().prop_map(Op::Remove),
+                3 => key().prop_map(Op::Get),
+                2 => key().prop_map(Op::GetMut),
+                1 => (0usize..4).prop_map(Op::ExpireCycle),
+                1 => Just(Op::Clear),
+                2 => (0u64..20).prop_map(Op::Tick),
+            ]
+        }
+
+        fn tag(e: &Entry) -> u8 {
+            match &e.value {
+                Value::Str(s) => s.as_bytes().first().copied().unwrap_or(0),
+                _ => 0,
+            }
+        }
+
+        /// The model's live value under `k` at `now`, removing it when
+        /// expired (as a lookup for change does).
+        fn live(m: &HashMap<Vec<u8>, (u8, u64)>, k: &[u8], now: u64) -> Option<(u8, u64)> {
+            m.get(k).copied().filter(|&(_, at)| at == 0 || at > now)
+        }
+
+        proptest! {
+            #[test]
+            fn db_matches_a_model(ops in proptest::collection::vec(op(), 1..300)) {
+                let mut db = Db::new(&KeyHasher::new());
+                let mut m: HashMap<Vec<u8>, (u8, u64)> = HashMap::new();
+                let mut now = 1000u64;
+                for op in ops {
+                    match op {
+                        Op::Insert(k, v, keep) => {
+                            db.insert(&k, s(&[v]), keep, now);
+                            let at = match m.get(&k) {
+                                Some(&(_, at)) if keep => at,
+                                _ => 0,
+                            };
+                            m.insert(k, (v, at));
+                        }
+                        Op::InsertWithExpiry(k, v, at) => {
+                            db.insert_with_expiry(&k, s(&[v]), at, now);
+                            m.insert(k, (v, at.unwrap_or(0)));
+                        }
+                        Op::SetExpire(k, at) => {
+                            let had = m.contains_key(&k);
+                            prop_assert_eq!(db.set_expire(&k, at), had);
+                            if let Some(e) = m.get_mut(&k) {
+                                e.1 = at;
+                            }
+                        }
+                        Op::Persist(k) => {
+                            let had = m.get(&k).is_some_and(|e| e.1 != 0);
+                            prop_assert_eq!(db.persist(&k), had);
+                            if let Some(e) = m.get_mut(&k) {
+                                e.1 = 0;
+                            }
+                        }
+                        Op::Remove(k) => {
+                            let got = db.remove(&k).map(|e| (tag(&e), e.expire_at));
+                            prop_assert_eq!(got, m.remove(&k));
+                        }
+                        Op::Get(k) => {
+                            let want = live(&m, &k, now);
+                            prop_assert_eq!(db.peek(&k, now).map(tag), want.map(|e| e.0));
+                            prop_assert_eq!(db.contains(&k, now), want.is_some());
+                            let got = db.get(&k, now).map(|e| (tag(e), e.expire_at().unwrap_or(0)));
+                            prop_assert_eq!(got, want);
+                        }
+                        Op::GetMut(k) => {
+                            let want = live(&m, &k, now);
+                            if want.is_none() {
+                                m.remove(&k);
+                            }
+                            let got = db.get_mut(&k, now).map(|e| (tag(e), e.expire_at().unwrap_or(0)));
+                            prop_assert_eq!(got, want);
+                        }
+                        Op::ExpireCycle(budget) => {
+                            let due = m.values().filter(|e| e.1 != 0 && e.1 <= now).count();
+                            let (n, more) = db.expire_cycle(now, budget);
+                            prop_assert_eq!(n, due.min(budget));
+                            prop_assert_eq!(more, due >= budget);
+                            if n == due {
+                                m.retain(|_, e| e.1 == 0 || e.1 > now);
+                            } else {
+                                // Which ones went is the index's order: follow the table.
+                                m.retain(|k, _| db.map.get(k).is_some());
+                            }
+                        }
+                        Op::Clear => {
+                            prop_assert_eq!(db.clear(), m.len());
+                            m.clear();
+                        }
+                        Op::Tick(ms) => now += ms,
+                    }
+                    prop_assert_eq!(db.len(), m.len());
+                    prop_assert_eq!(db.expires_len(), m.values().filter(|e| e.1 != 0).count());
+                    let live_n = m.values().filter(|e| e.1 == 0 || e.1 > now).count();
+                    prop_assert_eq!(db.live_len(now), live_n);
+                }
+                let mut got: Vec<(Vec<u8>, u8, u64)> = db
+                    .iter()
+                    .map(|(k, e)| (k.to_vec(), tag(e), e.expire_at().unwrap_or(0)))
+                    .collect();
+                let mut want: Vec<(Vec<u8>, u8, u64)> =
+                    m.into_iter().map(|(k, (v, at))| (k, v, at)).collect();
+                got.sort();
+                want.sort();
+                prop_assert_eq!(got, want);
+                db.take_expired();
+            }
+        }
     }
 }

@@ -2,9 +2,11 @@
 //! made of. No RESP, no clients, no tokio here.
 
 pub mod bitmap;
+mod field_names;
 pub mod glob;
 pub mod hash;
 pub mod keyspace;
+mod keytable;
 pub mod leaderboard;
 pub mod list;
 pub mod set;

@@ -169,10 +169,12 @@ pub fn write_rpushes(out: &mut Vec<u8>, key: &[u8], list: &ListValue) {
 pub fn write_hsets(out: &mut Vec<u8>, key: &[u8], h: &HashValue) {
     let mut pairs = h.iter().peekable();
     while pairs.peek().is_some() {
-        let mut args: Vec<&[u8]> = Vec::with_capacity(2 + 2 * ITEMS_PER_COMMAND);
+        // The values are held here: an integer one is written out on read.
+        let batch: Vec<_> = pairs.by_ref().take(ITEMS_PER_COMMAND).collect();
+        let mut args: Vec<&[u8]> = Vec::with_capacity(2 + 2 * batch.len());
         args.push(b"HSET");
         args.push(key);
-        for (f, v) in pairs.by_ref().take(ITEMS_PER_COMMAND) {
+        for (f, v) in &batch {
             args.push(f);
             args.push(v);
         }
