@@ -4,9 +4,10 @@
 # second, and the server's CPU time per delivered message), then the
 # server's memory per subscription with 100,000 subscriptions (10 clients
 # with 10,000 channels each; measured first, as the growth of the resident
-# size of a fresh server), and a row of 100 readers beside a subscriber
+# size of a fresh server), and a row of 10 readers beside a subscriber
 # that never reads, which both servers must cut off at a small pubsub
-# limit while PUBLISH keeps its rate. The client is benches/clients/pubsub_fanout.rs
+# limit while PUBLISH keeps its rate (MESSAGES / 10 messages, so that the
+# stalled one's share outgrows the kernel's socket buffers). The client is benches/clients/pubsub_fanout.rs
 # (single-threaded; it reads the servers' CPU and memory from /proc).
 #
 # Usage: benches/pubsub_benchmark.sh [-m MESSAGES] [-s SIZE] [-w WINDOW] [-k SUBSCRIPTIONS]
@@ -72,20 +73,20 @@ for n in 1 100 1000; do
     }'
 done
 
-# A subscriber that never reads, beside 100 that do: with a small pubsub
+# A subscriber that never reads, beside 10 that do: with a small pubsub
 # limit both servers must cut it off while PUBLISH keeps its rate.
-m=$((deliveries / 100))
+m=$((deliveries / 10))
 limit="pubsub 1mb 256kb 2"
 for port in "$redis_port" "$rostrum_port"; do
     redis-cli -p "$port" config set client-output-buffer-limit "$limit" >/dev/null
 done
-echo "  100 subscribers + 1 that never reads ($limit): redis-server..." >&2
+echo "  10 subscribers + 1 that never reads ($limit): redis-server..." >&2
 read -r r_rate r_cpu r_cut < <("$driver" fanout --port "$redis_port" --pid "$redis_pid" \
-    --subscribers 100 --stalled 1 --messages "$m" --size "$size" --window "$window")
-echo "  100 subscribers + 1 that never reads: rostrum..." >&2
+    --subscribers 10 --stalled 1 --messages "$m" --size "$size" --window "$window")
+echo "  10 subscribers + 1 that never reads: rostrum..." >&2
 read -r q_rate q_cpu q_cut < <("$driver" fanout --port "$rostrum_port" --pid "$rostrum_pid" \
-    --subscribers 100 --stalled 1 --messages "$m" --size "$size" --window "$window")
-awk -v row="to 100 + 1 stalled" -v rr="$r_rate" -v qr="$q_rate" -v rc="$r_cpu" -v qc="$q_cpu" 'BEGIN {
+    --subscribers 10 --stalled 1 --messages "$m" --size "$size" --window "$window")
+awk -v row="to 10 + 1 stalled" -v rr="$r_rate" -v qr="$q_rate" -v rc="$r_cpu" -v qc="$q_cpu" 'BEGIN {
     printf "%-22s %14d %14d %7.2f %12.3f %12.3f %7.2f\n", row, rr, qr, qr / rr, rc, qc, (qc > 0 ? rc / qc : 0)
 }'
 echo "  stalled subscribers cut off: redis-server $r_cut, rostrum $q_cut (of 1)"

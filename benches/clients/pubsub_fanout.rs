@@ -173,7 +173,9 @@ async fn fanout(args: &[String]) -> Result<()> {
         .into_iter()
         .map(|mut s| {
             tokio::spawn(async move {
-                read_bytes(&mut s, frame * messages, &mut vec![0u8; 64 * 1024]).await
+                read_bytes(&mut s, frame * messages, &mut vec![0u8; 64 * 1024])
+                    .await
+                    .map(|()| s)
             })
         })
         .collect();
@@ -208,15 +210,17 @@ async fn fanout(args: &[String]) -> Result<()> {
         }
         answered += buf[..got].iter().filter(|&&b| b == b'\n').count();
     }
-    // Still subscribed: the readers, and the stalled ones not cut off.
-    let left = numsub(&mut publisher, &channel).await?;
-    let cut = (subscribers + stalled).saturating_sub(left);
-    drop(idle);
+    // The readers keep their connections until the count below.
+    let mut done = Vec::with_capacity(readers.len());
     for r in readers {
-        r.await.map_err(|e| e.to_string())??;
+        done.push(r.await.map_err(|e| e.to_string())??);
     }
     let secs = start.elapsed().as_secs_f64();
     let cpu = cpu_seconds(pid)? - cpu_start;
+    // Still subscribed: the readers, and the stalled ones not cut off.
+    let left = numsub(&mut publisher, &channel).await?;
+    let cut = (subscribers + stalled).saturating_sub(left);
+    drop((idle, done));
     let delivered = (subscribers * messages) as f64;
     println!("{:.0} {:.3} {cut}", delivered / secs, cpu * 1e6 / delivered);
     Ok(())
