@@ -7,5 +7,5 @@ pub mod reply;
 pub mod request;
 
 pub use number::{format_double, parse_f64, parse_i64};
-pub use reply::Reply;
+pub use reply::{write_bulk_frame, Reply};
 pub use request::{Limits, Parsed, ProtocolError, RequestParser};

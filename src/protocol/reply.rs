@@ -213,6 +213,30 @@ impl Reply {
     }
 }
 
+/// Appends a frame of bulk strings, as commands travel (the AOF) and as
+/// Pub/Sub messages and pushes go out: `head` (`*` for an array, `>` for a
+/// RESP3 push; `None` to leave it to the caller), the count, then each
+/// part as a bulk string.
+pub fn write_bulk_frame<'a>(
+    out: &mut Vec<u8>,
+    head: Option<u8>,
+    parts: impl ExactSizeIterator<Item = &'a [u8]>,
+) {
+    let mut num = itoa::Buffer::new();
+    if let Some(h) = head {
+        out.push(h);
+    }
+    out.extend_from_slice(num.format(parts.len()).as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for p in parts {
+        out.push(b'$');
+        out.extend_from_slice(num.format(p.len()).as_bytes());
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(p);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

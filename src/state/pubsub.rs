@@ -24,6 +24,7 @@ use smallvec::SmallVec;
 use super::client::ClientInfo;
 use super::outbox::{OutputLimit, Pushed};
 use crate::engine::glob;
+use crate::protocol::write_bulk_frame;
 
 /// A channel or pattern name, shared by the registry and the subscribers'
 /// own lists.
@@ -390,16 +391,7 @@ impl PubSub {
 /// `>` in RESP3): `3\r\n$7\r\nmessage\r\n...`.
 fn encode_body(parts: &[&[u8]]) -> Vec<u8> {
     let mut out = Vec::with_capacity(16 + parts.iter().map(|p| p.len() + 16).sum::<usize>());
-    let mut ib = itoa::Buffer::new();
-    out.extend_from_slice(ib.format(parts.len()).as_bytes());
-    out.extend_from_slice(b"\r\n");
-    for p in parts {
-        out.push(b'$');
-        out.extend_from_slice(ib.format(p.len()).as_bytes());
-        out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(p);
-        out.extend_from_slice(b"\r\n");
-    }
+    write_bulk_frame(&mut out, None, parts.iter().copied());
     out
 }
 

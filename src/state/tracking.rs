@@ -30,6 +30,7 @@ use smallvec::SmallVec;
 use super::client::ClientInfo;
 use super::outbox::{OutputLimit, Pushed};
 use super::server::Server;
+use crate::protocol::write_bulk_frame;
 
 /// Bits of [`TrackingFlags`].
 pub mod flag {
@@ -503,17 +504,7 @@ fn deliver(server: &Server, to: &Arc<ClientInfo>, head: u8, body: &[u8], me: Opt
 /// The RESP array of `keys` as bulk strings.
 fn keys_array(keys: &[&[u8]]) -> Vec<u8> {
     let mut out = Vec::with_capacity(16 + keys.iter().map(|k| k.len() + 16).sum::<usize>());
-    let mut ib = itoa::Buffer::new();
-    out.push(b'*');
-    out.extend_from_slice(ib.format(keys.len()).as_bytes());
-    out.extend_from_slice(b"\r\n");
-    for k in keys {
-        out.push(b'$');
-        out.extend_from_slice(ib.format(k.len()).as_bytes());
-        out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(k);
-        out.extend_from_slice(b"\r\n");
-    }
+    write_bulk_frame(&mut out, Some(b'*'), keys.iter().copied());
     out
 }
 

@@ -6,21 +6,11 @@
 use bytes::Bytes;
 
 use super::Stream;
-use crate::protocol::parse_i64;
+use crate::protocol::{parse_i64, write_bulk_frame};
 
 /// Appends one command as a RESP array of bulk strings.
 pub fn write_command<'a>(out: &mut Vec<u8>, args: impl ExactSizeIterator<Item = &'a [u8]>) {
-    let mut num = itoa::Buffer::new();
-    out.push(b'*');
-    out.extend_from_slice(num.format(args.len()).as_bytes());
-    out.extend_from_slice(b"\r\n");
-    for a in args {
-        out.push(b'$');
-        out.extend_from_slice(num.format(a.len()).as_bytes());
-        out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
+    write_bulk_frame(out, Some(b'*'), args);
 }
 
 /// Appends `SELECT db`.
