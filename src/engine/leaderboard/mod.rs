@@ -141,6 +141,32 @@ pub enum Ranking {
     Dense,
 }
 
+/// Option words as LB.CREATE takes them and LB.INFO and the AOF rewrite
+/// write them (upper case; parsed case-insensitively).
+macro_rules! option_words {
+    ($t:ty { $($v:ident => $w:literal),* $(,)? }) => {
+        impl $t {
+            /// The option word (`DESC`, `BEST`, ...).
+            pub fn name(self) -> &'static str {
+                match self { $(<$t>::$v => $w),* }
+            }
+
+            /// The value named by `word` (ASCII case-insensitive).
+            pub fn from_name(word: &[u8]) -> Option<Self> {
+                $(if word.eq_ignore_ascii_case($w.as_bytes()) {
+                    return Some(<$t>::$v);
+                })*
+                None
+            }
+        }
+    };
+}
+
+option_words!(Order { Desc => "DESC", Asc => "ASC" });
+option_words!(Policy { Best => "BEST", Set => "SET", Incr => "INCR" });
+option_words!(Tiebreak { Earliest => "EARLIEST", Latest => "LATEST" });
+option_words!(Ranking { Ordinal => "ORDINAL", Competition => "COMPETITION", Dense => "DENSE" });
+
 /// A board's options, fixed when it is created.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
