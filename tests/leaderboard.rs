@@ -138,6 +138,20 @@ fn submit_incr_and_policies() {
     let long = "x".repeat(4097);
     assert!(err(&mut c, &["LB.SUBMIT", "m", "c", "1", "META", &long]).contains("too long"));
     assert_eq!(q(&mut c, &["LB.GET", "m", "c"]), "nil");
+    // lb-max-meta-bytes applies at once, to every board.
+    assert_eq!(
+        q(&mut c, &["CONFIG", "SET", "lb-max-meta-bytes", "2"]),
+        "OK"
+    );
+    assert_eq!(
+        q(&mut c, &["CONFIG", "GET", "lb-max-meta-bytes"]),
+        "[lb-max-meta-bytes 2]"
+    );
+    assert!(err(&mut c, &["LB.INCR", "m", "a", "1", "META", "xyz"]).contains("too long"));
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "m", "a", "1", "META", "xy"]),
+        "[2 1 1]"
+    );
 }
 
 #[test]

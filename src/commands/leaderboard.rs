@@ -9,6 +9,8 @@
 //! - A board emptied by LB.REM stays (it keeps its options); DEL removes it.
 //! - Every write is recorded in the AOF as LB.SUBMIT / LB.INCR with the
 //!   `AT` the server used, so a reload rebuilds the same order.
+//! - Metadata is limited by `lb-max-meta-bytes` (default 4096), read at
+//!   every write.
 //! - Keyspace events are of class `d` (module): `lb.create`, `lb.submit`,
 //!   `lb.incr`, `lb.rem`.
 //! - LB.AMONG reads its trailing option words (WITHGLOBAL, WITH...) from
@@ -25,9 +27,6 @@ use crate::engine::Value;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Reply;
 use crate::state::notify::Class;
-
-/// Longest metadata a submit accepts, in bytes.
-const MAX_META_BYTES: usize = 4096;
 
 const fn lb_cmd(
     name: &'static str,
@@ -237,11 +236,22 @@ fn write_board<'k>(
     }
 }
 
-/// Options of a board created by its first submit.
+/// Options of a board created by its first submit. The metadata limit is
+/// `lb-max-meta-bytes`, checked by the commands at every write (so that
+/// CONFIG SET applies to every board at once), not by the board.
 fn default_options() -> Options {
     Options {
-        max_meta_len: MAX_META_BYTES,
+        max_meta_len: usize::MAX,
         ..Options::default()
+    }
+}
+
+/// Refuses metadata longer than `lb-max-meta-bytes`.
+fn check_meta(ctx: &Ctx, meta: Option<&[u8]>) -> Result<(), CmdError> {
+    let max = ctx.server.config.read().lb_max_meta_bytes;
+    match meta {
+        Some(m) if m.len() as u64 > max => Err(lb_error(LbError::MetaTooLong)),
+        _ => Ok(()),
     }
 }
 
@@ -489,6 +499,7 @@ impl Write<'_> {
 /// Applies `w` to the board under `key` (created with the defaults when
 /// absent); a refused write changes nothing, not even the keyspace.
 fn apply_write(ctx: &mut Ctx, key: &[u8], w: &Write<'_>) -> Result<SubmitOutcome, CmdError> {
+    check_meta(ctx, w.meta)?;
     let at = w.at.unwrap_or(ctx.keys.now_ms);
     let out = match write_board(&mut ctx.keys, key)? {
         Some(b) => w.apply(b, at)?,

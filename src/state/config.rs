@@ -40,6 +40,8 @@ pub struct Config {
     pub list_max_listpack_size: i64,
     pub hash_max_listpack_entries: u64,
     pub hash_max_listpack_value: u64,
+    /// Longest LB.* metadata accepted, in bytes.
+    pub lb_max_meta_bytes: u64,
     pub appendonly: bool,
     pub appendfilename: String,
     pub appendfsync: String,
@@ -90,6 +92,7 @@ impl Default for Config {
             list_max_listpack_size: -2,
             hash_max_listpack_entries: 512,
             hash_max_listpack_value: 64,
+            lb_max_meta_bytes: 4096,
             appendonly: false,
             appendfilename: "appendonly.aof".into(),
             appendfsync: "everysec".into(),
@@ -472,6 +475,7 @@ pub static PARAMS: &[Param] = &[
         MEMORY,
         hash_max_listpack_value
     ),
+    num_field!("lb-max-meta-bytes", &[], MEMORY, lb_max_meta_bytes),
     num_field!(
         "list-max-listpack-size",
         &["list-max-ziplist-size"],
