@@ -363,6 +363,53 @@ fn rank_styles_among_and_friends() {
 }
 
 #[test]
+fn event_ids_apply_a_write_once() {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.conn();
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "votes", "a", "1", "ID", "e1"]),
+        "[1 1 1]"
+    );
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "votes", "a", "1", "ID", "e1"]),
+        "[1 1 0]"
+    );
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "votes", "a", "1", "ID", "e2"]),
+        "[2 1 1]"
+    );
+    // An id is per board, and shared by LB.SUBMIT and LB.INCR.
+    assert_eq!(
+        q(&mut c, &["LB.SUBMIT", "votes", "b", "5", "ID", "e2"]),
+        "[5 nil 0]"
+    );
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "other", "a", "1", "ID", "e1"]),
+        "[1 1 1]"
+    );
+    // The window keeps the last lb-dedup-window ids.
+    assert_eq!(q(&mut c, &["CONFIG", "SET", "lb-dedup-window", "1"]), "OK");
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "votes", "a", "1", "ID", "e3"]),
+        "[3 1 1]"
+    );
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "votes", "a", "1", "ID", "e2"]),
+        "[4 1 1]"
+    );
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "votes", "a", "1", "ID", "e2"]),
+        "[4 1 0]"
+    );
+    assert_eq!(q(&mut c, &["LB.SEEN", "votes", "x", "y", "y"]), "2");
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "votes", "a", "1", "ID", "x"]),
+        "[5 1 1]"
+    );
+    assert!(err(&mut c, &["LB.SEEN", "nokey", "x"]).contains("no such key"));
+}
+
+#[test]
 fn msubmit_is_atomic() {
     let srv = TestServer::start(&[]);
     let mut c = srv.conn();
@@ -576,6 +623,9 @@ fn boards_survive_an_aof_restart_and_a_rewrite() {
     );
     q(&mut c, &["LB.REM", "b", "bob"]);
     q(&mut c, &["LB.CREATE", "empty"]);
+    for id in ["v1", "v2", "v3"] {
+        q(&mut c, &["LB.INCR", "b", "voter", "1", "ID", id]);
+    }
     let before = boards(&mut c);
     drop(c);
     srv.terminate();
@@ -589,6 +639,10 @@ fn boards_survive_an_aof_restart_and_a_rewrite() {
     let mut c = srv.conn();
     assert_eq!(boards(&mut c), before);
     assert_eq!(q(&mut c, &["TYPE", "empty"]), "leaderboard");
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "b", "voter", "1", "ID", "v2"]),
+        "[3 5 0]"
+    );
     let _: String = cmd(&["BGREWRITEAOF"]).query(&mut c).expect("BGREWRITEAOF");
     wait_rewrite(&mut c);
     drop(c);
@@ -599,8 +653,17 @@ fn boards_survive_an_aof_restart_and_a_rewrite() {
         !text.contains("LB.REM") && !text.contains("LB.INCR"),
         "{text}"
     );
+    assert!(text.contains("LB.SEEN"), "{text}");
     let srv = TestServer::start_with_aof(&dir.0);
     let mut c = srv.conn();
     assert_eq!(boards(&mut c), before);
     assert_eq!(q(&mut c, &["TYPE", "empty"]), "leaderboard");
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "b", "voter", "1", "ID", "v1"]),
+        "[3 5 0]"
+    );
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "b", "voter", "1", "ID", "v4"]),
+        "[4 5 1]"
+    );
 }

@@ -1,7 +1,7 @@
 //! Leaderboard commands (issue 16): LB.CREATE, LB.SUBMIT, LB.INCR,
 //! LB.MSUBMIT, LB.REM, LB.GET, LB.SCORE, LB.RANK, LB.MRANK, LB.TOP,
 //! LB.RANGE, LB.AROUND, LB.AMONG, LB.FRIENDS, LB.PERCENT, LB.COUNT and
-//! LB.INFO. Argument parsing and replies live here; the board itself is
+//! LB.INFO, and LB.SEEN (the AOF rewrite's form of a dedup window). Argument parsing and replies live here; the board itself is
 //! `engine::leaderboard`.
 //!
 //! Decided here:
@@ -9,6 +9,10 @@
 //! - A board emptied by LB.REM stays (it keeps its options); DEL removes it.
 //! - Every write is recorded in the AOF as LB.SUBMIT / LB.INCR with the
 //!   `AT` the server used, so a reload rebuilds the same order.
+//! - `ID event-id` on LB.SUBMIT / LB.INCR: an id the board remembers
+//!   (its last `lb-dedup-window` ids, read at every write) answers the
+//!   current state with changed 0 and applies nothing; the ids are in the
+//!   AOF (logged with the writes, LB.SEEN in a rewrite).
 //! - Metadata is limited by `lb-max-meta-bytes` (default 4096), read at
 //!   every write.
 //! - Keyspace events are of class `d` (module): `lb.create`, `lb.submit`,
@@ -92,6 +96,15 @@ pub const COMMANDS: &[CommandSpec] = &[
         lb_msubmit,
         "Submit scores to several boards atomically",
         "O(K log N) for K triples.",
+    ),
+    lb_cmd(
+        "lb.seen",
+        -3,
+        WRITE | FAST,
+        KeySpec::FIRST,
+        lb_seen,
+        "Record event ids as seen, applying nothing (the AOF rewrite's form of the dedup window)",
+        "O(K) for K ids.",
     ),
     lb_cmd(
         "lb.rem",
@@ -244,6 +257,11 @@ fn default_options() -> Options {
         max_meta_len: usize::MAX,
         ..Options::default()
     }
+}
+
+/// `lb-dedup-window`: how many event ids each board remembers.
+fn dedup_window(ctx: &Ctx) -> usize {
+    usize::try_from(ctx.server.config.read().lb_dedup_window).unwrap_or(usize::MAX)
 }
 
 /// Refuses metadata longer than `lb-max-meta-bytes`.
@@ -430,6 +448,8 @@ struct Write<'a> {
     subscore: i64,
     at: Option<u64>,
     meta: Option<&'a [u8]>,
+    /// `ID event-id`: applied once per id within the board's window.
+    id: Option<&'a [u8]>,
 }
 
 fn parse_write<'a>(a: &[&'a [u8]], incr: bool) -> Result<Write<'a>, CmdError> {
@@ -440,6 +460,7 @@ fn parse_write<'a>(a: &[&'a [u8]], incr: bool) -> Result<Write<'a>, CmdError> {
         subscore: 0,
         at: None,
         meta: None,
+        id: None,
     };
     let mut i = 4;
     while i < a.len() {
@@ -448,6 +469,7 @@ fn parse_write<'a>(a: &[&'a [u8]], incr: bool) -> Result<Write<'a>, CmdError> {
             o if !incr && args::is(o, "SUBSCORE") => w.subscore = score_arg(v)?,
             o if args::is(o, "AT") => w.at = Some(count_arg(v)?),
             o if args::is(o, "META") => w.meta = Some(v),
+            o if args::is(o, "ID") => w.id = Some(v),
             o => return Err(unknown_option(o)),
         }
         i += 2;
@@ -456,13 +478,38 @@ fn parse_write<'a>(a: &[&'a [u8]], incr: bool) -> Result<Write<'a>, CmdError> {
 }
 
 impl Write<'_> {
-    fn apply(&self, b: &mut Leaderboard, at: u64) -> Result<SubmitOutcome, CmdError> {
+    /// Applies the write to `b`; a repeated id answers the current state
+    /// (changed 0) and applies nothing. The second value: the board's id
+    /// window changed.
+    fn apply(
+        &self,
+        b: &mut Leaderboard,
+        at: u64,
+        window: usize,
+    ) -> Result<(SubmitOutcome, bool), CmdError> {
+        // A window made smaller by CONFIG SET applies from here on.
+        b.ids.trim(window);
+        if self.id.is_some_and(|id| b.ids.contains(id)) {
+            return Ok((self.current(b), false));
+        }
         let r = if self.incr {
             b.incr(self.member, self.score, at, self.meta)
         } else {
             b.submit(self.member, self.score, self.subscore, at, self.meta)
         };
-        r.map_err(lb_error)
+        let out = r.map_err(lb_error)?;
+        let recorded = self.id.is_some_and(|id| b.ids.insert(id, window));
+        Ok((out, recorded))
+    }
+
+    /// The member's state, unchanged (a repeated id).
+    fn current(&self, b: &Leaderboard) -> SubmitOutcome {
+        SubmitOutcome {
+            score: b.score(self.member).unwrap_or(self.score),
+            rank: b.rank(self.member),
+            changed: false,
+            evicted: None,
+        }
     }
 
     /// What the AOF records: the same write with its time.
@@ -484,6 +531,10 @@ impl Write<'_> {
             cmd.push(b"META".to_vec());
             cmd.push(m.to_vec());
         }
+        if let Some(id) = self.id {
+            cmd.push(b"ID".to_vec());
+            cmd.push(id.to_vec());
+        }
         cmd
     }
 
@@ -501,18 +552,22 @@ impl Write<'_> {
 fn apply_write(ctx: &mut Ctx, key: &[u8], w: &Write<'_>) -> Result<SubmitOutcome, CmdError> {
     check_meta(ctx, w.meta)?;
     let at = w.at.unwrap_or(ctx.keys.now_ms);
-    let out = match write_board(&mut ctx.keys, key)? {
-        Some(b) => w.apply(b, at)?,
+    let window = dedup_window(ctx);
+    let (out, recorded) = match write_board(&mut ctx.keys, key)? {
+        Some(b) => w.apply(b, at, window)?,
         None => {
             let mut b = Leaderboard::new(default_options());
-            let out = w.apply(&mut b, at)?;
+            let out = w.apply(&mut b, at, window)?;
             ctx.keys.set(key, Value::Leaderboard(Box::new(b)), false)?;
             out
         }
     };
-    if out.changed || out.evicted.is_some() {
-        ctx.keys.modified(key)?;
+    let changed = out.changed || out.evicted.is_some();
+    if changed {
         ctx.keys.notify(Class::MODULE, w.event(), key);
+    }
+    if changed || recorded {
+        ctx.keys.modified(key)?;
     }
     ctx.keys.propagate_as(w.logged(key, at));
     Ok(out)
@@ -553,6 +608,7 @@ fn lb_msubmit(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
             subscore: 0,
             at: None,
             meta: None,
+            id: None,
         };
         writes.push((t[0], w));
     }
@@ -572,6 +628,22 @@ fn lb_msubmit(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     for o in &outs {
         outcome_reply(ctx.out, o);
     }
+    Ok(())
+}
+
+/// LB.SEEN key id [id ...]: what the AOF rewrite writes for a board's
+/// dedup window, oldest id first.
+fn lb_seen(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let key = a[1];
+    let window = dedup_window(ctx);
+    let Some(b) = write_board(&mut ctx.keys, key)? else {
+        return Err(CmdError::NoSuchKey);
+    };
+    let added = a[2..].iter().filter(|id| b.ids.insert(id, window)).count();
+    if added > 0 {
+        ctx.keys.modified(key)?;
+    }
+    ctx.out.int(added as i64);
     Ok(())
 }
 

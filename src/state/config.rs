@@ -42,6 +42,8 @@ pub struct Config {
     pub hash_max_listpack_value: u64,
     /// Longest LB.* metadata accepted, in bytes.
     pub lb_max_meta_bytes: u64,
+    /// Event ids (`ID`) each board remembers.
+    pub lb_dedup_window: u64,
     pub appendonly: bool,
     pub appendfilename: String,
     pub appendfsync: String,
@@ -93,6 +95,7 @@ impl Default for Config {
             hash_max_listpack_entries: 512,
             hash_max_listpack_value: 64,
             lb_max_meta_bytes: 4096,
+            lb_dedup_window: 100000,
             appendonly: false,
             appendfilename: "appendonly.aof".into(),
             appendfsync: "everysec".into(),
@@ -476,6 +479,7 @@ pub static PARAMS: &[Param] = &[
         hash_max_listpack_value
     ),
     num_field!("lb-max-meta-bytes", &[], MEMORY, lb_max_meta_bytes),
+    num_field!("lb-dedup-window", &[], int(0, i64::MAX), lb_dedup_window),
     num_field!(
         "list-max-listpack-size",
         &["list-max-ziplist-size"],

@@ -76,8 +76,11 @@
 //!
 //! No `unsafe` here.
 
+mod ids;
 mod store;
 mod tree;
+
+pub use ids::IdWindow;
 
 #[cfg(test)]
 mod model_tests;
@@ -263,6 +266,8 @@ pub struct Leaderboard {
     meta: HashMap<u32, Box<[u8]>, ahash::RandomState>,
     /// Bytes allocated for the metadata values.
     meta_bytes: usize,
+    /// Event ids of recent writes (`ID event-id`), kept by the commands.
+    pub ids: IdWindow,
 }
 
 impl fmt::Debug for Leaderboard {
@@ -285,6 +290,7 @@ impl Leaderboard {
             hasher: ahash::RandomState::new(),
             meta: HashMap::default(),
             meta_bytes: 0,
+            ids: IdWindow::default(),
         }
     }
 
@@ -321,6 +327,7 @@ impl Leaderboard {
                 alloc_size(self.meta.capacity() * meta_slot)
             }
             + self.meta_bytes
+            + self.ids.memory_usage()
     }
 
     // ----- lookups --------------------------------------------------------

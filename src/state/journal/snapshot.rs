@@ -228,7 +228,8 @@ pub fn write_value(out: &mut Vec<u8>, key: &[u8], value: &Value) {
 }
 
 /// A board as `LB.CREATE key <every option>`, then one `LB.SUBMIT` per
-/// entry, best first, with its subscore, time and metadata: a reload
+/// entry, best first, with its subscore, time and metadata, then its dedup
+/// window's ids (`LB.SEEN`, oldest first): a reload
 /// rebuilds the same order (the times are kept, and every member is new
 /// to the board, so no POLICY applies).
 fn write_leaderboard(out: &mut Vec<u8>, key: &[u8], b: &Leaderboard) {
@@ -270,6 +271,14 @@ fn write_leaderboard(out: &mut Vec<u8>, key: &[u8], b: &Leaderboard) {
             args.push(b"META");
             args.push(m);
         }
+        write_command(out, args.into_iter());
+    }
+    let ids: Vec<&[u8]> = b.ids.iter().collect();
+    for batch in ids.chunks(ITEMS_PER_COMMAND) {
+        let args: Vec<&[u8]> = [&b"LB.SEEN"[..], key]
+            .into_iter()
+            .chain(batch.iter().copied())
+            .collect();
         write_command(out, args.into_iter());
     }
 }
