@@ -667,3 +667,40 @@ fn boards_survive_an_aof_restart_and_a_rewrite() {
         "[4 5 1]"
     );
 }
+
+#[test]
+fn keyspace_events_and_command_info() {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.conn();
+    q(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Ed"]);
+    let mut sub_conn = srv.conn();
+    let mut sub = sub_conn.as_pubsub();
+    sub.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    sub.psubscribe("__keyevent@0__:*").expect("psubscribe");
+    q(&mut c, &["LB.CREATE", "b"]);
+    q(&mut c, &["LB.SUBMIT", "b", "a", "1"]);
+    q(&mut c, &["LB.SUBMIT", "b", "a", "0"]); // no change, no event
+    q(&mut c, &["LB.INCR", "b", "a", "1"]);
+    q(&mut c, &["LB.REM", "b", "a"]);
+    let mut got = Vec::new();
+    for _ in 0..4 {
+        let m = sub.get_message().expect("an event");
+        let key: String = m.get_payload().expect("payload");
+        got.push(format!("{} {key}", m.get_channel_name()));
+    }
+    assert_eq!(
+        got,
+        [
+            "__keyevent@0__:lb.create b",
+            "__keyevent@0__:lb.submit b",
+            "__keyevent@0__:lb.incr b",
+            "__keyevent@0__:lb.rem b",
+        ]
+    );
+    drop(sub);
+    let info = q(&mut c, &["COMMAND", "INFO", "LB.TOP", "LB.SUBMIT"]);
+    assert!(info.contains("lb.top -3 [readonly]"), "{info}");
+    assert!(info.contains("@leaderboard"), "{info}");
+    assert!(info.contains("lb.submit -4 [write denyoom fast]"), "{info}");
+}
