@@ -199,6 +199,10 @@ fn create_and_errors() {
         &["ZSCORE", "b", "a"],
         &["SADD", "b", "a"],
         &["GET", "b"],
+        &["SORT", "b"],
+        &["LPUSH", "b", "x"],
+        &["HSET", "b", "f", "v"],
+        &["ZRANGE", "b", "0", "-1"],
     ] {
         assert!(err(&mut c, args).contains("WRONGTYPE"), "{args:?}");
     }
@@ -486,6 +490,13 @@ fn generic_key_commands_on_a_board() {
     assert_eq!(q(&mut c, &["PEXPIRE", "b3", "1"]), "1");
     std::thread::sleep(Duration::from_millis(20));
     assert_eq!(q(&mut c, &["EXISTS", "b3"]), "0");
+    // A write to a board breaks a WATCH on it.
+    let mut other = srv.conn();
+    assert_eq!(q(&mut c, &["WATCH", "b"]), "OK");
+    q(&mut other, &["LB.SUBMIT", "b", "eve", "1"]);
+    assert_eq!(q(&mut c, &["MULTI"]), "OK");
+    assert_eq!(q(&mut c, &["LB.COUNT", "b"]), "QUEUED");
+    assert_eq!(q(&mut c, &["EXEC"]), "nil");
     assert_eq!(q(&mut c, &["DEL", "b"]), "1");
     assert_eq!(q(&mut c, &["LB.TOP", "b", "5"]), "[]");
 }
