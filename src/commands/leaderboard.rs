@@ -264,13 +264,14 @@ fn dedup_window(ctx: &Ctx) -> usize {
     usize::try_from(ctx.server.config.read().lb_dedup_window).unwrap_or(usize::MAX)
 }
 
-/// Refuses metadata longer than `lb-max-meta-bytes`.
-fn check_meta(ctx: &Ctx, meta: Option<&[u8]>) -> Result<(), CmdError> {
-    let max = ctx.server.config.read().lb_max_meta_bytes;
-    match meta {
-        Some(m) if m.len() as u64 > max => Err(lb_error(LbError::MetaTooLong)),
-        _ => Ok(()),
+/// What a write reads from the configuration (one lock): the dedup window,
+/// and an error when `meta` is longer than `lb-max-meta-bytes`.
+fn write_limits(ctx: &Ctx, meta: Option<&[u8]>) -> Result<usize, CmdError> {
+    let config = ctx.server.config.read();
+    if meta.is_some_and(|m| m.len() as u64 > config.lb_max_meta_bytes) {
+        return Err(lb_error(LbError::MetaTooLong));
     }
+    Ok(usize::try_from(config.lb_dedup_window).unwrap_or(usize::MAX))
 }
 
 /// The error line of a refused write.
@@ -550,9 +551,8 @@ impl Write<'_> {
 /// Applies `w` to the board under `key` (created with the defaults when
 /// absent); a refused write changes nothing, not even the keyspace.
 fn apply_write(ctx: &mut Ctx, key: &[u8], w: &Write<'_>) -> Result<SubmitOutcome, CmdError> {
-    check_meta(ctx, w.meta)?;
+    let window = write_limits(ctx, w.meta)?;
     let at = w.at.unwrap_or(ctx.keys.now_ms);
-    let window = dedup_window(ctx);
     let (out, recorded) = match write_board(&mut ctx.keys, key)? {
         Some(b) => w.apply(b, at, window)?,
         None => {
@@ -566,10 +566,11 @@ fn apply_write(ctx: &mut Ctx, key: &[u8], w: &Write<'_>) -> Result<SubmitOutcome
     if changed {
         ctx.keys.notify(Class::MODULE, w.event(), key);
     }
+    // A write that changed nothing is not logged (the AOF skips it anyway).
     if changed || recorded {
         ctx.keys.modified(key)?;
+        ctx.keys.propagate_as(w.logged(key, at));
     }
-    ctx.keys.propagate_as(w.logged(key, at));
     Ok(out)
 }
 
