@@ -17,6 +17,11 @@
 //!   every write.
 //! - Keyspace events are of class `d` (module): `lb.create`, `lb.submit`,
 //!   `lb.incr`, `lb.rem`.
+//! - LB.MSUBMIT checks every triple first (score syntax, WRONGTYPE, an
+//!   INCR board's overflow) so that an error changes no board; a member
+//!   given twice for one INCR board is checked against its score before
+//!   the call. It is logged as one LB.SUBMIT per triple that changed a
+//!   board (in MULTI/EXEC when several).
 //! - LB.AMONG reads its trailing option words (WITHGLOBAL, WITH...) from
 //!   the end, so a member cannot be named like one of them there.
 
