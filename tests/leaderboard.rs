@@ -644,6 +644,10 @@ fn boards_survive_an_aof_restart_and_a_rewrite() {
     let text = String::from_utf8_lossy(&std::fs::read(dir.0.join("appendonly.aof")).expect("aof"))
         .into_owned();
     assert!(!text.contains("LB.MSUBMIT"), "logged as LB.SUBMITs");
+    assert!(
+        text.contains("$5\r\nMULTI\r\n"),
+        "LB.MSUBMIT's SUBMITs in MULTI/EXEC"
+    );
     assert!(text.contains("$4\r\nlate\r\n$3\r\n100\r\n$8\r\nSUBSCORE\r\n$1\r\n0\r\n$2\r\nAT\r\n"));
 
     let srv = TestServer::start_with_aof(&dir.0);
