@@ -760,6 +760,7 @@ impl Leaderboard {
             ids.push(id);
         }
         fresh.tree = Tree::from_sorted(&fresh.store, &ids);
+        fresh.ids = std::mem::take(&mut self.ids);
         *self = fresh;
     }
 
