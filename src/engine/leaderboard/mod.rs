@@ -26,6 +26,8 @@
 //!   entry): [`Leaderboard::range`], [`Leaderboard::around`],
 //!   [`Leaderboard::iter`] (every entry in order, for the AOF rewrite)
 //! - subsets: [`Leaderboard::among`] (LB.AMONG / LB.FRIENDS).
+//! - the dedup window of `ID event-id`: [`Leaderboard::ids`], an
+//!   [`IdWindow`] the commands fill (its size is theirs to pass).
 //!
 //! # Submits, decided here
 //! - `Best`: a new member is stored. An existing one takes the submitted
