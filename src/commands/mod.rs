@@ -7,6 +7,7 @@ pub mod bitmap;
 pub mod connection;
 pub mod hash;
 pub mod keys;
+pub mod leaderboard;
 pub mod list;
 pub mod long_double;
 pub mod persistence;
@@ -55,6 +56,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     hash::COMMANDS,
     pubsub::COMMANDS,
     sort::COMMANDS,
+    leaderboard::COMMANDS,
 ];
 
 /// Commands that run at once even inside MULTI.

@@ -1,6 +1,7 @@
 //! The typed values a key can hold.
 
 use super::hash::HashValue;
+use super::leaderboard::Leaderboard;
 use super::list::ListValue;
 use super::set::SetValue;
 use super::string::StrValue;
@@ -20,6 +21,8 @@ pub enum Value {
     /// A hash. Not boxed: it is no bigger than a string, and a profile
     /// store holds millions of small hashes.
     Hash(HashValue),
+    /// A leaderboard (issue 16, the LB.* commands).
+    Leaderboard(Box<Leaderboard>),
 }
 
 impl Value {
@@ -31,6 +34,7 @@ impl Value {
             Value::Set(_) => "set",
             Value::List(_) => "list",
             Value::Hash(_) => "hash",
+            Value::Leaderboard(_) => "leaderboard",
         }
     }
 
@@ -42,6 +46,8 @@ impl Value {
             Value::Set(s) => s.encoding(),
             Value::List(l) => l.encoding(),
             Value::Hash(h) => h.encoding(),
+            // One encoding: the counted B+tree over an entry arena.
+            Value::Leaderboard(_) => "btree",
         }
     }
 
@@ -53,6 +59,7 @@ impl Value {
             Value::Set(s) => Value::Set(Box::new(s.duplicate())),
             Value::List(l) => Value::List(Box::new(l.duplicate())),
             Value::Hash(h) => Value::Hash(h.duplicate()),
+            Value::Leaderboard(b) => Value::Leaderboard(b.clone()),
         }
     }
 
@@ -64,6 +71,7 @@ impl Value {
             Value::Set(s) => s.memory_usage(),
             Value::List(l) => l.memory_usage(),
             Value::Hash(h) => h.memory_usage(),
+            Value::Leaderboard(b) => b.memory_usage(),
         }
     }
 }

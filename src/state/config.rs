@@ -40,6 +40,10 @@ pub struct Config {
     pub list_max_listpack_size: i64,
     pub hash_max_listpack_entries: u64,
     pub hash_max_listpack_value: u64,
+    /// Longest LB.* metadata accepted, in bytes.
+    pub lb_max_meta_bytes: u64,
+    /// Event ids (`ID`) each board remembers.
+    pub lb_dedup_window: u64,
     pub appendonly: bool,
     pub appendfilename: String,
     pub appendfsync: String,
@@ -90,6 +94,8 @@ impl Default for Config {
             list_max_listpack_size: -2,
             hash_max_listpack_entries: 512,
             hash_max_listpack_value: 64,
+            lb_max_meta_bytes: 4096,
+            lb_dedup_window: 100000,
             appendonly: false,
             appendfilename: "appendonly.aof".into(),
             appendfsync: "everysec".into(),
@@ -472,6 +478,8 @@ pub static PARAMS: &[Param] = &[
         MEMORY,
         hash_max_listpack_value
     ),
+    num_field!("lb-max-meta-bytes", &[], MEMORY, lb_max_meta_bytes),
+    num_field!("lb-dedup-window", &[], int(0, i64::MAX), lb_dedup_window),
     num_field!(
         "list-max-listpack-size",
         &["list-max-ziplist-size"],

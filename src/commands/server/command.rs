@@ -291,11 +291,12 @@ fn acl_categories(spec: &CommandSpec) -> Vec<&'static str> {
         "connection" => Some("@connection"),
         "transactions" => Some("@transaction"),
         "scripting" => Some("@scripting"),
+        "leaderboard" => Some("@leaderboard"),
         _ => None,
     };
     let has = |f| spec.has(f);
     let admin = has(flags::ADMIN);
-    let order: [(&str, bool); 21] = [
+    let order: [(&str, bool); 22] = [
         ("@keyspace", false),
         ("@read", has(flags::READONLY)),
         ("@write", has(flags::WRITE)),
@@ -308,6 +309,8 @@ fn acl_categories(spec: &CommandSpec) -> Vec<&'static str> {
         ("@hyperloglog", false),
         ("@geo", false),
         ("@stream", false),
+        // Rostrum's own, as a Redis module adds one for its type.
+        ("@leaderboard", false),
         ("@pubsub", has(flags::PUBSUB)),
         ("@admin", admin),
         ("@fast", has(flags::FAST)),

@@ -26,6 +26,8 @@
 //!   entry): [`Leaderboard::range`], [`Leaderboard::around`],
 //!   [`Leaderboard::iter`] (every entry in order, for the AOF rewrite)
 //! - subsets: [`Leaderboard::among`] (LB.AMONG / LB.FRIENDS).
+//! - the dedup window of `ID event-id`: [`Leaderboard::ids`], an
+//!   [`IdWindow`] the commands fill (its size is theirs to pass).
 //!
 //! # Submits, decided here
 //! - `Best`: a new member is stored. An existing one takes the submitted
@@ -76,8 +78,11 @@
 //!
 //! No `unsafe` here.
 
+mod ids;
 mod store;
 mod tree;
+
+pub use ids::IdWindow;
 
 #[cfg(test)]
 mod model_tests;
@@ -140,6 +145,32 @@ pub enum Ranking {
     /// 1, 2, 2, 3: 1 + distinct values strictly better.
     Dense,
 }
+
+/// Option words as LB.CREATE takes them and LB.INFO and the AOF rewrite
+/// write them (upper case; parsed case-insensitively).
+macro_rules! option_words {
+    ($t:ty { $($v:ident => $w:literal),* $(,)? }) => {
+        impl $t {
+            /// The option word (`DESC`, `BEST`, ...).
+            pub fn name(self) -> &'static str {
+                match self { $(<$t>::$v => $w),* }
+            }
+
+            /// The value named by `word` (ASCII case-insensitive).
+            pub fn from_name(word: &[u8]) -> Option<Self> {
+                $(if word.eq_ignore_ascii_case($w.as_bytes()) {
+                    return Some(<$t>::$v);
+                })*
+                None
+            }
+        }
+    };
+}
+
+option_words!(Order { Desc => "DESC", Asc => "ASC" });
+option_words!(Policy { Best => "BEST", Set => "SET", Incr => "INCR" });
+option_words!(Tiebreak { Earliest => "EARLIEST", Latest => "LATEST" });
+option_words!(Ranking { Ordinal => "ORDINAL", Competition => "COMPETITION", Dense => "DENSE" });
 
 /// A board's options, fixed when it is created.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -237,6 +268,8 @@ pub struct Leaderboard {
     meta: HashMap<u32, Box<[u8]>, ahash::RandomState>,
     /// Bytes allocated for the metadata values.
     meta_bytes: usize,
+    /// Event ids of recent writes (`ID event-id`), kept by the commands.
+    pub ids: IdWindow,
 }
 
 impl fmt::Debug for Leaderboard {
@@ -259,6 +292,7 @@ impl Leaderboard {
             hasher: ahash::RandomState::new(),
             meta: HashMap::default(),
             meta_bytes: 0,
+            ids: IdWindow::default(),
         }
     }
 
@@ -295,6 +329,7 @@ impl Leaderboard {
                 alloc_size(self.meta.capacity() * meta_slot)
             }
             + self.meta_bytes
+            + self.ids.memory_usage()
     }
 
     // ----- lookups --------------------------------------------------------
@@ -727,6 +762,7 @@ impl Leaderboard {
             ids.push(id);
         }
         fresh.tree = Tree::from_sorted(&fresh.store, &ids);
+        fresh.ids = std::mem::take(&mut self.ids);
         *self = fresh;
     }
 

@@ -375,3 +375,19 @@ fn a_rebuilt_board_is_the_same_board() {
         b.check();
     }
 }
+
+#[test]
+fn compaction_keeps_the_dedup_window() {
+    let mut b = board(|_| {});
+    for i in 0..200u32 {
+        b.submit(&i.to_be_bytes(), i as i64, 0, 1, None).unwrap();
+    }
+    assert!(b.ids.insert(b"event", 10));
+    for i in 0..190u32 {
+        assert!(b.remove(&i.to_be_bytes()));
+    }
+    b.compact();
+    b.check();
+    assert_eq!(b.len(), 10);
+    assert!(b.ids.contains(b"event"));
+}

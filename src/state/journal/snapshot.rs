@@ -15,6 +15,7 @@ use super::encode::{write_command, write_select};
 use crate::engine::bitmap::CHUNK_BYTES;
 use crate::engine::hash::HashValue;
 use crate::engine::keyspace::{Locked, Shard, ShardGuard, SHARD_COUNT};
+use crate::engine::leaderboard::Leaderboard;
 use crate::engine::list::ListValue;
 use crate::engine::set::{Member, SetValue};
 use crate::engine::string::StrValue;
@@ -222,6 +223,63 @@ pub fn write_value(out: &mut Vec<u8>, key: &[u8], value: &Value) {
         Value::Set(s) => write_sadds(out, key, set_members(s)),
         Value::List(l) => write_rpushes(out, key, l),
         Value::Hash(h) => write_hsets(out, key, h),
+        Value::Leaderboard(b) => write_leaderboard(out, key, b),
+    }
+}
+
+/// A board as `LB.CREATE key <every option>`, then one `LB.SUBMIT` per
+/// entry, best first, with its subscore, time and metadata, then its dedup
+/// window's ids (`LB.SEEN`, oldest first): a reload
+/// rebuilds the same order (the times are kept, and every member is new
+/// to the board, so no POLICY applies).
+fn write_leaderboard(out: &mut Vec<u8>, key: &[u8], b: &Leaderboard) {
+    let o = b.options();
+    let mut num = itoa::Buffer::new();
+    let capacity = num.format(o.capacity).to_owned();
+    let create: [&[u8]; 12] = [
+        b"LB.CREATE",
+        key,
+        b"ORDER",
+        o.order.name().as_bytes(),
+        b"POLICY",
+        o.policy.name().as_bytes(),
+        b"TIEBREAK",
+        o.tiebreak.name().as_bytes(),
+        b"RANKING",
+        o.ranking.name().as_bytes(),
+        b"CAPACITY",
+        capacity.as_bytes(),
+    ];
+    write_command(out, create.into_iter());
+    for (_, e) in b.iter() {
+        let (score, sub, at) = (
+            e.score.to_string(),
+            e.subscore.to_string(),
+            e.time.to_string(),
+        );
+        let mut args: Vec<&[u8]> = vec![
+            b"LB.SUBMIT",
+            key,
+            e.member,
+            score.as_bytes(),
+            b"SUBSCORE",
+            sub.as_bytes(),
+            b"AT",
+            at.as_bytes(),
+        ];
+        if let Some(m) = e.meta {
+            args.push(b"META");
+            args.push(m);
+        }
+        write_command(out, args.into_iter());
+    }
+    let ids: Vec<&[u8]> = b.ids.iter().collect();
+    for batch in ids.chunks(ITEMS_PER_COMMAND) {
+        let args: Vec<&[u8]> = [&b"LB.SEEN"[..], key]
+            .into_iter()
+            .chain(batch.iter().copied())
+            .collect();
+        write_command(out, args.into_iter());
     }
 }
 

@@ -1,0 +1,911 @@
+//! Leaderboard commands (issue 16): LB.CREATE, LB.SUBMIT, LB.INCR,
+//! LB.MSUBMIT, LB.REM, LB.GET, LB.SCORE, LB.RANK, LB.MRANK, LB.TOP,
+//! LB.RANGE, LB.AROUND, LB.AMONG, LB.FRIENDS, LB.PERCENT, LB.COUNT and
+//! LB.INFO, and LB.SEEN (the AOF rewrite's form of a dedup window). Argument parsing and replies live here; the board itself is
+//! `engine::leaderboard`.
+//!
+//! Decided here:
+//! - A board first written by LB.SUBMIT / LB.INCR gets the default options.
+//! - A board emptied by LB.REM stays (it keeps its options); DEL removes it.
+//! - Every write is recorded in the AOF as LB.SUBMIT / LB.INCR with the
+//!   `AT` the server used, so a reload rebuilds the same order.
+//! - `ID event-id` on LB.SUBMIT / LB.INCR: an id the board remembers
+//!   (its last `lb-dedup-window` ids, read at every write) answers the
+//!   current state with changed 0 and applies nothing; the ids are in the
+//!   AOF (logged with the writes, LB.SEEN in a rewrite).
+//! - Metadata is limited by `lb-max-meta-bytes` (default 4096), read at
+//!   every write.
+//! - Keyspace events are of class `d` (module): `lb.create`, `lb.submit`,
+//!   `lb.incr`, `lb.rem`.
+//! - LB.MSUBMIT checks every triple first (score syntax, WRONGTYPE, an
+//!   INCR board's overflow) so that an error changes no board; a member
+//!   given twice for one INCR board is checked against its score before
+//!   the call. It is logged as one LB.SUBMIT per triple that changed a
+//!   board (in MULTI/EXEC when several).
+//! - LB.AMONG reads its trailing option words (WITHGLOBAL, WITH...) from
+//!   the end, so a member cannot be named like one of them there.
+
+use super::args;
+use super::set::read_set;
+use super::table::{flags::*, CommandSpec, Handler, KeySpec};
+use super::{Ctx, Keys};
+use crate::engine::leaderboard::{
+    EntryRef, LbError, Leaderboard, Options, Order, Policy, Ranking, SubmitOutcome, Tiebreak,
+};
+use crate::engine::Value;
+use crate::error::{CmdError, CmdResult};
+use crate::protocol::Reply;
+use crate::state::notify::Class;
+
+const fn lb_cmd(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    keys: KeySpec,
+    handler: Handler,
+    summary: &'static str,
+    complexity: &'static str,
+) -> CommandSpec {
+    CommandSpec::new(name, arity, flags, keys, handler).documented(
+        "leaderboard",
+        summary,
+        "0.1.0",
+        complexity,
+    )
+}
+
+const LOG_N: &str = "O(log N) where N is the number of entries of the board.";
+const LOG_N_M: &str = "O(log N + M) where M is the number of entries returned.";
+
+/// The keys of LB.MSUBMIT: the first of every (key, member, score) triple.
+const TRIPLES: KeySpec = KeySpec::Range {
+    first: 1,
+    last: -1,
+    step: 3,
+};
+
+/// This family's commands.
+pub const COMMANDS: &[CommandSpec] = &[
+    lb_cmd(
+        "lb.create",
+        -2,
+        WRITE | DENYOOM | FAST,
+        KeySpec::FIRST,
+        lb_create,
+        "Create a leaderboard with its options",
+        "O(1)",
+    ),
+    lb_cmd(
+        "lb.submit",
+        -4,
+        WRITE | DENYOOM | FAST,
+        KeySpec::FIRST,
+        lb_submit,
+        "Submit a member's score, per the board's policy",
+        LOG_N,
+    ),
+    lb_cmd(
+        "lb.incr",
+        -4,
+        WRITE | DENYOOM | FAST,
+        KeySpec::FIRST,
+        lb_incr,
+        "Add to a member's score",
+        LOG_N,
+    ),
+    lb_cmd(
+        "lb.msubmit",
+        -4,
+        WRITE | DENYOOM,
+        TRIPLES,
+        lb_msubmit,
+        "Submit scores to several boards atomically",
+        "O(K log N) for K triples.",
+    ),
+    lb_cmd(
+        "lb.seen",
+        -3,
+        WRITE | FAST,
+        KeySpec::FIRST,
+        lb_seen,
+        "Record event ids as seen, applying nothing (the AOF rewrite's form of the dedup window)",
+        "O(K) for K ids.",
+    ),
+    lb_cmd(
+        "lb.rem",
+        -3,
+        WRITE | FAST,
+        KeySpec::FIRST,
+        lb_rem,
+        "Remove members from a leaderboard",
+        "O(K log N) for K members.",
+    ),
+    lb_cmd(
+        "lb.get",
+        3,
+        READONLY | FAST,
+        KeySpec::FIRST,
+        lb_get,
+        "Get a member's full entry",
+        LOG_N,
+    ),
+    lb_cmd(
+        "lb.score",
+        3,
+        READONLY | FAST,
+        KeySpec::FIRST,
+        lb_score,
+        "Get a member's score",
+        "O(1)",
+    ),
+    lb_cmd(
+        "lb.rank",
+        3,
+        READONLY | FAST,
+        KeySpec::FIRST,
+        lb_rank,
+        "Get a member's rank",
+        LOG_N,
+    ),
+    lb_cmd(
+        "lb.mrank",
+        -3,
+        READONLY | FAST,
+        KeySpec::FIRST,
+        lb_mrank,
+        "Get several members' ranks",
+        "O(K log N) for K members.",
+    ),
+    lb_cmd(
+        "lb.top",
+        -3,
+        READONLY,
+        KeySpec::FIRST,
+        lb_top,
+        "Get the best entries",
+        LOG_N_M,
+    ),
+    lb_cmd(
+        "lb.range",
+        -4,
+        READONLY,
+        KeySpec::FIRST,
+        lb_range,
+        "Get the entries between two places",
+        LOG_N_M,
+    ),
+    lb_cmd(
+        "lb.around",
+        -4,
+        READONLY,
+        KeySpec::FIRST,
+        lb_around,
+        "Get a window of entries around a member",
+        LOG_N_M,
+    ),
+    lb_cmd(
+        "lb.among",
+        -3,
+        READONLY,
+        KeySpec::FIRST,
+        lb_among,
+        "Rank the given members among themselves",
+        "O(K log K + K log N) for K members.",
+    ),
+    lb_cmd(
+        "lb.friends",
+        -3,
+        READONLY,
+        KeySpec::FIRST_TWO,
+        lb_friends,
+        "Rank the members of a set among themselves",
+        "O(K log K + K log N) for K members of the set.",
+    ),
+    lb_cmd(
+        "lb.percent",
+        3,
+        READONLY | FAST,
+        KeySpec::FIRST,
+        lb_percent,
+        "How far up the board a member is, in percent",
+        LOG_N,
+    ),
+    lb_cmd(
+        "lb.count",
+        -2,
+        READONLY | FAST,
+        KeySpec::FIRST,
+        lb_count,
+        "Count entries, or entries with a score in [min, max]",
+        LOG_N,
+    ),
+    lb_cmd(
+        "lb.info",
+        2,
+        READONLY | FAST,
+        KeySpec::FIRST,
+        lb_info,
+        "A leaderboard's options, size and memory",
+        "O(1)",
+    ),
+];
+
+// ---------------------------------------------------------------------------
+// Shared helpers
+
+/// The board under `key` for reading; `WRONGTYPE` if another type.
+fn read_board<'k>(keys: &'k mut Keys<'_>, key: &[u8]) -> Result<Option<&'k Leaderboard>, CmdError> {
+    match keys.value(key)? {
+        None => Ok(None),
+        Some(Value::Leaderboard(b)) => Ok(Some(b)),
+        Some(_) => Err(CmdError::WrongType),
+    }
+}
+
+/// The board under `key` for change; `WRONGTYPE` if another type.
+fn write_board<'k>(
+    keys: &'k mut Keys<'_>,
+    key: &[u8],
+) -> Result<Option<&'k mut Leaderboard>, CmdError> {
+    match keys.value_mut(key)? {
+        None => Ok(None),
+        Some(Value::Leaderboard(b)) => Ok(Some(b)),
+        Some(_) => Err(CmdError::WrongType),
+    }
+}
+
+/// Options of a board created by its first submit. The metadata limit is
+/// `lb-max-meta-bytes`, checked by the commands at every write (so that
+/// CONFIG SET applies to every board at once), not by the board.
+fn default_options() -> Options {
+    Options {
+        max_meta_len: usize::MAX,
+        ..Options::default()
+    }
+}
+
+/// `lb-dedup-window`: how many event ids each board remembers.
+fn dedup_window(ctx: &Ctx) -> usize {
+    usize::try_from(ctx.server.config.read().lb_dedup_window).unwrap_or(usize::MAX)
+}
+
+/// What a write reads from the configuration (one lock): the dedup window,
+/// and an error when `meta` is longer than `lb-max-meta-bytes`.
+fn write_limits(ctx: &Ctx, meta: Option<&[u8]>) -> Result<usize, CmdError> {
+    let config = ctx.server.config.read();
+    if meta.is_some_and(|m| m.len() as u64 > config.lb_max_meta_bytes) {
+        return Err(lb_error(LbError::MetaTooLong));
+    }
+    Ok(usize::try_from(config.lb_dedup_window).unwrap_or(usize::MAX))
+}
+
+/// The error line of a refused write.
+fn lb_error(e: LbError) -> CmdError {
+    CmdError::err(e.to_string())
+}
+
+fn unknown_option(arg: &[u8]) -> CmdError {
+    CmdError::err(format!("unknown option '{}'", args::text(arg)))
+}
+
+/// A score, subscore or delta argument.
+fn score_arg(arg: &[u8]) -> Result<i64, CmdError> {
+    args::int_with(arg, || CmdError::err("score is not a 64-bit integer"))
+}
+
+/// A count or place argument (non-negative).
+fn count_arg(arg: &[u8]) -> Result<u64, CmdError> {
+    let n = args::int(arg)?;
+    u64::try_from(n).map_err(|_| CmdError::err("value is out of range, must be positive"))
+}
+
+/// The value after option `a[i]`, or a syntax error.
+fn option_value<'a>(a: &[&'a [u8]], i: usize) -> Result<&'a [u8], CmdError> {
+    a.get(i + 1).copied().ok_or(CmdError::Syntax)
+}
+
+/// Which optional fields an entry reply carries.
+#[derive(Clone, Copy, Default)]
+struct With {
+    subscore: bool,
+    time: bool,
+    meta: bool,
+    global: bool,
+}
+
+impl With {
+    /// Every field (LB.GET).
+    const ALL: With = With {
+        subscore: true,
+        time: true,
+        meta: true,
+        global: false,
+    };
+
+    /// Sets the flag `arg` names; false if it names none.
+    fn take(&mut self, arg: &[u8], allow_global: bool) -> bool {
+        let flag = if args::is(arg, "WITHSUBSCORE") {
+            &mut self.subscore
+        } else if args::is(arg, "WITHTIME") {
+            &mut self.time
+        } else if args::is(arg, "WITHMETA") {
+            &mut self.meta
+        } else if allow_global && args::is(arg, "WITHGLOBAL") {
+            &mut self.global
+        } else {
+            return false;
+        };
+        *flag = true;
+        true
+    }
+
+    /// Parses every argument of `opts` as a WITH flag.
+    fn parse(opts: &[&[u8]], allow_global: bool) -> Result<With, CmdError> {
+        let mut w = With::default();
+        for o in opts {
+            if !w.take(o, allow_global) {
+                return Err(unknown_option(o));
+            }
+        }
+        Ok(w)
+    }
+
+    fn len(self) -> usize {
+        3 + self.subscore as usize + self.time as usize + self.meta as usize + self.global as usize
+    }
+}
+
+/// One entry: `[rank, member, score, (subscore), (time), (meta), (global)]`.
+fn entry_reply(out: &mut Reply, rank: u64, e: &EntryRef<'_>, w: With, global: u64) {
+    out.array(w.len());
+    out.int(rank as i64);
+    out.bulk(e.member);
+    out.int(e.score);
+    if w.subscore {
+        out.int(e.subscore);
+    }
+    if w.time {
+        out.int(e.time as i64);
+    }
+    if w.meta {
+        match e.meta {
+            Some(m) => out.bulk(m),
+            None => out.null(),
+        }
+    }
+    if w.global {
+        out.int(global as i64);
+    }
+}
+
+/// A list of ranged entries.
+fn entries_reply<'e>(out: &mut Reply, entries: impl Iterator<Item = (u64, EntryRef<'e>)>, w: With) {
+    let entries: Vec<_> = entries.collect();
+    out.array(entries.len());
+    for (rank, e) in &entries {
+        entry_reply(out, *rank, e, w, 0);
+    }
+}
+
+fn rank_or_null(out: &mut Reply, rank: Option<u64>) {
+    match rank {
+        Some(r) => out.int(r as i64),
+        None => out.null(),
+    }
+}
+
+/// `[score, rank, changed]`.
+fn outcome_reply(out: &mut Reply, o: &SubmitOutcome) {
+    out.array(3);
+    out.int(o.score);
+    rank_or_null(out, o.rank);
+    out.int(o.changed as i64);
+}
+
+// ---------------------------------------------------------------------------
+// LB.CREATE
+
+fn parse_create(a: &[&[u8]]) -> Result<Options, CmdError> {
+    let mut o = default_options();
+    let mut i = 2;
+    while i < a.len() {
+        let v = option_value(a, i)?;
+        let bad = || CmdError::err(format!("invalid value '{}'", args::text(v)));
+        match a[i] {
+            w if args::is(w, "ORDER") => o.order = Order::from_name(v).ok_or_else(bad)?,
+            w if args::is(w, "POLICY") => o.policy = Policy::from_name(v).ok_or_else(bad)?,
+            w if args::is(w, "TIEBREAK") => o.tiebreak = Tiebreak::from_name(v).ok_or_else(bad)?,
+            w if args::is(w, "RANKING") => o.ranking = Ranking::from_name(v).ok_or_else(bad)?,
+            w if args::is(w, "CAPACITY") => o.capacity = count_arg(v)?,
+            w => return Err(unknown_option(w)),
+        }
+        i += 2;
+    }
+    Ok(o)
+}
+
+fn lb_create(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let opts = parse_create(a)?;
+    let key = a[1];
+    if ctx.keys.exists(key)? {
+        return Err(CmdError::err(format!(
+            "key '{}' already exists",
+            args::text(key)
+        )));
+    }
+    ctx.keys.set(
+        key,
+        Value::Leaderboard(Box::new(Leaderboard::new(opts))),
+        false,
+    )?;
+    ctx.keys.notify(Class::MODULE, "lb.create", key);
+    ctx.out.ok();
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// LB.SUBMIT, LB.INCR, LB.MSUBMIT
+
+/// A parsed submit or incr.
+struct Write<'a> {
+    incr: bool,
+    member: &'a [u8],
+    score: i64,
+    subscore: i64,
+    at: Option<u64>,
+    meta: Option<&'a [u8]>,
+    /// `ID event-id`: applied once per id within the board's window.
+    id: Option<&'a [u8]>,
+}
+
+fn parse_write<'a>(a: &[&'a [u8]], incr: bool) -> Result<Write<'a>, CmdError> {
+    let mut w = Write {
+        incr,
+        member: a[2],
+        score: score_arg(a[3])?,
+        subscore: 0,
+        at: None,
+        meta: None,
+        id: None,
+    };
+    let mut i = 4;
+    while i < a.len() {
+        let v = option_value(a, i)?;
+        match a[i] {
+            o if !incr && args::is(o, "SUBSCORE") => w.subscore = score_arg(v)?,
+            o if args::is(o, "AT") => w.at = Some(count_arg(v)?),
+            o if args::is(o, "META") => w.meta = Some(v),
+            o if args::is(o, "ID") => w.id = Some(v),
+            o => return Err(unknown_option(o)),
+        }
+        i += 2;
+    }
+    Ok(w)
+}
+
+impl Write<'_> {
+    /// Applies the write to `b`; a repeated id answers the current state
+    /// (changed 0) and applies nothing. The second value: the board's id
+    /// window changed.
+    fn apply(
+        &self,
+        b: &mut Leaderboard,
+        at: u64,
+        window: usize,
+    ) -> Result<(SubmitOutcome, bool), CmdError> {
+        // A window made smaller by CONFIG SET applies from here on.
+        b.ids.trim(window);
+        if self.id.is_some_and(|id| b.ids.contains(id)) {
+            return Ok((self.current(b), false));
+        }
+        let r = if self.incr {
+            b.incr(self.member, self.score, at, self.meta)
+        } else {
+            b.submit(self.member, self.score, self.subscore, at, self.meta)
+        };
+        let out = r.map_err(lb_error)?;
+        let recorded = self.id.is_some_and(|id| b.ids.insert(id, window));
+        Ok((out, recorded))
+    }
+
+    /// The member's state, unchanged (a repeated id).
+    fn current(&self, b: &Leaderboard) -> SubmitOutcome {
+        SubmitOutcome {
+            score: b.score(self.member).unwrap_or(self.score),
+            rank: b.rank(self.member),
+            changed: false,
+            evicted: None,
+        }
+    }
+
+    /// What the AOF records: the same write with its time.
+    fn logged(&self, key: &[u8], at: u64) -> Vec<Vec<u8>> {
+        let name: &[u8] = if self.incr { b"LB.INCR" } else { b"LB.SUBMIT" };
+        let mut cmd = vec![
+            name.to_vec(),
+            key.to_vec(),
+            self.member.to_vec(),
+            self.score.to_string().into_bytes(),
+        ];
+        if !self.incr {
+            cmd.push(b"SUBSCORE".to_vec());
+            cmd.push(self.subscore.to_string().into_bytes());
+        }
+        cmd.push(b"AT".to_vec());
+        cmd.push(at.to_string().into_bytes());
+        if let Some(m) = self.meta {
+            cmd.push(b"META".to_vec());
+            cmd.push(m.to_vec());
+        }
+        if let Some(id) = self.id {
+            cmd.push(b"ID".to_vec());
+            cmd.push(id.to_vec());
+        }
+        cmd
+    }
+
+    fn event(&self) -> &'static str {
+        if self.incr {
+            "lb.incr"
+        } else {
+            "lb.submit"
+        }
+    }
+}
+
+/// Applies `w` to the board under `key` (created with the defaults when
+/// absent); a refused write changes nothing, not even the keyspace.
+fn apply_write(ctx: &mut Ctx, key: &[u8], w: &Write<'_>) -> Result<SubmitOutcome, CmdError> {
+    let window = write_limits(ctx, w.meta)?;
+    let at = w.at.unwrap_or(ctx.keys.now_ms);
+    let (out, recorded) = match write_board(&mut ctx.keys, key)? {
+        Some(b) => w.apply(b, at, window)?,
+        None => {
+            let mut b = Leaderboard::new(default_options());
+            let out = w.apply(&mut b, at, window)?;
+            ctx.keys.set(key, Value::Leaderboard(Box::new(b)), false)?;
+            out
+        }
+    };
+    let changed = out.changed || out.evicted.is_some();
+    if changed {
+        ctx.keys.notify(Class::MODULE, w.event(), key);
+    }
+    // A write that changed nothing is not logged (the AOF skips it anyway).
+    if changed || recorded {
+        ctx.keys.modified(key)?;
+        ctx.keys.propagate_as(w.logged(key, at));
+    }
+    Ok(out)
+}
+
+fn lb_submit(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let w = parse_write(a, false)?;
+    let out = apply_write(ctx, a[1], &w)?;
+    outcome_reply(ctx.out, &out);
+    Ok(())
+}
+
+fn lb_incr(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let w = parse_write(a, true)?;
+    let out = apply_write(ctx, a[1], &w)?;
+    outcome_reply(ctx.out, &out);
+    Ok(())
+}
+
+/// Whether a submit of `score` for `member` would overflow (a board with
+/// POLICY INCR), checked before anything changes.
+fn would_overflow(b: &Leaderboard, member: &[u8], score: i64) -> bool {
+    b.options().policy == Policy::Incr
+        && b.score(member)
+            .is_some_and(|old| old.checked_add(score).is_none())
+}
+
+fn lb_msubmit(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    if !(a.len() - 1).is_multiple_of(3) {
+        return Err(CmdError::WrongArity("lb.msubmit".to_string()));
+    }
+    let mut writes = Vec::with_capacity((a.len() - 1) / 3);
+    for t in a[1..].chunks_exact(3) {
+        let w = Write {
+            incr: false,
+            member: t[1],
+            score: score_arg(t[2])?,
+            subscore: 0,
+            at: None,
+            meta: None,
+            id: None,
+        };
+        writes.push((t[0], w));
+    }
+    // Checked first so that an error changes no board.
+    for (key, w) in &writes {
+        if let Some(b) = read_board(&mut ctx.keys, key)? {
+            if would_overflow(b, w.member, w.score) {
+                return Err(lb_error(LbError::Overflow));
+            }
+        }
+    }
+    let mut outs = Vec::with_capacity(writes.len());
+    for (key, w) in &writes {
+        outs.push(apply_write(ctx, key, w)?);
+    }
+    ctx.out.array(outs.len());
+    for o in &outs {
+        outcome_reply(ctx.out, o);
+    }
+    Ok(())
+}
+
+/// LB.SEEN key id [id ...]: what the AOF rewrite writes for a board's
+/// dedup window, oldest id first.
+fn lb_seen(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let key = a[1];
+    let window = dedup_window(ctx);
+    let Some(b) = write_board(&mut ctx.keys, key)? else {
+        return Err(CmdError::NoSuchKey);
+    };
+    let added = a[2..].iter().filter(|id| b.ids.insert(id, window)).count();
+    if added > 0 {
+        ctx.keys.modified(key)?;
+    }
+    ctx.out.int(added as i64);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// LB.REM
+
+fn lb_rem(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let key = a[1];
+    let Some(b) = write_board(&mut ctx.keys, key)? else {
+        ctx.out.int(0);
+        return Ok(());
+    };
+    let removed = a[2..].iter().filter(|m| b.remove(m)).count();
+    if removed > 0 {
+        ctx.keys.modified(key)?;
+        ctx.keys.notify(Class::MODULE, "lb.rem", key);
+    }
+    ctx.out.int(removed as i64);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Point reads
+
+fn lb_get(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let b = read_board(&mut ctx.keys, a[1])?;
+    let found = b.and_then(|b| Some((b.rank(a[2])?, b.get(a[2])?)));
+    match found {
+        Some((rank, e)) => entry_reply(ctx.out, rank, &e, With::ALL, 0),
+        None => ctx.out.null(),
+    }
+    Ok(())
+}
+
+fn lb_score(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    match read_board(&mut ctx.keys, a[1])?.and_then(|b| b.score(a[2])) {
+        Some(s) => ctx.out.int(s),
+        None => ctx.out.null(),
+    }
+    Ok(())
+}
+
+fn lb_rank(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let rank = read_board(&mut ctx.keys, a[1])?.and_then(|b| b.rank(a[2]));
+    rank_or_null(ctx.out, rank);
+    Ok(())
+}
+
+fn lb_mrank(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let b = read_board(&mut ctx.keys, a[1])?;
+    ctx.out.array(a.len() - 2);
+    for m in &a[2..] {
+        rank_or_null(ctx.out, b.and_then(|b| b.rank(m)));
+    }
+    Ok(())
+}
+
+fn lb_percent(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let b = read_board(&mut ctx.keys, a[1])?;
+    let pct = b.and_then(|b| Some(100.0 * b.rank(a[2])? as f64 / b.count() as f64));
+    match pct {
+        Some(p) => ctx.out.double(p),
+        None => ctx.out.null(),
+    }
+    Ok(())
+}
+
+fn lb_count(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let bounds = match a.len() {
+        2 => None,
+        4 => Some((score_arg(a[2])?, score_arg(a[3])?)),
+        _ => return Err(CmdError::Syntax),
+    };
+    let b = read_board(&mut ctx.keys, a[1])?;
+    let n = match (b, bounds) {
+        (None, _) => 0,
+        (Some(b), None) => b.count(),
+        (Some(b), Some((min, max))) => b.count_between(min, max),
+    };
+    ctx.out.int(n as i64);
+    Ok(())
+}
+
+fn lb_info(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let Some(b) = read_board(&mut ctx.keys, a[1])? else {
+        ctx.out.null();
+        return Ok(());
+    };
+    let o = *b.options();
+    let (size, memory) = (b.count(), b.memory_usage());
+    let out = &mut *ctx.out;
+    out.map(7);
+    for (name, word) in [
+        ("order", o.order.name()),
+        ("policy", o.policy.name()),
+        ("tiebreak", o.tiebreak.name()),
+        ("ranking", o.ranking.name()),
+    ] {
+        out.bulk(name.as_bytes());
+        out.bulk(word.as_bytes());
+    }
+    for (name, n) in [
+        ("capacity", o.capacity),
+        ("size", size),
+        ("memory", memory as u64),
+    ] {
+        out.bulk(name.as_bytes());
+        out.int(n as i64);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Ranges
+
+/// LB.TOP's arguments: how many entries, from which place.
+struct Top {
+    count: Option<u64>,
+    percent: Option<f64>,
+    offset: u64,
+    with: With,
+}
+
+fn parse_top(a: &[&[u8]]) -> Result<Top, CmdError> {
+    let mut t = Top {
+        count: None,
+        percent: None,
+        offset: 0,
+        with: With::default(),
+    };
+    let mut i = 2;
+    if args::is(a[2], "PERCENT") {
+        let p = args::float(option_value(a, 2)?)?;
+        if !(0.0..=100.0).contains(&p) {
+            return Err(CmdError::err("percent must be between 0 and 100"));
+        }
+        t.percent = Some(p);
+        i = 4;
+    } else {
+        t.count = Some(count_arg(a[2])?);
+        i += 1;
+    }
+    while i < a.len() {
+        if args::is(a[i], "OFFSET") {
+            t.offset = count_arg(option_value(a, i)?)?;
+            i += 2;
+        } else if t.with.take(a[i], false) {
+            i += 1;
+        } else {
+            return Err(unknown_option(a[i]));
+        }
+    }
+    Ok(t)
+}
+
+fn lb_top(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let t = parse_top(a)?;
+    let Some(b) = read_board(&mut ctx.keys, a[1])? else {
+        ctx.out.array(0);
+        return Ok(());
+    };
+    let count = match (t.count, t.percent) {
+        (Some(c), _) => c,
+        (None, Some(p)) => (b.count() as f64 * p / 100.0).ceil() as u64,
+        (None, None) => 0,
+    };
+    if count == 0 {
+        ctx.out.array(0);
+        return Ok(());
+    }
+    let from = t.offset.saturating_add(1);
+    entries_reply(
+        ctx.out,
+        b.range(from, from.saturating_add(count - 1)),
+        t.with,
+    );
+    Ok(())
+}
+
+/// A place argument: 1-based, or negative counting from the end (-1: the
+/// last entry); 0 and places before the first clamp to 1.
+fn place(arg: &[u8], len: u64) -> Result<u64, CmdError> {
+    let n = args::int(arg)?;
+    Ok(if n < 0 {
+        (len as i64 + 1 + n).max(0) as u64
+    } else {
+        n as u64
+    })
+}
+
+fn lb_range(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    args::int(a[2])?;
+    args::int(a[3])?;
+    let with = With::parse(&a[4..], false)?;
+    let Some(b) = read_board(&mut ctx.keys, a[1])? else {
+        ctx.out.array(0);
+        return Ok(());
+    };
+    let (from, to) = (place(a[2], b.count())?, place(a[3], b.count())?);
+    entries_reply(ctx.out, b.range(from.max(1), to), with);
+    Ok(())
+}
+
+fn lb_around(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let count = count_arg(a[3])?;
+    let with = With::parse(&a[4..], false)?;
+    match read_board(&mut ctx.keys, a[1])? {
+        Some(b) => entries_reply(ctx.out, b.around(a[2], count), with),
+        None => ctx.out.array(0),
+    }
+    Ok(())
+}
+
+/// The board restricted to `members`, ranked among themselves.
+fn among_reply(ctx: &mut Ctx, key: &[u8], members: &[&[u8]], with: With) -> CmdResult {
+    let Some(b) = read_board(&mut ctx.keys, key)? else {
+        ctx.out.array(0);
+        return Ok(());
+    };
+    let entries = b.among(members.iter().copied());
+    ctx.out.array(entries.len());
+    for e in &entries {
+        entry_reply(ctx.out, e.rank, &e.entry, with, e.global_rank);
+    }
+    Ok(())
+}
+
+fn lb_among(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let mut with = With::default();
+    let mut end = a.len();
+    while end > 3 && with.take(a[end - 1], true) {
+        end -= 1;
+    }
+    among_reply(ctx, a[1], &a[2..end], with)
+}
+
+fn lb_friends(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let mut with = With::default();
+    let mut include = None;
+    let mut i = 3;
+    while i < a.len() {
+        if args::is(a[i], "INCLUDE") {
+            include = Some(option_value(a, i)?);
+            i += 2;
+        } else if with.take(a[i], true) {
+            i += 1;
+        } else {
+            return Err(unknown_option(a[i]));
+        }
+    }
+    // Type errors on the board come first, as for any other read.
+    read_board(&mut ctx.keys, a[1])?;
+    let owned: Vec<Vec<u8>> = read_set(&mut ctx.keys, a[2])?
+        .map(|s| s.iter().map(|m| m.to_vec()).collect())
+        .unwrap_or_default();
+    let mut members: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
+    members.extend(include);
+    among_reply(ctx, a[1], &members, with)
+}

@@ -1,0 +1,721 @@
+//! The `leaderboard` key type and the LB.* commands through the redis crate
+//! (and a raw socket for RESP3 shapes) against a spawned Rostrum: every
+//! command and option, error lines, WRONGTYPE both ways, generic key
+//! commands on a board, and boards surviving an AOF restart and a rewrite.
+mod common;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::{read_at_least, temp_dir, TestServer};
+use redis::{Connection, Value};
+
+fn cmd(args: &[&str]) -> redis::Cmd {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd
+}
+
+/// A reply in a compact text form: `[1 alice 100]`, `nil`, `1.5`.
+fn show(v: &Value) -> String {
+    match v {
+        Value::Nil => "nil".into(),
+        Value::Int(n) => n.to_string(),
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        Value::Okay => "OK".into(),
+        Value::Double(d) => d.to_string(),
+        Value::Array(a) | Value::Set(a) => {
+            let parts: Vec<String> = a.iter().map(show).collect();
+            format!("[{}]", parts.join(" "))
+        }
+        Value::Map(m) => {
+            let parts: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{}={}", show(k), show(v)))
+                .collect();
+            format!("{{{}}}", parts.join(" "))
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+/// Runs a command and shows its reply.
+fn q(c: &mut Connection, args: &[&str]) -> String {
+    let v: Value = cmd(args)
+        .query(c)
+        .unwrap_or_else(|e| panic!("{args:?} failed: {e}"));
+    show(&v)
+}
+
+/// The error line of a command expected to fail.
+fn err(c: &mut Connection, args: &[&str]) -> String {
+    match cmd(args).query::<Value>(c) {
+        Ok(v) => panic!("{args:?} should fail, got {v:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn encode(args: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n{}\r\n", a.len(), a).as_bytes());
+    }
+    out
+}
+
+/// Sends one command on a raw connection and checks the exact reply bytes.
+fn expect_raw(s: &mut TcpStream, args: &[&str], want: &str) {
+    s.write_all(&encode(args)).expect("write");
+    let got = read_at_least(s, want.len());
+    assert_eq!(String::from_utf8_lossy(&got), want, "{args:?}");
+}
+
+/// A board of four: carl 110, bob 100 (at 3), alice 100 (at 5), dan 50.
+fn board(c: &mut Connection, key: &str, ranking: &str) {
+    assert_eq!(q(c, &["LB.CREATE", key, "RANKING", ranking]), "OK");
+    q(
+        c,
+        &["LB.SUBMIT", key, "alice", "100", "AT", "5", "META", "hi"],
+    );
+    q(c, &["LB.SUBMIT", key, "bob", "100", "AT", "3"]);
+    q(c, &["LB.SUBMIT", key, "carl", "110", "AT", "7"]);
+    q(
+        c,
+        &["LB.SUBMIT", key, "dan", "50", "SUBSCORE", "2", "AT", "9"],
+    );
+}
+
+#[test]
+fn submit_incr_and_policies() {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.conn();
+    // A first submit creates a default board: DESC, BEST.
+    assert_eq!(q(&mut c, &["LB.SUBMIT", "b", "a", "10"]), "[10 1 1]");
+    assert_eq!(q(&mut c, &["LB.SUBMIT", "b", "a", "5"]), "[10 1 0]");
+    assert_eq!(q(&mut c, &["LB.SUBMIT", "b", "a", "20"]), "[20 1 1]");
+    assert_eq!(q(&mut c, &["LB.SUBMIT", "b", "z", "30"]), "[30 1 1]");
+    assert_eq!(q(&mut c, &["LB.INCR", "b", "a", "15"]), "[35 1 1]");
+    assert_eq!(q(&mut c, &["LB.INCR", "b", "a", "-10"]), "[25 2 1]");
+    assert_eq!(q(&mut c, &["TYPE", "b"]), "leaderboard");
+    // POLICY SET replaces, INCR adds; ORDER ASC ranks low scores first.
+    q(&mut c, &["LB.CREATE", "s", "POLICY", "SET", "ORDER", "ASC"]);
+    q(&mut c, &["LB.SUBMIT", "s", "a", "10"]);
+    assert_eq!(q(&mut c, &["LB.SUBMIT", "s", "a", "50"]), "[50 1 1]");
+    assert_eq!(q(&mut c, &["LB.SUBMIT", "s", "b", "20"]), "[20 1 1]");
+    q(&mut c, &["LB.CREATE", "i", "POLICY", "INCR"]);
+    q(&mut c, &["LB.SUBMIT", "i", "a", "10"]);
+    assert_eq!(q(&mut c, &["LB.SUBMIT", "i", "a", "5"]), "[15 1 1]");
+    // Overflow changes nothing.
+    let max = i64::MAX.to_string();
+    assert!(err(&mut c, &["LB.INCR", "i", "a", &max]).contains("overflow"));
+    assert_eq!(q(&mut c, &["LB.SCORE", "i", "a"]), "15");
+    // TIEBREAK LATEST: who reached the score last ranks higher.
+    q(&mut c, &["LB.CREATE", "t", "TIEBREAK", "LATEST"]);
+    q(&mut c, &["LB.SUBMIT", "t", "a", "1", "AT", "1"]);
+    q(&mut c, &["LB.SUBMIT", "t", "b", "1", "AT", "2"]);
+    assert_eq!(q(&mut c, &["LB.TOP", "t", "2"]), "[[1 b 1] [2 a 1]]");
+    // CAPACITY: a submit below the kept entries is answered, not stored.
+    q(&mut c, &["LB.CREATE", "cap", "CAPACITY", "2"]);
+    q(&mut c, &["LB.SUBMIT", "cap", "a", "10"]);
+    q(&mut c, &["LB.SUBMIT", "cap", "b", "20"]);
+    assert_eq!(q(&mut c, &["LB.SUBMIT", "cap", "c", "5"]), "[5 nil 0]");
+    assert_eq!(q(&mut c, &["LB.SUBMIT", "cap", "d", "30"]), "[30 1 1]");
+    assert_eq!(q(&mut c, &["LB.TOP", "cap", "5"]), "[[1 d 30] [2 b 20]]");
+    // Metadata and subscores.
+    q(
+        &mut c,
+        &["LB.SUBMIT", "m", "a", "1", "SUBSCORE", "5", "META", "x"],
+    );
+    assert_eq!(
+        q(&mut c, &["LB.SUBMIT", "m", "b", "1", "SUBSCORE", "6"]),
+        "[1 1 1]"
+    );
+    let long = "x".repeat(4097);
+    assert!(err(&mut c, &["LB.SUBMIT", "m", "c", "1", "META", &long]).contains("too long"));
+    assert_eq!(q(&mut c, &["LB.GET", "m", "c"]), "nil");
+    // lb-max-meta-bytes applies at once, to every board.
+    assert_eq!(
+        q(&mut c, &["CONFIG", "SET", "lb-max-meta-bytes", "2"]),
+        "OK"
+    );
+    assert_eq!(
+        q(&mut c, &["CONFIG", "GET", "lb-max-meta-bytes"]),
+        "[lb-max-meta-bytes 2]"
+    );
+    assert!(err(&mut c, &["LB.INCR", "m", "a", "1", "META", "xyz"]).contains("too long"));
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "m", "a", "1", "META", "xy"]),
+        "[2 1 1]"
+    );
+}
+
+#[test]
+fn create_and_errors() {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.conn();
+    let opts = [
+        "LB.CREATE",
+        "b",
+        "order",
+        "asc",
+        "POLICY",
+        "BEST",
+        "TIEBREAK",
+        "EARLIEST",
+        "RANKING",
+        "DENSE",
+        "CAPACITY",
+        "10",
+    ];
+    assert_eq!(q(&mut c, &opts), "OK");
+    assert!(err(&mut c, &["LB.CREATE", "b"]).contains("'b' already exists"));
+    q(&mut c, &["SET", "str", "x"]);
+    assert!(err(&mut c, &["LB.CREATE", "str"]).contains("'str' already exists"));
+    assert!(err(&mut c, &["LB.CREATE", "n", "FOO", "1"]).contains("unknown option 'FOO'"));
+    assert!(err(&mut c, &["LB.CREATE", "n", "ORDER", "UP"]).contains("invalid value 'UP'"));
+    assert!(err(&mut c, &["LB.CREATE", "n", "ORDER"]).contains("syntax error"));
+    assert!(err(&mut c, &["LB.SUBMIT", "b", "a", "1.5"]).contains("score is not a 64-bit integer"));
+    assert!(err(&mut c, &["LB.SUBMIT", "b", "a", "1", "FOO", "2"]).contains("unknown option 'FOO'"));
+    assert!(err(&mut c, &["LB.INCR", "b", "a", "1", "SUBSCORE", "2"]).contains("unknown option"));
+    assert!(err(&mut c, &["LB.SUBMIT", "b", "a"]).contains("wrong number of arguments"));
+    assert!(err(&mut c, &["LB.MSUBMIT", "b", "a", "1", "c"]).contains("wrong number of arguments"));
+    assert!(err(&mut c, &["LB.TOP", "b", "x"]).contains("not an integer"));
+    assert!(err(&mut c, &["LB.TOP", "b", "1", "WITHFOO"]).contains("unknown option 'WITHFOO'"));
+    assert!(err(&mut c, &["LB.COUNT", "b", "1"]).contains("syntax error"));
+    // WRONGTYPE both ways.
+    for args in [
+        &["LB.SUBMIT", "str", "a", "1"][..],
+        &["LB.TOP", "str", "1"],
+        &["LB.GET", "str", "a"],
+        &["LB.REM", "str", "a"],
+        &["LB.INFO", "str"],
+        &["LB.FRIENDS", "b", "str"],
+        &["ZADD", "b", "1", "a"],
+        &["ZSCORE", "b", "a"],
+        &["SADD", "b", "a"],
+        &["GET", "b"],
+        &["SORT", "b"],
+        &["LPUSH", "b", "x"],
+        &["HSET", "b", "f", "v"],
+        &["ZRANGE", "b", "0", "-1"],
+    ] {
+        assert!(err(&mut c, args).contains("WRONGTYPE"), "{args:?}");
+    }
+    // Nothing changed: no board was created by a failed write.
+    assert_eq!(q(&mut c, &["EXISTS", "n"]), "0");
+    assert_eq!(q(&mut c, &["LB.COUNT", "b"]), "0");
+}
+
+#[test]
+fn reads_and_ranges() {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.conn();
+    board(&mut c, "b", "ORDINAL");
+    let top = "[[1 carl 110] [2 bob 100] [3 alice 100] [4 dan 50]]";
+    assert_eq!(q(&mut c, &["LB.TOP", "b", "10"]), top);
+    assert_eq!(
+        q(
+            &mut c,
+            &[
+                "LB.TOP",
+                "b",
+                "1",
+                "OFFSET",
+                "2",
+                "WITHSUBSCORE",
+                "WITHTIME",
+                "WITHMETA"
+            ]
+        ),
+        "[[3 alice 100 0 5 hi]]"
+    );
+    assert_eq!(
+        q(&mut c, &["LB.TOP", "b", "1", "WITHMETA"]),
+        "[[1 carl 110 nil]]"
+    );
+    assert_eq!(
+        q(&mut c, &["LB.TOP", "b", "PERCENT", "50"]),
+        "[[1 carl 110] [2 bob 100]]"
+    );
+    assert_eq!(
+        q(&mut c, &["LB.TOP", "b", "PERCENT", "1"]),
+        "[[1 carl 110]]"
+    );
+    assert_eq!(q(&mut c, &["LB.TOP", "nokey", "3"]), "[]");
+    assert_eq!(
+        q(&mut c, &["LB.RANGE", "b", "2", "3"]),
+        "[[2 bob 100] [3 alice 100]]"
+    );
+    assert_eq!(
+        q(&mut c, &["LB.RANGE", "b", "-1", "-1", "WITHSUBSCORE"]),
+        "[[4 dan 50 2]]"
+    );
+    assert_eq!(q(&mut c, &["LB.RANGE", "b", "3", "2"]), "[]");
+    assert_eq!(
+        q(&mut c, &["LB.AROUND", "b", "bob", "3"]),
+        "[[1 carl 110] [2 bob 100] [3 alice 100]]"
+    );
+    assert_eq!(
+        q(&mut c, &["LB.AROUND", "b", "dan", "2"]),
+        "[[3 alice 100] [4 dan 50]]"
+    );
+    assert_eq!(q(&mut c, &["LB.AROUND", "b", "nobody", "2"]), "[]");
+    assert_eq!(q(&mut c, &["LB.GET", "b", "alice"]), "[3 alice 100 0 5 hi]");
+    assert_eq!(q(&mut c, &["LB.GET", "b", "dan"]), "[4 dan 50 2 9 nil]");
+    assert_eq!(q(&mut c, &["LB.GET", "b", "nobody"]), "nil");
+    assert_eq!(q(&mut c, &["LB.SCORE", "b", "carl"]), "110");
+    assert_eq!(q(&mut c, &["LB.SCORE", "b", "nobody"]), "nil");
+    assert_eq!(q(&mut c, &["LB.RANK", "b", "alice"]), "3");
+    assert_eq!(q(&mut c, &["LB.RANK", "nokey", "alice"]), "nil");
+    assert_eq!(
+        q(&mut c, &["LB.MRANK", "b", "alice", "x", "carl"]),
+        "[3 nil 1]"
+    );
+    assert_eq!(q(&mut c, &["LB.PERCENT", "b", "carl"]), "25");
+    assert_eq!(q(&mut c, &["LB.PERCENT", "b", "x"]), "nil");
+    assert_eq!(q(&mut c, &["LB.COUNT", "b"]), "4");
+    assert_eq!(q(&mut c, &["LB.COUNT", "b", "60", "110"]), "3");
+    assert_eq!(q(&mut c, &["LB.COUNT", "nokey"]), "0");
+    let info = q(&mut c, &["LB.INFO", "b"]);
+    let want =
+        "[order DESC policy BEST tiebreak EARLIEST ranking ORDINAL capacity 0 size 4 memory ";
+    assert!(info.starts_with(want), "{info}");
+    let mem: i64 = cmd(&["MEMORY", "USAGE", "b"])
+        .query(&mut c)
+        .expect("MEMORY USAGE");
+    assert!(mem > 0, "{mem}");
+    assert_eq!(q(&mut c, &["LB.INFO", "nokey"]), "nil");
+    assert_eq!(q(&mut c, &["LB.REM", "b", "dan", "carl", "nobody"]), "2");
+    assert_eq!(q(&mut c, &["LB.REM", "b", "bob", "alice"]), "2");
+    // An emptied board stays, with its options.
+    assert_eq!(q(&mut c, &["TYPE", "b"]), "leaderboard");
+    assert_eq!(q(&mut c, &["LB.COUNT", "b"]), "0");
+    assert_eq!(q(&mut c, &["LB.REM", "nokey", "a"]), "0");
+}
+
+#[test]
+fn rank_styles_among_and_friends() {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.conn();
+    board(&mut c, "comp", "COMPETITION");
+    board(&mut c, "dense", "DENSE");
+    q(&mut c, &["LB.SUBMIT", "comp", "eve", "40"]);
+    q(&mut c, &["LB.SUBMIT", "dense", "eve", "40"]);
+    assert_eq!(
+        q(&mut c, &["LB.TOP", "comp", "10"]),
+        "[[1 carl 110] [2 bob 100] [2 alice 100] [4 dan 50] [5 eve 40]]"
+    );
+    assert_eq!(
+        q(&mut c, &["LB.TOP", "dense", "10"]),
+        "[[1 carl 110] [2 bob 100] [2 alice 100] [3 dan 50] [4 eve 40]]"
+    );
+    assert_eq!(q(&mut c, &["LB.RANK", "comp", "dan"]), "4");
+    assert_eq!(q(&mut c, &["LB.RANK", "dense", "dan"]), "3");
+    assert_eq!(
+        q(
+            &mut c,
+            &[
+                "LB.AMONG",
+                "comp",
+                "eve",
+                "alice",
+                "bob",
+                "nobody",
+                "WITHGLOBAL"
+            ]
+        ),
+        "[[1 bob 100 2] [1 alice 100 2] [3 eve 40 5]]"
+    );
+    let among = q(
+        &mut c,
+        &["LB.AMONG", "comp", "eve", "dan", "WITHTIME", "WITHGLOBAL"],
+    );
+    assert!(
+        among.starts_with("[[1 dan 50 9 4] [2 eve 40 ") && among.ends_with(" 5]]"),
+        "{among}"
+    );
+    q(&mut c, &["SADD", "friends", "alice", "dan", "stranger"]);
+    assert_eq!(
+        q(
+            &mut c,
+            &[
+                "LB.FRIENDS",
+                "comp",
+                "friends",
+                "INCLUDE",
+                "eve",
+                "WITHGLOBAL"
+            ]
+        ),
+        "[[1 alice 100 2] [2 dan 50 4] [3 eve 40 5]]"
+    );
+    assert_eq!(
+        q(&mut c, &["LB.FRIENDS", "comp", "friends", "WITHMETA"]),
+        "[[1 alice 100 hi] [2 dan 50 nil]]"
+    );
+    assert_eq!(
+        q(&mut c, &["LB.FRIENDS", "comp", "nokey", "INCLUDE", "eve"]),
+        "[[1 eve 40]]"
+    );
+    assert_eq!(q(&mut c, &["LB.FRIENDS", "nokey", "friends"]), "[]");
+    assert!(err(&mut c, &["LB.FRIENDS", "comp", "friends", "BOGUS"]).contains("unknown option"));
+}
+
+#[test]
+fn event_ids_apply_a_write_once() {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.conn();
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "votes", "a", "1", "ID", "e1"]),
+        "[1 1 1]"
+    );
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "votes", "a", "1", "ID", "e1"]),
+        "[1 1 0]"
+    );
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "votes", "a", "1", "ID", "e2"]),
+        "[2 1 1]"
+    );
+    // An id is per board, and shared by LB.SUBMIT and LB.INCR.
+    assert_eq!(
+        q(&mut c, &["LB.SUBMIT", "votes", "b", "5", "ID", "e2"]),
+        "[5 nil 0]"
+    );
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "other", "a", "1", "ID", "e1"]),
+        "[1 1 1]"
+    );
+    // The window keeps the last lb-dedup-window ids.
+    assert_eq!(q(&mut c, &["CONFIG", "SET", "lb-dedup-window", "1"]), "OK");
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "votes", "a", "1", "ID", "e3"]),
+        "[3 1 1]"
+    );
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "votes", "a", "1", "ID", "e2"]),
+        "[4 1 1]"
+    );
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "votes", "a", "1", "ID", "e2"]),
+        "[4 1 0]"
+    );
+    assert_eq!(q(&mut c, &["LB.SEEN", "votes", "x", "y", "y"]), "2");
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "votes", "a", "1", "ID", "x"]),
+        "[5 1 1]"
+    );
+    assert!(err(&mut c, &["LB.SEEN", "nokey", "x"]).contains("no such key"));
+}
+
+#[test]
+fn msubmit_is_atomic() {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.conn();
+    q(&mut c, &["LB.CREATE", "all", "POLICY", "INCR"]);
+    assert_eq!(
+        q(
+            &mut c,
+            &[
+                "LB.MSUBMIT",
+                "day",
+                "a",
+                "5",
+                "week",
+                "a",
+                "5",
+                "all",
+                "a",
+                "5"
+            ]
+        ),
+        "[[5 1 1] [5 1 1] [5 1 1]]"
+    );
+    assert_eq!(
+        q(&mut c, &["LB.MSUBMIT", "day", "a", "3", "all", "a", "3"]),
+        "[[5 1 0] [8 1 1]]"
+    );
+    // One bad triple changes no board.
+    let max = i64::MAX.to_string();
+    q(&mut c, &["SET", "str", "x"]);
+    assert!(err(&mut c, &["LB.MSUBMIT", "day", "b", "1", "str", "a", "1"]).contains("WRONGTYPE"));
+    assert!(err(&mut c, &["LB.MSUBMIT", "day", "b", "1", "all", "a", &max]).contains("overflow"));
+    assert!(err(&mut c, &["LB.MSUBMIT", "day", "b", "1", "all", "a", "x"]).contains("64-bit"));
+    assert_eq!(q(&mut c, &["LB.SCORE", "day", "b"]), "nil");
+    assert_eq!(q(&mut c, &["LB.SCORE", "all", "a"]), "8");
+    // Its keys are every first of the triples.
+    assert_eq!(
+        q(
+            &mut c,
+            &[
+                "COMMAND",
+                "GETKEYS",
+                "LB.MSUBMIT",
+                "x",
+                "m",
+                "1",
+                "y",
+                "m",
+                "2"
+            ]
+        ),
+        "[x y]"
+    );
+}
+
+#[test]
+fn generic_key_commands_on_a_board() {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.conn();
+    board(&mut c, "b", "ORDINAL");
+    assert_eq!(q(&mut c, &["TYPE", "b"]), "leaderboard");
+    assert_eq!(q(&mut c, &["OBJECT", "ENCODING", "b"]), "btree");
+    let mem: i64 = cmd(&["MEMORY", "USAGE", "b"])
+        .query(&mut c)
+        .expect("MEMORY USAGE");
+    assert!(mem > 100, "{mem}");
+    assert_eq!(q(&mut c, &["SCAN", "0", "TYPE", "leaderboard"]), "[0 [b]]");
+    assert_eq!(q(&mut c, &["COPY", "b", "b2"]), "1");
+    q(&mut c, &["LB.SUBMIT", "b2", "zed", "1000"]);
+    assert_eq!(q(&mut c, &["LB.COUNT", "b"]), "4");
+    assert_eq!(q(&mut c, &["LB.COUNT", "b2"]), "5");
+    assert_eq!(q(&mut c, &["RENAME", "b2", "b3"]), "OK");
+    assert_eq!(q(&mut c, &["LB.RANK", "b3", "zed"]), "1");
+    assert_eq!(q(&mut c, &["EXPIRE", "b3", "100"]), "1");
+    assert_eq!(q(&mut c, &["PEXPIRE", "b3", "1"]), "1");
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(q(&mut c, &["EXISTS", "b3"]), "0");
+    // A write to a board breaks a WATCH on it.
+    let mut other = srv.conn();
+    assert_eq!(q(&mut c, &["WATCH", "b"]), "OK");
+    q(&mut other, &["LB.SUBMIT", "b", "eve", "1"]);
+    assert_eq!(q(&mut c, &["MULTI"]), "OK");
+    assert_eq!(q(&mut c, &["LB.COUNT", "b"]), "QUEUED");
+    assert_eq!(q(&mut c, &["EXEC"]), "nil");
+    assert_eq!(q(&mut c, &["DEL", "b"]), "1");
+    assert_eq!(q(&mut c, &["LB.TOP", "b", "5"]), "[]");
+}
+
+#[test]
+fn resp3_reply_shapes() {
+    let srv = TestServer::start(&[]);
+    let mut s = srv.raw();
+    let mut hello = encode(&["HELLO", "3"]);
+    hello.extend(encode(&["PING"]));
+    s.write_all(&hello).expect("write");
+    let mut got = Vec::new();
+    while !got.ends_with(b"+PONG\r\n") {
+        let more = read_at_least(&mut s, 1);
+        assert!(!more.is_empty(), "HELLO 3 reply: {got:?}");
+        got.extend(more);
+    }
+    expect_raw(&mut s, &["LB.CREATE", "b", "CAPACITY", "3"], "+OK\r\n");
+    expect_raw(
+        &mut s,
+        &["LB.SUBMIT", "b", "a", "4", "AT", "1"],
+        "*3\r\n:4\r\n:1\r\n:1\r\n",
+    );
+    expect_raw(
+        &mut s,
+        &["LB.SUBMIT", "b", "c", "2", "AT", "1"],
+        "*3\r\n:2\r\n:2\r\n:1\r\n",
+    );
+    expect_raw(&mut s, &["LB.RANK", "b", "x"], "_\r\n");
+    expect_raw(&mut s, &["LB.PERCENT", "b", "c"], ",100\r\n");
+    expect_raw(
+        &mut s,
+        &["LB.GET", "b", "a"],
+        "*6\r\n:1\r\n$1\r\na\r\n:4\r\n:0\r\n:1\r\n_\r\n",
+    );
+    s.write_all(&encode(&["LB.INFO", "b"])).expect("write");
+    let info = String::from_utf8_lossy(&read_at_least(&mut s, 100)).into_owned();
+    assert!(
+        info.starts_with("%7\r\n$5\r\norder\r\n$4\r\nDESC\r\n"),
+        "{info}"
+    );
+    assert!(
+        info.contains("$8\r\ncapacity\r\n:3\r\n$4\r\nsize\r\n:2\r\n"),
+        "{info}"
+    );
+}
+
+struct DataDir(PathBuf);
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn wait_rewrite(c: &mut Connection) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let info: String = redis::cmd("INFO")
+            .arg("persistence")
+            .query(c)
+            .expect("INFO");
+        if info.contains("aof_rewrite_in_progress:0") && info.contains("aof_rewrites:1") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "rewrite did not finish: {info}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Every board's full entries and options, as compared across restarts.
+fn boards(c: &mut Connection) -> Vec<String> {
+    ["b", "comp", "asc", "cap", "none"]
+        .iter()
+        .map(|k| {
+            let top = q(
+                c,
+                &["LB.TOP", k, "100", "WITHSUBSCORE", "WITHTIME", "WITHMETA"],
+            );
+            let info = q(c, &["LB.INFO", k]);
+            // Memory may differ after a rebuild; the options and size may not.
+            let info = info.rsplit_once(" memory").map(|(a, _)| a.to_string());
+            format!("{k}: {top} {info:?}")
+        })
+        .collect()
+}
+
+#[test]
+fn boards_survive_an_aof_restart_and_a_rewrite() {
+    let dir = DataDir(temp_dir("lb-aof"));
+    let mut srv = TestServer::start_with_aof(&dir.0);
+    let mut c = srv.conn();
+    board(&mut c, "b", "ORDINAL");
+    board(&mut c, "comp", "COMPETITION");
+    // Times from the server's clock: the AOF must record them.
+    q(&mut c, &["LB.SUBMIT", "comp", "late", "100"]);
+    q(&mut c, &["LB.INCR", "comp", "dan", "50", "META", "m"]);
+    q(
+        &mut c,
+        &[
+            "LB.CREATE",
+            "asc",
+            "ORDER",
+            "ASC",
+            "TIEBREAK",
+            "LATEST",
+            "POLICY",
+            "SET",
+        ],
+    );
+    q(&mut c, &["LB.SUBMIT", "asc", "x", "3"]);
+    q(&mut c, &["LB.SUBMIT", "asc", "y", "3"]);
+    q(&mut c, &["LB.SUBMIT", "asc", "x", "1"]);
+    q(
+        &mut c,
+        &["LB.CREATE", "cap", "CAPACITY", "2", "RANKING", "DENSE"],
+    );
+    q(
+        &mut c,
+        &[
+            "LB.MSUBMIT",
+            "cap",
+            "a",
+            "1",
+            "cap",
+            "b",
+            "2",
+            "cap",
+            "c",
+            "3",
+            "b",
+            "m",
+            "7",
+        ],
+    );
+    q(&mut c, &["LB.REM", "b", "bob"]);
+    q(&mut c, &["LB.CREATE", "empty"]);
+    for id in ["v1", "v2", "v3"] {
+        q(&mut c, &["LB.INCR", "b", "voter", "1", "ID", id]);
+    }
+    let before = boards(&mut c);
+    drop(c);
+    srv.terminate();
+
+    let text = String::from_utf8_lossy(&std::fs::read(dir.0.join("appendonly.aof")).expect("aof"))
+        .into_owned();
+    assert!(!text.contains("LB.MSUBMIT"), "logged as LB.SUBMITs");
+    assert!(
+        text.contains("$5\r\nMULTI\r\n"),
+        "LB.MSUBMIT's SUBMITs in MULTI/EXEC"
+    );
+    assert!(text.contains("$4\r\nlate\r\n$3\r\n100\r\n$8\r\nSUBSCORE\r\n$1\r\n0\r\n$2\r\nAT\r\n"));
+
+    let srv = TestServer::start_with_aof(&dir.0);
+    let mut c = srv.conn();
+    assert_eq!(boards(&mut c), before);
+    assert_eq!(q(&mut c, &["TYPE", "empty"]), "leaderboard");
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "b", "voter", "1", "ID", "v2"]),
+        "[3 5 0]"
+    );
+    let _: String = cmd(&["BGREWRITEAOF"]).query(&mut c).expect("BGREWRITEAOF");
+    wait_rewrite(&mut c);
+    drop(c);
+    drop(srv);
+    let text = String::from_utf8_lossy(&std::fs::read(dir.0.join("appendonly.aof")).expect("aof"))
+        .into_owned();
+    assert!(
+        !text.contains("LB.REM") && !text.contains("LB.INCR"),
+        "{text}"
+    );
+    assert!(text.contains("LB.SEEN"), "{text}");
+    let srv = TestServer::start_with_aof(&dir.0);
+    let mut c = srv.conn();
+    assert_eq!(boards(&mut c), before);
+    assert_eq!(q(&mut c, &["TYPE", "empty"]), "leaderboard");
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "b", "voter", "1", "ID", "v1"]),
+        "[3 5 0]"
+    );
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "b", "voter", "1", "ID", "v4"]),
+        "[4 5 1]"
+    );
+}
+
+#[test]
+fn keyspace_events_and_command_info() {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.conn();
+    q(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Ed"]);
+    let mut sub_conn = srv.conn();
+    let mut sub = sub_conn.as_pubsub();
+    sub.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    sub.psubscribe("__keyevent@0__:*").expect("psubscribe");
+    q(&mut c, &["LB.CREATE", "b"]);
+    q(&mut c, &["LB.SUBMIT", "b", "a", "1"]);
+    q(&mut c, &["LB.SUBMIT", "b", "a", "0"]); // no change, no event
+    q(&mut c, &["LB.INCR", "b", "a", "1"]);
+    q(&mut c, &["LB.REM", "b", "a"]);
+    let mut got = Vec::new();
+    for _ in 0..4 {
+        let m = sub.get_message().expect("an event");
+        let key: String = m.get_payload().expect("payload");
+        got.push(format!("{} {key}", m.get_channel_name()));
+    }
+    assert_eq!(
+        got,
+        [
+            "__keyevent@0__:lb.create b",
+            "__keyevent@0__:lb.submit b",
+            "__keyevent@0__:lb.incr b",
+            "__keyevent@0__:lb.rem b",
+        ]
+    );
+    drop(sub);
+    let info = q(&mut c, &["COMMAND", "INFO", "LB.TOP", "LB.SUBMIT"]);
+    assert!(info.contains("lb.top -3 [readonly]"), "{info}");
+    assert!(info.contains("@leaderboard"), "{info}");
+    assert!(info.contains("lb.submit -4 [write denyoom fast]"), "{info}");
+}
