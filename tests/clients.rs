@@ -5,7 +5,8 @@
 //! survive, the server restarts (SIGTERM, then a new process on the same
 //! directory), and `verify` checks that everything came back identical.
 //! Pub/Sub goes through both too (`pubsub_check.py`, `pubsub.js`, each
-//! against a server of its own), and node-redis (`caching.js`) checks
+//! against a server of its own), as do the LB.* leaderboard commands
+//! (`lb_check.py`, `lb.js`), and node-redis (`caching.js`) checks
 //! client-side caching with RESP3 and Pub/Sub.
 //!
 //! When python3 with redis-py, or node with the installed node_modules, is
@@ -206,12 +207,17 @@ fn node_ioredis_runs_the_five_scenarios() {
 /// Pub/Sub through the client (sync and asyncio, RESP2 and RESP3 for
 /// redis-py), against a server of its own.
 fn pubsub_through(client: &Client, script: &str) {
+    own_server_through(client, script, "pubsub");
+}
+
+/// Runs one of a client's scripts against a server of its own.
+fn own_server_through(client: &Client, script: &str, phase: &str) {
     if let Some(why) = (client.missing)() {
         skip(client, &why);
         return;
     }
     let server = TestServer::start(&[]);
-    run_script(client, script, server.port, &[], "pubsub");
+    run_script(client, script, server.port, &[], phase);
 }
 
 #[test]
@@ -227,4 +233,17 @@ fn node_ioredis_pubsub() {
 #[test]
 fn node_redis_client_side_caching_and_pubsub() {
     pubsub_through(&NODE_REDIS, NODE_REDIS.script);
+}
+
+/// Every LB.* command through the client (redis-py sync in RESP2 and RESP3,
+/// a transaction and asyncio; ioredis `call()` and `multi()`), against a
+/// server of its own.
+#[test]
+fn python_redis_py_lb_commands() {
+    own_server_through(&PYTHON, "tests/clients/python/lb_check.py", "lb");
+}
+
+#[test]
+fn node_ioredis_lb_commands() {
+    own_server_through(&NODE, "tests/clients/node/lb.js", "lb");
 }
