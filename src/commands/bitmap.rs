@@ -156,11 +156,10 @@ fn bit_offset(ctx: &Ctx, arg: &[u8], field_bits: Option<u32>) -> Result<u64, Cmd
 
 /// The string under `key` for reading, `WRONGTYPE` if another type.
 fn read_str<'k>(keys: &'k mut Keys<'_>, key: &[u8]) -> Result<Option<&'k StrValue>, CmdError> {
-    match keys.value(key)? {
-        None => Ok(None),
-        Some(Value::Str(s)) => Ok(Some(s)),
-        Some(_) => Err(CmdError::WrongType),
-    }
+    keys.typed(key, |v| match v {
+        Value::Str(x) => Some(x),
+        _ => None,
+    })
 }
 
 /// The string under `key` for change, created empty if missing

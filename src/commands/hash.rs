@@ -198,11 +198,10 @@ fn limits(ctx: &Ctx) -> HashLimits {
 /// The hash under `key` for reading (counts a keyspace hit or miss);
 /// `WRONGTYPE` if the key holds another type.
 fn read_hash<'k>(keys: &'k mut Keys<'_>, key: &[u8]) -> Result<Option<&'k HashValue>, CmdError> {
-    match keys.value(key)? {
-        None => Ok(None),
-        Some(Value::Hash(h)) => Ok(Some(h)),
-        Some(_) => Err(CmdError::WrongType),
-    }
+    keys.typed(key, |v| match v {
+        Value::Hash(x) => Some(x),
+        _ => None,
+    })
 }
 
 /// The hash under `key` for change; `WRONGTYPE` if another type.
@@ -210,11 +209,10 @@ fn write_hash<'k>(
     keys: &'k mut Keys<'_>,
     key: &[u8],
 ) -> Result<Option<&'k mut HashValue>, CmdError> {
-    match keys.value_mut(key)? {
-        None => Ok(None),
-        Some(Value::Hash(h)) => Ok(Some(h)),
-        Some(_) => Err(CmdError::WrongType),
-    }
+    keys.typed_mut(key, |v| match v {
+        Value::Hash(x) => Some(x),
+        _ => None,
+    })
 }
 
 /// Applies `change` to the hash under `key`, creating the key when it is

@@ -235,11 +235,10 @@ pub const COMMANDS: &[CommandSpec] = &[
 
 /// The board under `key` for reading; `WRONGTYPE` if another type.
 fn read_board<'k>(keys: &'k mut Keys<'_>, key: &[u8]) -> Result<Option<&'k Leaderboard>, CmdError> {
-    match keys.value(key)? {
-        None => Ok(None),
-        Some(Value::Leaderboard(b)) => Ok(Some(b)),
-        Some(_) => Err(CmdError::WrongType),
-    }
+    keys.typed(key, |v| match v {
+        Value::Leaderboard(x) => Some(x),
+        _ => None,
+    })
 }
 
 /// The board under `key` for change; `WRONGTYPE` if another type.
@@ -247,11 +246,10 @@ fn write_board<'k>(
     keys: &'k mut Keys<'_>,
     key: &[u8],
 ) -> Result<Option<&'k mut Leaderboard>, CmdError> {
-    match keys.value_mut(key)? {
-        None => Ok(None),
-        Some(Value::Leaderboard(b)) => Ok(Some(b)),
-        Some(_) => Err(CmdError::WrongType),
-    }
+    keys.typed_mut(key, |v| match v {
+        Value::Leaderboard(x) => Some(x),
+        _ => None,
+    })
 }
 
 /// Options of a board created by its first submit. The metadata limit is

@@ -355,11 +355,10 @@ pub fn read_list<'k>(
     keys: &'k mut Keys<'_>,
     key: &[u8],
 ) -> Result<Option<&'k ListValue>, CmdError> {
-    match keys.value(key)? {
-        None => Ok(None),
-        Some(Value::List(l)) => Ok(Some(l)),
-        Some(_) => Err(CmdError::WrongType),
-    }
+    keys.typed(key, |v| match v {
+        Value::List(x) => Some(x),
+        _ => None,
+    })
 }
 
 /// The list under `key` for change; `WRONGTYPE` if another type.
@@ -367,11 +366,10 @@ fn write_list<'k>(
     keys: &'k mut Keys<'_>,
     key: &[u8],
 ) -> Result<Option<&'k mut ListValue>, CmdError> {
-    match keys.value_mut(key)? {
-        None => Ok(None),
-        Some(Value::List(l)) => Ok(Some(l)),
-        Some(_) => Err(CmdError::WrongType),
-    }
+    keys.typed_mut(key, |v| match v {
+        Value::List(x) => Some(x),
+        _ => None,
+    })
 }
 
 /// Records a change of `key` after elements went away, raising `event`:

@@ -226,20 +226,18 @@ fn max_intset(ctx: &Ctx) -> usize {
 /// The set under `key` for reading (counts a keyspace hit or miss);
 /// `WRONGTYPE` if the key holds another type.
 pub fn read_set<'k>(keys: &'k mut Keys<'_>, key: &[u8]) -> Result<Option<&'k SetValue>, CmdError> {
-    match keys.value(key)? {
-        None => Ok(None),
-        Some(Value::Set(s)) => Ok(Some(s)),
-        Some(_) => Err(CmdError::WrongType),
-    }
+    keys.typed(key, |v| match v {
+        Value::Set(x) => Some(x),
+        _ => None,
+    })
 }
 
 /// The set under `key` for change; `WRONGTYPE` if another type.
 fn write_set<'k>(keys: &'k mut Keys<'_>, key: &[u8]) -> Result<Option<&'k mut SetValue>, CmdError> {
-    match keys.value_mut(key)? {
-        None => Ok(None),
-        Some(Value::Set(s)) => Ok(Some(s)),
-        Some(_) => Err(CmdError::WrongType),
-    }
+    keys.typed_mut(key, |v| match v {
+        Value::Set(x) => Some(x),
+        _ => None,
+    })
 }
 
 /// The sets under `names` (`None` for a missing key), after checking every

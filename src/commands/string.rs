@@ -271,11 +271,10 @@ pub const COMMANDS: &[CommandSpec] = &[
 
 /// The string under `key`, `WRONGTYPE` if another type.
 pub fn get_str<'k>(keys: &'k mut Keys<'_>, key: &[u8]) -> Result<Option<&'k StrValue>, CmdError> {
-    match keys.value(key)? {
-        None => Ok(None),
-        Some(Value::Str(s)) => Ok(Some(s)),
-        Some(_) => Err(CmdError::WrongType),
-    }
+    keys.typed(key, |v| match v {
+        Value::Str(x) => Some(x),
+        _ => None,
+    })
 }
 
 /// The live string under `key` for change (an expired key is removed
@@ -284,11 +283,10 @@ fn get_str_mut<'k>(
     keys: &'k mut Keys<'_>,
     key: &[u8],
 ) -> Result<Option<&'k mut StrValue>, CmdError> {
-    match keys.value_mut(key)? {
-        None => Ok(None),
-        Some(Value::Str(s)) => Ok(Some(s)),
-        Some(_) => Err(CmdError::WrongType),
-    }
+    keys.typed_mut(key, |v| match v {
+        Value::Str(x) => Some(x),
+        _ => None,
+    })
 }
 
 /// Replies with the string under `key` (a null when absent), as Redis's

@@ -189,6 +189,33 @@ impl<'a> Keys<'a> {
         Ok(self.entry(key)?.map(|e| &e.value))
     }
 
+    /// The live value under `key` as the type `pick` takes out of a
+    /// [`Value`] (counts a keyspace hit or miss): `None` when absent,
+    /// `WRONGTYPE` when the key holds another type. Each family's typed
+    /// reader is this with its variant.
+    pub fn typed<T: ?Sized>(
+        &mut self,
+        key: &[u8],
+        pick: fn(&Value) -> Option<&T>,
+    ) -> Result<Option<&T>, CmdError> {
+        match self.value(key)? {
+            None => Ok(None),
+            Some(v) => pick(v).map(Some).ok_or(CmdError::WrongType),
+        }
+    }
+
+    /// [`Keys::typed`] for change (an expired key is removed first).
+    pub fn typed_mut<T: ?Sized>(
+        &mut self,
+        key: &[u8],
+        pick: fn(&mut Value) -> Option<&mut T>,
+    ) -> Result<Option<&mut T>, CmdError> {
+        match self.value_mut(key)? {
+            None => Ok(None),
+            Some(v) => pick(v).map(Some).ok_or(CmdError::WrongType),
+        }
+    }
+
     /// The live entry under `key`, for change (an expired key is removed).
     pub fn entry_mut(&mut self, key: &[u8]) -> Result<Option<&mut Entry>, CmdError> {
         let now = self.now_ms;

@@ -473,20 +473,18 @@ fn limits(ctx: &Ctx) -> ZSetLimits {
 /// The sorted set under `key` for reading (counts a keyspace hit or miss);
 /// `WRONGTYPE` if the key holds another type.
 fn read_zset<'k>(keys: &'k mut Keys<'_>, key: &[u8]) -> Result<Option<&'k ZSet>, CmdError> {
-    match keys.value(key)? {
-        None => Ok(None),
-        Some(Value::ZSet(z)) => Ok(Some(z)),
-        Some(_) => Err(CmdError::WrongType),
-    }
+    keys.typed(key, |v| match v {
+        Value::ZSet(x) => Some(x),
+        _ => None,
+    })
 }
 
 /// The sorted set under `key` for change; `WRONGTYPE` if another type.
 fn write_zset<'k>(keys: &'k mut Keys<'_>, key: &[u8]) -> Result<Option<&'k mut ZSet>, CmdError> {
-    match keys.value_mut(key)? {
-        None => Ok(None),
-        Some(Value::ZSet(z)) => Ok(Some(z)),
-        Some(_) => Err(CmdError::WrongType),
-    }
+    keys.typed_mut(key, |v| match v {
+        Value::ZSet(x) => Some(x),
+        _ => None,
+    })
 }
 
 /// Records a change of `key` after members went away, raising `event`:
