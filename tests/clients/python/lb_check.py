@@ -8,17 +8,11 @@ on any failure.
 """
 import argparse
 import asyncio
-import sys
-import time
-import traceback
 
 import redis
 import redis.asyncio as aioredis
 
-
-def expect(got, want, what):
-    if got != want:
-        raise AssertionError(f"{what}: got {got!r}, want {want!r}")
+from checks import expect, run_groups
 
 
 def expect_error(r, want, *args):
@@ -296,19 +290,7 @@ def main():
         ]:
             steps.append((f"{what}, RESP{protocol}", lambda c=check, pr=protocol: c(opts.port, pr)))
         steps.append((f"asyncio LB, RESP{protocol}", lambda pr=protocol: asyncio.run(async_check(opts.port, pr))))
-    passed = failed = 0
-    for name, step in steps:
-        started = time.monotonic()
-        try:
-            step()
-        except Exception:
-            failed += 1
-            print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
-        else:
-            passed += 1
-            print(f"ok   {name} ({time.monotonic() - started:.2f} s)", flush=True)
-    print(f"python lb: {passed} passed, {failed} failed", flush=True)
-    sys.exit(1 if failed else 0)
+    run_groups("python lb", steps)
 
 
 if __name__ == "__main__":

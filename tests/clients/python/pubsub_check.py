@@ -8,17 +8,12 @@ on any failure.
 """
 import argparse
 import asyncio
-import sys
 import time
-import traceback
 
 import redis
 import redis.asyncio as aioredis
 
-
-def expect(got, want, what):
-    if got != want:
-        raise AssertionError(f"{what}: got {got!r}, want {want!r}")
+from checks import expect, run_groups
 
 
 def next_message(p, timeout=5.0):
@@ -175,19 +170,7 @@ def main():
         steps.append((f"sync pubsub, RESP{protocol}", lambda pr=protocol: sync_check(opts.port, pr)))
         steps.append((f"asyncio pubsub, RESP{protocol}", lambda pr=protocol: asyncio.run(async_check(opts.port, pr))))
         steps.append((f"keyspace events, RESP{protocol}", lambda pr=protocol: keyspace_check(opts.port, pr)))
-    passed = failed = 0
-    for name, step in steps:
-        started = time.monotonic()
-        try:
-            step()
-        except Exception:
-            failed += 1
-            print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
-        else:
-            passed += 1
-            print(f"ok   {name} ({time.monotonic() - started:.2f} s)", flush=True)
-    print(f"python pubsub: {passed} passed, {failed} failed", flush=True)
-    sys.exit(1 if failed else 0)
+    run_groups("python pubsub", steps)
 
 
 if __name__ == "__main__":
