@@ -719,3 +719,141 @@ fn keyspace_events_and_command_info() {
     assert!(info.contains("@leaderboard"), "{info}");
     assert!(info.contains("lb.submit -4 [write denyoom fast]"), "{info}");
 }
+
+/// RESP for one command, as the AOF holds it.
+fn resp(args: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+    }
+    out
+}
+
+/// Starts Rostrum on `dir`'s AOF expecting it to refuse; returns stderr.
+fn start_refused(dir: &std::path::Path, extra: &[&str]) -> String {
+    let port = common::free_port().to_string();
+    let dir = dir.to_str().expect("utf-8 dir");
+    let mut args = vec!["--port", &port, "--appendonly", "yes", "--dir", dir];
+    args.extend_from_slice(extra);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rostrum"))
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn rostrum");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            assert!(!status.success(), "rostrum should have refused to start");
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("rostrum started on a truncated AOF with aof-load-truncated no");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+    }
+    err
+}
+
+/// A board's entries, options and ids window survive an AOF cut anywhere in
+/// its last write as Redis's rules say: with `aof-load-truncated yes` (the
+/// default) the unfinished command is dropped, the file cut back to its
+/// last whole command and the rest loaded; with `no` the start is refused.
+/// An LB.MSUBMIT logged as MULTI ... EXEC that lost its EXEC is reverted.
+#[test]
+fn a_truncated_aof_drops_the_boards_unfinished_write() {
+    let dir = DataDir(temp_dir("lb-aof-cut"));
+    let mut srv = TestServer::start_with_aof(&dir.0);
+    let mut c = srv.conn();
+    board(&mut c, "b", "ORDINAL");
+    board(&mut c, "comp", "COMPETITION");
+    for id in ["v1", "v2"] {
+        q(&mut c, &["LB.INCR", "b", "voter", "1", "ID", id]);
+    }
+    let before = boards(&mut c);
+    drop(c);
+    srv.terminate();
+    let aof = dir.0.join("appendonly.aof");
+    let good = std::fs::read(&aof).expect("aof");
+
+    let last = resp(&[
+        "LB.INCR", "b", "voter", "5", "AT", "99", "META", "cut", "ID", "v3",
+    ]);
+    // A cut in the header, in a length line, inside a bulk and just before
+    // the final CRLF.
+    for cut in [1, 6, 20, last.len() / 2, last.len() - 1] {
+        let mut bad = good.clone();
+        bad.extend_from_slice(&last[..cut]);
+        std::fs::write(&aof, &bad).expect("write");
+        let err = start_refused(&dir.0, &["--config", "aof-load-truncated=no"]);
+        assert!(err.contains("Unexpected end of file"), "cut {cut}: {err}");
+
+        let srv = TestServer::start_with_aof(&dir.0);
+        let mut c = srv.conn();
+        assert_eq!(
+            boards(&mut c),
+            before,
+            "cut at byte {cut} of the last write"
+        );
+        drop(c);
+        drop(srv);
+        assert_eq!(
+            std::fs::read(&aof).expect("aof"),
+            good,
+            "cut {cut}: the file is cut back to its last whole command"
+        );
+    }
+
+    // The whole command loads, its id included.
+    let mut whole = good.clone();
+    whole.extend_from_slice(&last);
+    std::fs::write(&aof, &whole).expect("write");
+    let srv = TestServer::start_with_aof(&dir.0);
+    let mut c = srv.conn();
+    assert_eq!(
+        q(&mut c, &["LB.GET", "b", "voter"]),
+        "[5 voter 7 0 99 cut]",
+        "the last write applied"
+    );
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "b", "voter", "5", "ID", "v3"]),
+        "[7 5 0]",
+        "its id is in the window"
+    );
+    drop(c);
+    drop(srv);
+
+    // LB.MSUBMIT's MULTI without its EXEC: none of its boards changes.
+    let mut open = good.clone();
+    open.extend_from_slice(&resp(&["MULTI"]));
+    open.extend_from_slice(&resp(&[
+        "LB.SUBMIT",
+        "b",
+        "zed",
+        "500",
+        "SUBSCORE",
+        "0",
+        "AT",
+        "1",
+    ]));
+    open.extend_from_slice(&resp(&[
+        "LB.SUBMIT",
+        "comp",
+        "zed",
+        "500",
+        "SUBSCORE",
+        "0",
+        "AT",
+        "1",
+    ]));
+    std::fs::write(&aof, &open).expect("write");
+    let srv = TestServer::start_with_aof(&dir.0);
+    let mut c = srv.conn();
+    assert_eq!(boards(&mut c), before, "the unfinished MSUBMIT is reverted");
+}
