@@ -108,9 +108,16 @@ fn main() {
 
     let friends: Vec<String> = (0..5_000).map(|i| member(mix(i + 11) % n)).collect();
     let t = Instant::now();
-    let got = board.among(friends.iter().map(|f| f.as_bytes()));
+    let got = board.among(friends.iter().map(|f| f.as_bytes()), false);
     println!(
         "among 5,000: {:.2} ms ({} ranked)",
+        t.elapsed().as_secs_f64() * 1e3,
+        got.len()
+    );
+    let t = Instant::now();
+    let got = board.among(friends.iter().map(|f| f.as_bytes()), true);
+    println!(
+        "among 5,000 with global ranks: {:.2} ms ({} ranked)",
         t.elapsed().as_secs_f64() * 1e3,
         got.len()
     );

@@ -867,10 +867,10 @@ fn among_reply(ctx: &mut Ctx, key: &[u8], members: &[&[u8]], with: With) -> CmdR
         ctx.out.array(0);
         return Ok(());
     };
-    let entries = b.among(members.iter().copied());
+    let entries = b.among(members.iter().copied(), with.global);
     ctx.out.array(entries.len());
     for e in &entries {
-        entry_reply(ctx.out, e.rank, &e.entry, with, e.global_rank);
+        entry_reply(ctx.out, e.rank, &e.entry, with, e.global_rank.unwrap_or(0));
     }
     Ok(())
 }

@@ -252,8 +252,9 @@ pub struct EntryRef<'a> {
 pub struct AmongEntry<'a> {
     /// Its rank among the members asked about, per RANKING.
     pub rank: u64,
-    /// Its rank on the whole board, per RANKING.
-    pub global_rank: u64,
+    /// Its rank on the whole board, per RANKING, when asked for (an
+    /// O(log n) walk per entry, which a plain friends board does not pay).
+    pub global_rank: Option<u64>,
     pub entry: EntryRef<'a>,
 }
 
@@ -481,8 +482,12 @@ impl Leaderboard {
 
     /// The given members that are on the board, ranked among themselves
     /// per RANKING, in the board's order, with their ranks on the whole
-    /// board. A member asked twice is answered once.
-    pub fn among<'m>(&self, members: impl IntoIterator<Item = &'m [u8]>) -> Vec<AmongEntry<'_>> {
+    /// board when `global`. A member asked twice is answered once.
+    pub fn among<'m>(
+        &self,
+        members: impl IntoIterator<Item = &'m [u8]>,
+        global: bool,
+    ) -> Vec<AmongEntry<'_>> {
         let mut ids: Vec<u32> = members.into_iter().filter_map(|m| self.find(m)).collect();
         ids.sort_unstable_by(|&a, &b| self.store.key(a).cmp(&self.store.key(b)));
         ids.dedup();
@@ -503,7 +508,7 @@ impl Leaderboard {
             };
             out.push(AmongEntry {
                 rank,
-                global_rank: self.rank_of(id).unwrap_or(0),
+                global_rank: if global { self.rank_of(id) } else { None },
                 entry: self.entry_ref(id),
             });
         }

@@ -368,9 +368,9 @@ fn compare(b: &Leaderboard, m: &Model, members: usize, p: &Probe) -> Result<(), 
     // A subset (absent members and repeats included).
     let asked: Vec<Vec<u8>> = p.among.iter().map(|&i| member(i)).collect();
     let got: Vec<(u64, u64, EntryRef)> = b
-        .among(asked.iter().map(Vec::as_slice))
+        .among(asked.iter().map(Vec::as_slice), true)
         .into_iter()
-        .map(|a| (a.rank, a.global_rank, a.entry))
+        .map(|a| (a.rank, a.global_rank.unwrap_or(0), a.entry))
         .collect();
     let mut sub: Vec<(usize, &MEntry)> = m
         .entries

@@ -232,13 +232,27 @@ fn among_ranks_a_subset() {
         b.submit(m.as_bytes(), s, 0, 0, None).unwrap();
     }
     let got: Vec<(u64, u64, &[u8])> = b
-        .among([&b"e"[..], b"c", b"zz", b"b", b"c"])
+        .among([&b"e"[..], b"c", b"zz", b"b", b"c"], true)
         .iter()
-        .map(|a| (a.rank, a.global_rank, a.entry.member))
+        .map(|a| (a.rank, a.global_rank.unwrap(), a.entry.member))
         .collect();
     assert_eq!(
         got,
         [(1, 2, &b"b"[..]), (1, 2, &b"c"[..]), (3, 5, &b"e"[..])]
+    );
+    // Without global ranks: the same answer, no walk for them.
+    let plain: Vec<(u64, Option<u64>, &[u8])> = b
+        .among([&b"e"[..], b"c", b"zz", b"b", b"c"], false)
+        .iter()
+        .map(|a| (a.rank, a.global_rank, a.entry.member))
+        .collect();
+    assert_eq!(
+        plain,
+        [
+            (1, None, &b"b"[..]),
+            (1, None, &b"c"[..]),
+            (3, None, &b"e"[..])
+        ]
     );
 }
 
