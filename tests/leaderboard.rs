@@ -446,8 +446,53 @@ fn msubmit_is_atomic() {
     assert!(err(&mut c, &["LB.MSUBMIT", "day", "b", "1", "str", "a", "1"]).contains("WRONGTYPE"));
     assert!(err(&mut c, &["LB.MSUBMIT", "day", "b", "1", "all", "a", &max]).contains("overflow"));
     assert!(err(&mut c, &["LB.MSUBMIT", "day", "b", "1", "all", "a", "x"]).contains("64-bit"));
+    // A member named twice on an INCR board: the second triple would
+    // overflow what the first leaves (each alone would not).
+    let half = (i64::MAX / 2 + 1).to_string();
+    let both = [
+        "LB.MSUBMIT",
+        "day",
+        "b",
+        "1",
+        "all",
+        "a",
+        &half,
+        "all",
+        "a",
+        &half,
+    ];
+    assert!(err(&mut c, &both).contains("overflow"));
     assert_eq!(q(&mut c, &["LB.SCORE", "day", "b"]), "nil");
     assert_eq!(q(&mut c, &["LB.SCORE", "all", "a"]), "8");
+    // ... and one that comes back below the limit passes.
+    let back = [
+        "LB.MSUBMIT",
+        "all",
+        "a",
+        &half,
+        "all",
+        "a",
+        "-8",
+        "all",
+        "a",
+        &half,
+    ];
+    assert!(err(&mut c, &back).contains("overflow"));
+    let fine = [
+        "LB.MSUBMIT",
+        "all",
+        "a",
+        &half,
+        "all",
+        "a",
+        "-9",
+        "all",
+        "a",
+        "-1",
+    ];
+    assert!(q(&mut c, &fine).starts_with("[["));
+    let expect = (8 + i64::MAX / 2 + 1 - 10).to_string();
+    assert_eq!(q(&mut c, &["LB.SCORE", "all", "a"]), expect);
     // Its keys are every first of the triples.
     assert_eq!(
         q(

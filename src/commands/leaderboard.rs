@@ -19,11 +19,13 @@
 //!   `lb.incr`, `lb.rem`.
 //! - LB.MSUBMIT checks every triple first (score syntax, WRONGTYPE, an
 //!   INCR board's overflow) so that an error changes no board; a member
-//!   given twice for one INCR board is checked against its score before
-//!   the call. It is logged as one LB.SUBMIT per triple that changed a
+//!   given twice for one INCR board is checked against the score the
+//!   earlier triple leaves. It is logged as one LB.SUBMIT per triple that changed a
 //!   board (in MULTI/EXEC when several).
 //! - LB.AMONG reads its trailing option words (WITHGLOBAL, WITH...) from
 //!   the end, so a member cannot be named like one of them there.
+
+use std::collections::HashMap;
 
 use super::args;
 use super::set::read_set;
@@ -593,12 +595,6 @@ fn lb_incr(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 
 /// Whether a submit of `score` for `member` would overflow (a board with
 /// POLICY INCR), checked before anything changes.
-fn would_overflow(b: &Leaderboard, member: &[u8], score: i64) -> bool {
-    b.options().policy == Policy::Incr
-        && b.score(member)
-            .is_some_and(|old| old.checked_add(score).is_none())
-}
-
 fn lb_msubmit(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     if !(a.len() - 1).is_multiple_of(3) {
         return Err(CmdError::WrongArity("lb.msubmit".to_string()));
@@ -616,13 +612,27 @@ fn lb_msubmit(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         };
         writes.push((t[0], w));
     }
-    // Checked first so that an error changes no board.
+    // Checked first so that an error changes no board: the scores of
+    // members of INCR boards are followed through the call, so a member
+    // named twice is checked against what the first triple leaves.
+    let mut sums: HashMap<(&[u8], &[u8]), Option<i64>> = HashMap::new();
     for (key, w) in &writes {
-        if let Some(b) = read_board(&mut ctx.keys, key)? {
-            if would_overflow(b, w.member, w.score) {
-                return Err(lb_error(LbError::Overflow));
-            }
+        let Some(b) = read_board(&mut ctx.keys, key)? else {
+            continue;
+        };
+        if b.options().policy != Policy::Incr {
+            continue;
         }
+        let cur = sums
+            .entry((key, w.member))
+            .or_insert_with(|| b.score(w.member));
+        *cur = match *cur {
+            None => Some(w.score),
+            Some(old) => match old.checked_add(w.score) {
+                Some(sum) => Some(sum),
+                None => return Err(lb_error(LbError::Overflow)),
+            },
+        };
     }
     let mut outs = Vec::with_capacity(writes.len());
     for (key, w) in &writes {
