@@ -902,3 +902,34 @@ fn a_truncated_aof_drops_the_boards_unfinished_write() {
     let mut c = srv.conn();
     assert_eq!(boards(&mut c), before, "the unfinished MSUBMIT is reverted");
 }
+
+/// Metadata accepted once loads again after `lb-max-meta-bytes` is lowered:
+/// the limit is for live writes, not for replaying the AOF.
+#[test]
+fn a_lower_meta_limit_does_not_refuse_the_aof() {
+    let dir = DataDir(temp_dir("lb-aof-meta"));
+    let mut srv = TestServer::start_with_aof(&dir.0);
+    let mut c = srv.conn();
+    q(
+        &mut c,
+        &["LB.SUBMIT", "b", "a", "1", "META", "twelve bytes"],
+    );
+    drop(c);
+    srv.terminate();
+    let d = dir.0.to_str().expect("utf-8");
+    let args = [
+        "--appendonly",
+        "yes",
+        "--dir",
+        d,
+        "--config",
+        "lb-max-meta-bytes=4",
+    ];
+    let srv = TestServer::start(&args);
+    let mut c = srv.conn();
+    let entry = q(&mut c, &["LB.GET", "b", "a"]);
+    assert!(entry.ends_with(" twelve bytes]"), "{entry}");
+    // Live writes still meet the new limit.
+    let e = err(&mut c, &["LB.SUBMIT", "b", "c", "2", "META", "longer"]);
+    assert!(e.contains("metadata is too long"), "{e}");
+}

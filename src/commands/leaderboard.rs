@@ -270,10 +270,13 @@ fn dedup_window(ctx: &Ctx) -> usize {
 }
 
 /// What a write reads from the configuration (one lock): the dedup window,
-/// and an error when `meta` is longer than `lb-max-meta-bytes`.
+/// and an error when `meta` is longer than `lb-max-meta-bytes` (not when
+/// replaying the AOF: what was accepted once loads whatever the limit is
+/// now).
 fn write_limits(ctx: &Ctx, meta: Option<&[u8]>) -> Result<usize, CmdError> {
     let config = ctx.server.config.read();
-    if meta.is_some_and(|m| m.len() as u64 > config.lb_max_meta_bytes) {
+    let limit = config.lb_max_meta_bytes;
+    if !ctx.client.replaying && meta.is_some_and(|m| m.len() as u64 > limit) {
         return Err(lb_error(LbError::MetaTooLong));
     }
     Ok(usize::try_from(config.lb_dedup_window).unwrap_or(usize::MAX))

@@ -212,6 +212,7 @@ pub fn load_file(server: &Server, path: &Path, load_truncated: bool) -> Result<L
     let info = Arc::new(ClientInfo::new(0, String::new(), String::new(), unix_ms()));
     let mut client = ClientState::new(info, true);
     client.deny_blocking = true;
+    client.replaying = true;
     let mut out = Reply::new(false);
     let mut parser = RequestParser::new();
     let limits = Limits::default();

@@ -203,6 +203,10 @@ pub struct ClientState {
     pub blocked: Option<BlockState>,
     /// Blocking commands must answer at once (inside EXEC or a script).
     pub deny_blocking: bool,
+    /// This client replays a file (the AOF at start-up): what was accepted
+    /// once is applied again even where a limit meant for live writes
+    /// (`lb-max-meta-bytes`) has since been lowered.
+    pub replaying: bool,
     /// A script is running this client's commands (`redis.call`): SORT
     /// then sorts sets it would leave unsorted, and messages the client
     /// publishes to itself wait in [`ClientState::script_pushes`].
@@ -244,6 +248,7 @@ impl ClientState {
             pending_misses: 0,
             blocked: None,
             deny_blocking: false,
+            replaying: false,
             in_script: false,
             rerun: false,
             clock: CommandClock::new(),
