@@ -16,7 +16,7 @@
 //! flight per connection (for the recipe: D first steps pipelined, then D
 //! second steps). Prints `queries_per_second`.
 
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::net::TcpStream;
 use std::time::Instant;
 
@@ -65,16 +65,15 @@ impl Conn {
     }
 
     fn line(&mut self) -> Result<Vec<u8>> {
-        let mut out = Vec::new();
-        let mut b = [0u8; 1];
-        loop {
-            self.rd.read_exact(&mut b).map_err(|e| e.to_string())?;
-            if b[0] == b'\n' {
-                out.pop();
-                return Ok(out);
-            }
-            out.push(b[0]);
+        let mut out = Vec::with_capacity(32);
+        self.rd
+            .read_until(b'\n', &mut out)
+            .map_err(|e| e.to_string())?;
+        if out.pop() != Some(b'\n') {
+            return Err("connection closed".into());
         }
+        out.pop();
+        Ok(out)
     }
 
     fn read(&mut self) -> Result<Reply> {
