@@ -79,10 +79,14 @@
 //! No `unsafe` here.
 
 mod ids;
+pub mod schedule;
+mod season;
 mod store;
 mod tree;
 
 pub use ids::IdWindow;
+pub use schedule::{next_boundary, Cron, Schedule, Zone};
+pub use season::{Archive, Due, PeriodView, Season, SeasonOptions, Source};
 
 #[cfg(test)]
 mod model_tests;
@@ -271,6 +275,9 @@ pub struct Leaderboard {
     meta_bytes: usize,
     /// Event ids of recent writes (`ID event-id`), kept by the commands.
     pub ids: IdWindow,
+    /// Schedule and closed periods (issue 17); None: a board that has
+    /// never been reset nor given a schedule.
+    season: Option<Box<Season>>,
 }
 
 impl fmt::Debug for Leaderboard {
@@ -294,6 +301,7 @@ impl Leaderboard {
             meta: HashMap::default(),
             meta_bytes: 0,
             ids: IdWindow::default(),
+            season: None,
         }
     }
 
@@ -331,6 +339,7 @@ impl Leaderboard {
             }
             + self.meta_bytes
             + self.ids.memory_usage()
+            + self.season_memory()
     }
 
     // ----- lookups --------------------------------------------------------
@@ -768,6 +777,7 @@ impl Leaderboard {
         }
         fresh.tree = Tree::from_sorted(&fresh.store, &ids);
         fresh.ids = std::mem::take(&mut self.ids);
+        fresh.season = self.season.take();
         *self = fresh;
     }
 
