@@ -91,6 +91,8 @@ pub use season::{Archive, Due, PeriodView, Season, SeasonOptions, Source};
 #[cfg(test)]
 mod model_tests;
 #[cfg(test)]
+mod season_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::HashMap;

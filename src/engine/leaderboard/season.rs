@@ -127,9 +127,17 @@ impl Leaderboard {
     /// Sets the season options (a board without a season gets one, its
     /// current period numbered `number`, started at `start`; a board with
     /// one keeps its periods, and `number` / `start` are used only when
-    /// given). The current period's end follows the new schedule; archives
-    /// past the new history are dropped.
-    pub fn set_season(&mut self, opts: SeasonOptions, number: Option<u64>, start: Option<u64>) {
+    /// given). The current period now ends at the schedule's first
+    /// boundary after `from` (or after its start, if later): a changed
+    /// schedule takes effect from the change, not from the period's
+    /// start. Archives past the new history are dropped.
+    pub fn set_season(
+        &mut self,
+        opts: SeasonOptions,
+        number: Option<u64>,
+        start: Option<u64>,
+        from: u64,
+    ) {
         let s = self.season.get_or_insert_with(|| {
             Box::new(Season {
                 opts: SeasonOptions::default(),
@@ -146,7 +154,7 @@ impl Leaderboard {
         if let Some(t) = start {
             s.start = t;
         }
-        s.end = next_boundary(&s.opts.schedule, s.opts.zone, s.start);
+        s.end = next_boundary(&s.opts.schedule, s.opts.zone, s.start.max(from));
         s.trim();
     }
 
@@ -179,10 +187,12 @@ impl Leaderboard {
                 }
             }
         }
+        let mut walked = 0;
         while let Some(b) = next.filter(|&b| passed(b)) {
-            if count >= MAX_WALK {
+            if walked >= MAX_WALK {
                 break;
             }
+            walked += 1;
             count += 1;
             tail.push_back(b);
             if tail.len() > keep {
@@ -222,6 +232,7 @@ impl Leaderboard {
                 },
                 None,
                 None,
+                0,
             );
         }
         let start = self.season.as_deref().map_or(0, |s| s.start);
