@@ -580,7 +580,7 @@ fn resp3_reply_shapes() {
     s.write_all(&encode(&["LB.INFO", "b"])).expect("write");
     let info = String::from_utf8_lossy(&read_at_least(&mut s, 100)).into_owned();
     assert!(
-        info.starts_with("%7\r\n$5\r\norder\r\n$4\r\nDESC\r\n"),
+        info.starts_with("%14\r\n$5\r\norder\r\n$4\r\nDESC\r\n"),
         "{info}"
     );
     assert!(

@@ -25,6 +25,7 @@
 //! - LB.AMONG reads its trailing option words (WITHGLOBAL, WITH...) from
 //!   the end, so a member cannot be named like one of them there.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use super::args;
@@ -32,7 +33,8 @@ use super::set::read_set;
 use super::table::{flags::*, CommandSpec, Handler, KeySpec};
 use super::{Ctx, Keys};
 use crate::engine::leaderboard::{
-    EntryRef, LbError, Leaderboard, Options, Order, Policy, Ranking, SubmitOutcome, Tiebreak,
+    Cron, EntryRef, LbError, Leaderboard, Options, Order, PeriodView, Policy, Ranking, Schedule,
+    SeasonOptions, Source, SubmitOutcome, Tiebreak, Zone,
 };
 use crate::engine::Value;
 use crate::error::{CmdError, CmdResult};
@@ -124,7 +126,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     ),
     lb_cmd(
         "lb.get",
-        3,
+        -3,
         READONLY | FAST,
         KeySpec::FIRST,
         lb_get,
@@ -133,7 +135,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     ),
     lb_cmd(
         "lb.score",
-        3,
+        -3,
         READONLY | FAST,
         KeySpec::FIRST,
         lb_score,
@@ -142,7 +144,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     ),
     lb_cmd(
         "lb.rank",
-        3,
+        -3,
         READONLY | FAST,
         KeySpec::FIRST,
         lb_rank,
@@ -205,7 +207,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     ),
     lb_cmd(
         "lb.percent",
-        3,
+        -3,
         READONLY | FAST,
         KeySpec::FIRST,
         lb_percent,
@@ -220,6 +222,33 @@ pub const COMMANDS: &[CommandSpec] = &[
         lb_count,
         "Count entries, or entries with a score in [min, max]",
         LOG_N,
+    ),
+    lb_cmd(
+        "lb.reset",
+        -2,
+        WRITE | FAST,
+        KeySpec::FIRST,
+        lb_reset,
+        "End a board's current period now (or apply its due boundaries: UNTIL)",
+        "O(1) (the period is moved, not copied).",
+    ),
+    lb_cmd(
+        "lb.config",
+        -3,
+        WRITE | FAST,
+        KeySpec::FIRST,
+        lb_config,
+        "Get or change a board's season settings (RESET TZ HISTORY ARCHIVE)",
+        "O(1)",
+    ),
+    lb_cmd(
+        "lb.periods",
+        2,
+        READONLY | FAST,
+        KeySpec::FIRST,
+        lb_periods,
+        "A board's kept periods: number, start, end, size, where it lives",
+        "O(H) for H kept periods.",
     ),
     lb_cmd(
         "lb.info",
@@ -406,12 +435,382 @@ fn outcome_reply(out: &mut Reply, o: &SubmitOutcome) {
 }
 
 // ---------------------------------------------------------------------------
-// LB.CREATE
+// Seasons (issue 17)
 
-fn parse_create(a: &[&[u8]]) -> Result<Options, CmdError> {
-    let mut o = default_options();
+/// The board under `key` as it is at `keys.now_ms` in period `back` (0:
+/// the current one, k: the k-th closed one); None when absent or not kept.
+/// A boundary passed but not yet applied is seen as applied: the new
+/// period is empty (a read does not change the board).
+fn read_board_at<'k>(
+    keys: &'k mut Keys<'_>,
+    key: &[u8],
+    back: u64,
+) -> Result<Option<Cow<'k, Leaderboard>>, CmdError> {
+    let now = keys.now_ms;
+    let Some(b) = read_board(keys, key)? else {
+        return Ok(None);
+    };
+    Ok(match b.period_at(now, back) {
+        None => None,
+        Some(PeriodView {
+            source: Source::Board(x),
+            ..
+        }) => Some(Cow::Borrowed(x)),
+        Some(_) => Some(Cow::Owned(Leaderboard::new(*b.options()))),
+    })
+}
+
+/// A command's arguments with `PERIOD -k` taken out, and k.
+type WithoutPeriod<'b, 'a> = (Cow<'b, [&'a [u8]]>, u64);
+
+/// `PERIOD -k` among the options from `a[first]` on: the arguments
+/// without it, and k.
+fn strip_period<'b, 'a>(
+    a: &'b [&'a [u8]],
+    first: usize,
+) -> Result<WithoutPeriod<'b, 'a>, CmdError> {
+    let Some(i) = (first..a.len().saturating_sub(1)).find(|&i| args::is(a[i], "PERIOD")) else {
+        return Ok((Cow::Borrowed(a), 0));
+    };
+    let back = period_arg(a[i + 1])?;
+    let mut rest = a.to_vec();
+    rest.drain(i..i + 2);
+    Ok((Cow::Owned(rest), back))
+}
+
+/// A trailing `PERIOD -k` (commands whose arguments end with members).
+fn strip_trailing_period<'b, 'a>(
+    a: &'b [&'a [u8]],
+    min_len: usize,
+) -> Result<(&'b [&'a [u8]], u64), CmdError> {
+    let n = a.len();
+    if n >= min_len + 2 && args::is(a[n - 2], "PERIOD") {
+        return Ok((&a[..n - 2], period_arg(a[n - 1])?));
+    }
+    Ok((a, 0))
+}
+
+/// `-k` or `0`: how many periods back.
+fn period_arg(arg: &[u8]) -> Result<u64, CmdError> {
+    let k = args::int(arg)?;
+    if k > 0 {
+        return Err(CmdError::err("PERIOD must be 0 or negative"));
+    }
+    Ok(k.unsigned_abs())
+}
+
+/// Applies the boundaries the board under `key` passed by now (not while
+/// replaying the AOF, which holds the rolls as `LB.RESET key UNTIL t`),
+/// logging the roll before what the command logs. True when it rolled.
+fn roll(ctx: &mut Ctx, key: &[u8]) -> Result<bool, CmdError> {
+    if ctx.client.replaying {
+        return Ok(false);
+    }
+    let now = ctx.keys.now_ms;
+    let Some(b) = write_board(&mut ctx.keys, key)? else {
+        return Ok(false);
+    };
+    if b.season().and_then(|s| s.end()).is_none_or(|e| e > now) {
+        return Ok(false);
+    }
+    b.roll_until(now);
+    let next = b.season().and_then(|s| s.end());
+    ctx.keys.modified(key)?;
+    ctx.keys.notify(Class::MODULE, "lb.reset", key);
+    ctx.keys.propagate_as(vec![
+        b"LB.RESET".to_vec(),
+        key.to_vec(),
+        b"UNTIL".to_vec(),
+        now.to_string().into_bytes(),
+    ]);
+    arm(ctx, key, next);
+    Ok(true)
+}
+
+/// Asks the server's timer to roll the board at `end`.
+fn arm(ctx: &Ctx, key: &[u8], end: Option<u64>) {
+    if let Some(end) = end {
+        ctx.server.season_timers.arm(end, ctx.keys.db, key);
+    }
+}
+
+/// The season settings a board has (or a board without a season would
+/// get: NEVER, UTC, HISTORY 1).
+fn season_options(b: &Leaderboard) -> SeasonOptions {
+    b.season().map_or(
+        SeasonOptions {
+            history: 1,
+            ..SeasonOptions::default()
+        },
+        |s| s.opts.clone(),
+    )
+}
+
+/// The season option at `a[i]`, if it is one (RESET, TZ, HISTORY,
+/// ARCHIVE), applied to `o`: the index after its values.
+fn season_option(a: &[&[u8]], i: usize, o: &mut SeasonOptions) -> Result<Option<usize>, CmdError> {
+    let w = a[i];
+    let v = option_value(a, i)?;
+    let bad = || CmdError::err(format!("invalid value '{}'", args::text(v)));
+    if args::is(w, "RESET") {
+        let (schedule, next) = if args::is(v, "NEVER") {
+            (Schedule::Never, i + 2)
+        } else if args::is(v, "DAILY") {
+            (Schedule::Daily, i + 2)
+        } else if args::is(v, "WEEKLY") {
+            (Schedule::Weekly, i + 2)
+        } else if args::is(v, "MONTHLY") {
+            (Schedule::Monthly, i + 2)
+        } else if args::is(v, "EVERY") {
+            let ms = count_arg(option_value(a, i + 1)?)?;
+            if ms == 0 {
+                return Err(CmdError::err(
+                    "EVERY must be a positive number of milliseconds",
+                ));
+            }
+            (Schedule::Every(ms), i + 3)
+        } else if args::is(v, "CRON") {
+            let line = args::text(option_value(a, i + 1)?);
+            let cron = Cron::parse(&line)
+                .ok_or_else(|| CmdError::err(format!("invalid cron line '{line}'")))?;
+            (Schedule::Cron(Box::new(cron)), i + 3)
+        } else {
+            return Err(bad());
+        };
+        o.schedule = schedule;
+        return Ok(Some(next));
+    }
+    if args::is(w, "TZ") {
+        let name = args::text(v);
+        o.zone = Zone::parse(&name)
+            .ok_or_else(|| CmdError::err(format!("unknown time zone '{name}'")))?;
+    } else if args::is(w, "HISTORY") {
+        o.history = count_arg(v)?;
+    } else if args::is(w, "ARCHIVE") {
+        if args::is(v, "DISK") {
+            return Err(CmdError::err(
+                "ARCHIVE DISK is not supported yet: closed periods are kept in memory",
+            ));
+        }
+        if !args::is(v, "MEMORY") {
+            return Err(bad());
+        }
+    } else {
+        return Ok(None);
+    }
+    Ok(Some(i + 2))
+}
+
+/// LB.RESET key [AT ms | UNTIL ms]: ends the current period at `ms`
+/// (default now), or applies the boundaries due by `ms` (the AOF's form
+/// of a scheduled roll). Answers the current period's number.
+fn lb_reset(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let key = a[1];
+    let (mut at, mut until) = (None, None);
     let mut i = 2;
     while i < a.len() {
+        let v = count_arg(option_value(a, i)?)?;
+        match a[i] {
+            w if args::is(w, "AT") => at = Some(v),
+            w if args::is(w, "UNTIL") => until = Some(v),
+            w => return Err(unknown_option(w)),
+        }
+        i += 2;
+    }
+    if at.is_some() && until.is_some() {
+        return Err(CmdError::Syntax);
+    }
+    let now = ctx.keys.now_ms;
+    let Some(b) = write_board(&mut ctx.keys, key)? else {
+        return Err(CmdError::NoSuchKey);
+    };
+    let changed = match until {
+        Some(t) => b.roll_until(t) > 0,
+        None => {
+            let t = at.unwrap_or(now);
+            if !b.reset_at(t) {
+                return Err(CmdError::err("AT is before the current period's start"));
+            }
+            true
+        }
+    };
+    let number = b.season().map_or(1, |s| s.number);
+    let next = b.season().and_then(|s| s.end());
+    if changed {
+        if until.is_none() {
+            let t = at.unwrap_or(now);
+            ctx.keys.propagate_as(vec![
+                b"LB.RESET".to_vec(),
+                key.to_vec(),
+                b"AT".to_vec(),
+                t.to_string().into_bytes(),
+            ]);
+        }
+        ctx.keys.modified(key)?;
+        ctx.keys.notify(Class::MODULE, "lb.reset", key);
+        arm(ctx, key, next);
+    }
+    ctx.out.int(number as i64);
+    Ok(())
+}
+
+/// LB.CONFIG key GET | SET option value ... [AT ms]: a board's season
+/// settings. SET takes RESET, TZ, HISTORY and ARCHIVE as LB.CREATE does;
+/// the current period then ends at the new schedule's first boundary
+/// after now (AT: after `ms`, the AOF's form).
+fn lb_config(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let key = a[1];
+    if args::is(a[2], "GET") {
+        if a.len() != 3 {
+            return Err(CmdError::Syntax);
+        }
+        let now = ctx.keys.now_ms;
+        let Some(b) = read_board(&mut ctx.keys, key)? else {
+            return Err(CmdError::NoSuchKey);
+        };
+        let o = season_options(b);
+        let current = b.period_at(now, 0);
+        config_reply(ctx.out, &o, current);
+        return Ok(());
+    }
+    if !args::is(a[2], "SET") {
+        return Err(CmdError::err(format!(
+            "unknown subcommand '{}'. Try LB.CONFIG key GET or SET",
+            args::text(a[2])
+        )));
+    }
+    if a.len() < 5 {
+        return Err(CmdError::WrongArity("lb.config".to_string()));
+    }
+    let mut o = match read_board(&mut ctx.keys, key)? {
+        Some(b) => season_options(b),
+        None => return Err(CmdError::NoSuchKey),
+    };
+    let mut at = None;
+    let mut i = 3;
+    while i < a.len() {
+        if args::is(a[i], "AT") {
+            at = Some(count_arg(option_value(a, i)?)?);
+            i += 2;
+            continue;
+        }
+        match season_option(a, i, &mut o)? {
+            Some(next) => i = next,
+            None => return Err(unknown_option(a[i])),
+        }
+    }
+    roll(ctx, key)?;
+    let from = at.unwrap_or(ctx.keys.now_ms);
+    let Some(b) = write_board(&mut ctx.keys, key)? else {
+        return Err(CmdError::NoSuchKey);
+    };
+    b.set_season(o, None, None, from);
+    let next = b.season().and_then(|s| s.end());
+    ctx.keys.modified(key)?;
+    let mut logged: Vec<Vec<u8>> = a.iter().map(|x| x.to_vec()).collect();
+    if at.is_none() {
+        logged.push(b"AT".to_vec());
+        logged.push(from.to_string().into_bytes());
+    }
+    ctx.keys.propagate_as(logged);
+    arm(ctx, key, next);
+    ctx.out.ok();
+    Ok(())
+}
+
+/// `reset`, `tz`, `history`, `archive`, `period`, `start`, `next` (a map in
+/// RESP3).
+fn config_reply(out: &mut Reply, o: &SeasonOptions, current: Option<PeriodView<'_>>) {
+    out.map(7);
+    season_fields(out, o, current);
+}
+
+/// The seven season fields of LB.CONFIG GET and LB.INFO.
+fn season_fields(out: &mut Reply, o: &SeasonOptions, current: Option<PeriodView<'_>>) {
+    out.bulk(b"reset");
+    out.bulk(o.schedule.words().join(" ").as_bytes());
+    out.bulk(b"tz");
+    out.bulk(o.zone.to_string().as_bytes());
+    out.bulk(b"history");
+    out.int(o.history as i64);
+    out.bulk(b"archive");
+    out.bulk(b"MEMORY");
+    out.bulk(b"period");
+    out.int(current.map_or(1, |p| p.number) as i64);
+    out.bulk(b"start");
+    out.int(current.map_or(0, |p| p.start) as i64);
+    out.bulk(b"next");
+    match current.and_then(|p| p.end) {
+        Some(e) => out.int(e as i64),
+        None => out.null(),
+    }
+}
+
+/// LB.PERIODS key: the kept periods, the current one first, each
+/// `number, start, end (nil: none scheduled), size, location` (a map in
+/// RESP3).
+fn lb_periods(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let now = ctx.keys.now_ms;
+    let Some(b) = read_board(&mut ctx.keys, a[1])? else {
+        ctx.out.array(0);
+        return Ok(());
+    };
+    let periods = b.periods_at(now);
+    let out = &mut *ctx.out;
+    out.array(periods.len());
+    for p in &periods {
+        out.map(5);
+        out.bulk(b"number");
+        out.int(p.number as i64);
+        out.bulk(b"start");
+        out.int(p.start as i64);
+        out.bulk(b"end");
+        match p.end {
+            Some(e) => out.int(e as i64),
+            None => out.null(),
+        }
+        out.bulk(b"size");
+        out.int(p.size() as i64);
+        out.bulk(b"location");
+        out.bulk(b"memory");
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// LB.CREATE
+
+/// LB.CREATE's options: the board's, and its season's when any season
+/// word was given (with the rewrite's NUMBER, SINCE and ENDS).
+struct Create {
+    opts: Options,
+    season: Option<SeasonOptions>,
+    number: Option<u64>,
+    since: Option<u64>,
+    ends: Option<u64>,
+}
+
+fn parse_create(a: &[&[u8]]) -> Result<Create, CmdError> {
+    let mut c = Create {
+        opts: default_options(),
+        season: None,
+        number: None,
+        since: None,
+        ends: None,
+    };
+    let mut season = SeasonOptions {
+        history: 1,
+        ..SeasonOptions::default()
+    };
+    let mut seasonal = false;
+    let o = &mut c.opts;
+    let mut i = 2;
+    while i < a.len() {
+        if let Some(next) = season_option(a, i, &mut season)? {
+            seasonal = true;
+            i = next;
+            continue;
+        }
         let v = option_value(a, i)?;
         let bad = || CmdError::err(format!("invalid value '{}'", args::text(v)));
         match a[i] {
@@ -420,15 +819,21 @@ fn parse_create(a: &[&[u8]]) -> Result<Options, CmdError> {
             w if args::is(w, "TIEBREAK") => o.tiebreak = Tiebreak::from_name(v).ok_or_else(bad)?,
             w if args::is(w, "RANKING") => o.ranking = Ranking::from_name(v).ok_or_else(bad)?,
             w if args::is(w, "CAPACITY") => o.capacity = count_arg(v)?,
+            w if args::is(w, "NUMBER") => c.number = Some(count_arg(v)?.max(1)),
+            w if args::is(w, "SINCE") => c.since = Some(count_arg(v)?),
+            w if args::is(w, "ENDS") => c.ends = Some(count_arg(v)?),
             w => return Err(unknown_option(w)),
         }
         i += 2;
     }
-    Ok(o)
+    if seasonal || c.number.is_some() || c.since.is_some() {
+        c.season = Some(season);
+    }
+    Ok(c)
 }
 
 fn lb_create(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
-    let opts = parse_create(a)?;
+    let c = parse_create(a)?;
     let key = a[1];
     if ctx.keys.exists(key)? {
         return Err(CmdError::err(format!(
@@ -436,11 +841,24 @@ fn lb_create(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
             args::text(key)
         )));
     }
-    ctx.keys.set(
-        key,
-        Value::Leaderboard(Box::new(Leaderboard::new(opts))),
-        false,
-    )?;
+    let mut b = Leaderboard::new(c.opts);
+    let mut next = None;
+    if let Some(season) = c.season {
+        let since = c.since.unwrap_or(ctx.keys.now_ms);
+        let from = c.ends.map_or(since, |e| e.saturating_sub(1));
+        b.set_season(season, c.number, Some(since), from);
+        next = b.season().and_then(|s| s.end());
+        if c.since.is_none() {
+            // The AOF holds the start, so that a reload ends the period
+            // where this one ends.
+            let mut logged: Vec<Vec<u8>> = a.iter().map(|x| x.to_vec()).collect();
+            logged.push(b"SINCE".to_vec());
+            logged.push(since.to_string().into_bytes());
+            ctx.keys.propagate_as(logged);
+        }
+    }
+    ctx.keys.set(key, Value::Leaderboard(Box::new(b)), false)?;
+    arm(ctx, key, next);
     ctx.keys.notify(Class::MODULE, "lb.create", key);
     ctx.out.ok();
     Ok(())
@@ -560,6 +978,7 @@ impl Write<'_> {
 /// absent); a refused write changes nothing, not even the keyspace.
 fn apply_write(ctx: &mut Ctx, key: &[u8], w: &Write<'_>) -> Result<SubmitOutcome, CmdError> {
     let window = write_limits(ctx, w.meta)?;
+    roll(ctx, key)?;
     let at = w.at.unwrap_or(ctx.keys.now_ms);
     let (out, recorded) = match write_board(&mut ctx.keys, key)? {
         Some(b) => w.apply(b, at, window)?,
@@ -615,6 +1034,10 @@ fn lb_msubmit(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         };
         writes.push((t[0], w));
     }
+    // Boundaries first, so that the checks see the periods written to.
+    for (key, _) in &writes {
+        roll(ctx, key)?;
+    }
     // Checked first so that an error changes no board: the scores of
     // members of INCR boards are followed through the call, so a member
     // named twice is checked against what the first triple leaves.
@@ -653,12 +1076,17 @@ fn lb_msubmit(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 fn lb_seen(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let key = a[1];
     let window = dedup_window(ctx);
+    let rolled = roll(ctx, key)?;
     let Some(b) = write_board(&mut ctx.keys, key)? else {
         return Err(CmdError::NoSuchKey);
     };
     let added = a[2..].iter().filter(|id| b.ids.insert(id, window)).count();
     if added > 0 {
         ctx.keys.modified(key)?;
+        if rolled {
+            ctx.keys
+                .propagate_as(a.iter().map(|x| x.to_vec()).collect());
+        }
     }
     ctx.out.int(added as i64);
     Ok(())
@@ -669,6 +1097,7 @@ fn lb_seen(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 
 fn lb_rem(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let key = a[1];
+    let rolled = roll(ctx, key)?;
     let Some(b) = write_board(&mut ctx.keys, key)? else {
         ctx.out.int(0);
         return Ok(());
@@ -677,6 +1106,11 @@ fn lb_rem(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     if removed > 0 {
         ctx.keys.modified(key)?;
         ctx.keys.notify(Class::MODULE, "lb.rem", key);
+        if rolled {
+            // The roll is logged; the command must be too.
+            ctx.keys
+                .propagate_as(a.iter().map(|x| x.to_vec()).collect());
+        }
     }
     ctx.out.int(removed as i64);
     Ok(())
@@ -685,9 +1119,21 @@ fn lb_rem(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 // ---------------------------------------------------------------------------
 // Point reads
 
+/// A point read's arguments: `key member [PERIOD -k]`.
+fn point_args<'b, 'a>(a: &'b [&'a [u8]]) -> Result<WithoutPeriod<'b, 'a>, CmdError> {
+    let (a, back) = strip_period(a, 3)?;
+    if a.len() != 3 {
+        return Err(CmdError::Syntax);
+    }
+    Ok((a, back))
+}
+
 fn lb_get(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
-    let b = read_board(&mut ctx.keys, a[1])?;
-    let found = b.and_then(|b| Some((b.rank(a[2])?, b.get(a[2])?)));
+    let (a, back) = point_args(a)?;
+    let b = read_board_at(&mut ctx.keys, a[1], back)?;
+    let found = b
+        .as_deref()
+        .and_then(|b| Some((b.rank(a[2])?, b.get(a[2])?)));
     match found {
         Some((rank, e)) => entry_reply(ctx.out, rank, &e, With::ALL, 0),
         None => ctx.out.null(),
@@ -696,7 +1142,8 @@ fn lb_get(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 }
 
 fn lb_score(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
-    match read_board(&mut ctx.keys, a[1])?.and_then(|b| b.score(a[2])) {
+    let (a, back) = point_args(a)?;
+    match read_board_at(&mut ctx.keys, a[1], back)?.and_then(|b| b.score(a[2])) {
         Some(s) => ctx.out.int(s),
         None => ctx.out.null(),
     }
@@ -704,23 +1151,28 @@ fn lb_score(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 }
 
 fn lb_rank(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
-    let rank = read_board(&mut ctx.keys, a[1])?.and_then(|b| b.rank(a[2]));
+    let (a, back) = point_args(a)?;
+    let rank = read_board_at(&mut ctx.keys, a[1], back)?.and_then(|b| b.rank(a[2]));
     rank_or_null(ctx.out, rank);
     Ok(())
 }
 
 fn lb_mrank(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
-    let b = read_board(&mut ctx.keys, a[1])?;
+    let (a, back) = strip_trailing_period(a, 3)?;
+    let b = read_board_at(&mut ctx.keys, a[1], back)?;
     ctx.out.array(a.len() - 2);
     for m in &a[2..] {
-        rank_or_null(ctx.out, b.and_then(|b| b.rank(m)));
+        rank_or_null(ctx.out, b.as_deref().and_then(|b| b.rank(m)));
     }
     Ok(())
 }
 
 fn lb_percent(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
-    let b = read_board(&mut ctx.keys, a[1])?;
-    let pct = b.and_then(|b| Some(100.0 * b.rank(a[2])? as f64 / b.count() as f64));
+    let (a, back) = point_args(a)?;
+    let b = read_board_at(&mut ctx.keys, a[1], back)?;
+    let pct = b
+        .as_deref()
+        .and_then(|b| Some(100.0 * b.rank(a[2])? as f64 / b.count() as f64));
     match pct {
         Some(p) => ctx.out.double(p),
         None => ctx.out.null(),
@@ -729,13 +1181,14 @@ fn lb_percent(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 }
 
 fn lb_count(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let (a, back) = strip_period(a, 2)?;
     let bounds = match a.len() {
         2 => None,
         4 => Some((score_arg(a[2])?, score_arg(a[3])?)),
         _ => return Err(CmdError::Syntax),
     };
-    let b = read_board(&mut ctx.keys, a[1])?;
-    let n = match (b, bounds) {
+    let b = read_board_at(&mut ctx.keys, a[1], back)?;
+    let n = match (b.as_deref(), bounds) {
         (None, _) => 0,
         (Some(b), None) => b.count(),
         (Some(b), Some((min, max))) => b.count_between(min, max),
@@ -745,14 +1198,17 @@ fn lb_count(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 }
 
 fn lb_info(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let now = ctx.keys.now_ms;
     let Some(b) = read_board(&mut ctx.keys, a[1])? else {
         ctx.out.null();
         return Ok(());
     };
     let o = *b.options();
-    let (size, memory) = (b.count(), b.memory_usage());
+    let current = b.period_at(now, 0);
+    let (size, memory) = (current.map_or(0, |p| p.size()), b.memory_usage());
+    let season = season_options(b);
     let out = &mut *ctx.out;
-    out.map(7);
+    out.map(14);
     for (name, word) in [
         ("order", o.order.name()),
         ("policy", o.policy.name()),
@@ -770,6 +1226,7 @@ fn lb_info(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         out.bulk(name.as_bytes());
         out.int(n as i64);
     }
+    season_fields(out, &season, current);
     Ok(())
 }
 
@@ -817,8 +1274,12 @@ fn parse_top(a: &[&[u8]]) -> Result<Top, CmdError> {
 }
 
 fn lb_top(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
-    let t = parse_top(a)?;
-    let Some(b) = read_board(&mut ctx.keys, a[1])? else {
+    let (a, back) = strip_period(a, 3)?;
+    if a.len() < 3 {
+        return Err(CmdError::Syntax);
+    }
+    let t = parse_top(&a)?;
+    let Some(b) = read_board_at(&mut ctx.keys, a[1], back)? else {
         ctx.out.array(0);
         return Ok(());
     };
@@ -852,10 +1313,11 @@ fn place(arg: &[u8], len: u64) -> Result<u64, CmdError> {
 }
 
 fn lb_range(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let (a, back) = strip_period(a, 4)?;
     args::int(a[2])?;
     args::int(a[3])?;
     let with = With::parse(&a[4..], false)?;
-    let Some(b) = read_board(&mut ctx.keys, a[1])? else {
+    let Some(b) = read_board_at(&mut ctx.keys, a[1], back)? else {
         ctx.out.array(0);
         return Ok(());
     };
@@ -865,9 +1327,10 @@ fn lb_range(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 }
 
 fn lb_around(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let (a, back) = strip_period(a, 4)?;
     let count = count_arg(a[3])?;
     let with = With::parse(&a[4..], false)?;
-    match read_board(&mut ctx.keys, a[1])? {
+    match read_board_at(&mut ctx.keys, a[1], back)?.as_deref() {
         Some(b) => entries_reply(ctx.out, b.around(a[2], count), with),
         None => ctx.out.array(0),
     }
@@ -875,8 +1338,8 @@ fn lb_around(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 }
 
 /// The board restricted to `members`, ranked among themselves.
-fn among_reply(ctx: &mut Ctx, key: &[u8], members: &[&[u8]], with: With) -> CmdResult {
-    let Some(b) = read_board(&mut ctx.keys, key)? else {
+fn among_reply(ctx: &mut Ctx, key: &[u8], members: &[&[u8]], with: With, back: u64) -> CmdResult {
+    let Some(b) = read_board_at(&mut ctx.keys, key, back)? else {
         ctx.out.array(0);
         return Ok(());
     };
@@ -889,21 +1352,23 @@ fn among_reply(ctx: &mut Ctx, key: &[u8], members: &[&[u8]], with: With) -> CmdR
 }
 
 fn lb_among(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let (a, back) = strip_trailing_period(a, 3)?;
     let mut with = With::default();
     let mut end = a.len();
     while end > 3 && with.take(a[end - 1], true) {
         end -= 1;
     }
-    among_reply(ctx, a[1], &a[2..end], with)
+    among_reply(ctx, a[1], &a[2..end], with, back)
 }
 
 fn lb_friends(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let (a, back) = strip_period(a, 3)?;
     let mut with = With::default();
     let mut include = None;
     let mut i = 3;
     while i < a.len() {
         if args::is(a[i], "INCLUDE") {
-            include = Some(option_value(a, i)?);
+            include = Some(option_value(&a, i)?);
             i += 2;
         } else if with.take(a[i], true) {
             i += 1;
@@ -918,5 +1383,5 @@ fn lb_friends(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         .unwrap_or_default();
     let mut members: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
     members.extend(include);
-    among_reply(ctx, a[1], &members, with)
+    among_reply(ctx, a[1], &members, with, back)
 }

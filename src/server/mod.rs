@@ -10,6 +10,9 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
+use crate::commands;
+use crate::protocol::Reply;
+use crate::state::client::{ClientInfo, ClientState};
 use crate::state::{journal, notify};
 use crate::state::{unix_ms, Server};
 
@@ -88,10 +91,34 @@ async fn accept_loop(server: Arc<Server>, listener: TcpListener) {
     }
 }
 
-/// The periodic work: active expiry, `hz` times a second.
+/// Rolls the seasonal boards whose boundary has passed (issue 17), each
+/// with `LB.RESET key UNTIL now` run as an internal client, so that the
+/// roll takes the board's lock, is seen by a running AOF rewrite and is
+/// logged like any write. A board deleted or renamed since its timer was
+/// armed answers an error, which is ignored.
+fn roll_due_boards(server: &Server, client: &mut ClientState) {
+    let now = unix_ms();
+    let due = server.season_timers.take_due(now, 1000);
+    if due.is_empty() {
+        return;
+    }
+    let now_arg = now.to_string();
+    for (db, key) in due {
+        client.db = db;
+        client.clock.reset();
+        let mut out = Reply::new(false);
+        let args: [&[u8]; 4] = [b"LB.RESET", &key, b"UNTIL", now_arg.as_bytes()];
+        commands::execute(server, client, &mut out, &args);
+    }
+}
+
+/// The periodic work: active expiry and seasonal boards' boundaries, `hz`
+/// times a second.
 fn spawn_cron(server: Arc<Server>) {
     tokio::spawn(async move {
         let mut shutdown = server.shutdown.subscribe();
+        let info = Arc::new(ClientInfo::new(0, String::new(), String::new(), unix_ms()));
+        let mut season_client = ClientState::new(info, true);
         loop {
             let hz = server.config.read().hz.clamp(1, 500);
             let period = Duration::from_millis(1000 / hz);
@@ -118,6 +145,7 @@ fn spawn_cron(server: Arc<Server>) {
                 }
                 tokio::task::yield_now().await;
             }
+            roll_due_boards(&server, &mut season_client);
             server.tracking.after_batch(&server);
         }
     });

@@ -1,22 +1,40 @@
 //! Time: unix clocks, and the per-connection command clock that reads the
 //! time once per command.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// `debug-clock-offset-ms`: added to the wall clock everywhere the server
+/// reads it (the test clock: a test moves the server's time across a
+/// boundary instead of waiting for it).
+static OFFSET_MS: AtomicI64 = AtomicI64::new(0);
+
+/// Sets the test clock's offset (see [`OFFSET_MS`]).
+pub fn set_offset_ms(ms: i64) {
+    OFFSET_MS.store(ms, Ordering::Relaxed);
+}
+
+fn shifted(us: u64, per_ms: i64) -> u64 {
+    let off = OFFSET_MS.load(Ordering::Relaxed).saturating_mul(per_ms);
+    (us as i64).saturating_add(off).max(0) as u64
+}
 
 /// Unix time in milliseconds.
 pub fn unix_ms() -> u64 {
-    SystemTime::now()
+    let ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+        .unwrap_or(0);
+    shifted(ms, 1)
 }
 
 /// Unix time in microseconds.
 pub fn unix_us() -> u64 {
-    SystemTime::now()
+    let us = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_micros() as u64)
-        .unwrap_or(0)
+        .unwrap_or(0);
+    shifted(us, 1000)
 }
 
 /// A connection's command clock. Reading the time costs as much as a small

@@ -44,6 +44,8 @@ pub struct Config {
     pub lb_max_meta_bytes: u64,
     /// Event ids (`ID`) each board remembers.
     pub lb_dedup_window: u64,
+    /// `debug-clock-offset-ms`: the test clock (see `state::clock`).
+    pub debug_clock_offset_ms: i64,
     pub appendonly: bool,
     pub appendfilename: String,
     pub appendfsync: String,
@@ -96,6 +98,7 @@ impl Default for Config {
             hash_max_listpack_value: 64,
             lb_max_meta_bytes: 4096,
             lb_dedup_window: 100000,
+            debug_clock_offset_ms: 0,
             appendonly: false,
             appendfilename: "appendonly.aof".into(),
             appendfsync: "everysec".into(),
@@ -480,6 +483,12 @@ pub static PARAMS: &[Param] = &[
     ),
     num_field!("lb-max-meta-bytes", &[], MEMORY, lb_max_meta_bytes),
     num_field!("lb-dedup-window", &[], int(0, i64::MAX), lb_dedup_window),
+    num_field!(
+        "debug-clock-offset-ms",
+        &[],
+        int(i64::MIN, i64::MAX),
+        debug_clock_offset_ms
+    ),
     num_field!(
         "list-max-listpack-size",
         &["list-max-ziplist-size"],

@@ -22,6 +22,7 @@ pub mod monitor;
 pub mod notify;
 pub mod outbox;
 pub mod pubsub;
+pub mod seasons;
 pub mod server;
 pub mod tracking;
 

@@ -18,6 +18,7 @@ use super::monitor::Monitors;
 use super::notify;
 use super::outbox::{LimitCell, OutputLimit};
 use super::pubsub::PubSub;
+use super::seasons::SeasonTimers;
 use super::tracking::Tracking;
 use crate::engine::Keyspace;
 use crate::scripting::Scripting;
@@ -143,6 +144,8 @@ pub struct Server {
     pub tracking: Tracking,
     /// The clients in monitor mode.
     pub monitors: Monitors,
+    /// When seasonal boards are due to roll over (issue 17).
+    pub season_timers: SeasonTimers,
     /// Hot copy of `client-output-buffer-limit`'s normal class (clients
     /// that subscribe to nothing, monitors included).
     pub normal_limit: LimitCell,
@@ -152,6 +155,7 @@ impl Server {
     /// A server with this configuration and an empty keyspace.
     pub fn new(config: Config, config_file: Option<String>) -> Arc<Self> {
         let (tx, _rx) = watch::channel(false);
+        super::clock::set_offset_ms(config.debug_clock_offset_ms);
         let now = unix_ms();
         let pubsub = PubSub::new();
         let tracking = Tracking::new(config.tracking_table_max_keys);
@@ -191,6 +195,7 @@ impl Server {
             pubsub,
             tracking,
             monitors: Monitors::new(),
+            season_timers: SeasonTimers::default(),
             normal_limit,
         })
     }
@@ -231,6 +236,7 @@ impl Server {
         self.pubsub.set_limit(output_limit(&c, "pubsub"));
         self.normal_limit.set(output_limit(&c, "normal"));
         self.tracking.set_max_keys(c.tracking_table_max_keys);
+        super::clock::set_offset_ms(c.debug_clock_offset_ms);
     }
 
     /// The output limit of client `c`: the `pubsub` class while it

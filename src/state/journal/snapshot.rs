@@ -232,12 +232,22 @@ pub fn write_value(out: &mut Vec<u8>, key: &[u8], value: &Value) {
 /// window's ids (`LB.SEEN`, oldest first): a reload
 /// rebuilds the same order (the times are kept, and every member is new
 /// to the board, so no POLICY applies).
+///
+/// A seasonal board (issue 17): LB.CREATE carries the season options and
+/// the number and start of the oldest period kept; each closed period,
+/// oldest first, is its entries, `LB.CONFIG key SET HISTORY n AT end-1`
+/// (so that no boundary of today's schedule falls inside it) and
+/// `LB.RESET key AT end`; then the
+/// current period's entries, and `LB.CONFIG key SET HISTORY n AT end-1`
+/// so that the current period ends where it ends now (a schedule changed
+/// mid-period ends it at the new schedule's first boundary after the
+/// change, not after its start).
 fn write_leaderboard(out: &mut Vec<u8>, key: &[u8], b: &Leaderboard) {
     let o = b.options();
     let mut num = itoa::Buffer::new();
     let capacity = num.format(o.capacity).to_owned();
-    let create: [&[u8]; 12] = [
-        b"LB.CREATE",
+    let mut create: Vec<Vec<u8>> = [
+        &b"LB.CREATE"[..],
         key,
         b"ORDER",
         o.order.name().as_bytes(),
@@ -249,8 +259,83 @@ fn write_leaderboard(out: &mut Vec<u8>, key: &[u8], b: &Leaderboard) {
         o.ranking.name().as_bytes(),
         b"CAPACITY",
         capacity.as_bytes(),
-    ];
-    write_command(out, create.into_iter());
+    ]
+    .iter()
+    .map(|x| x.to_vec())
+    .collect();
+    if let Some(s) = b.season() {
+        let (number, since) = s
+            .archives()
+            .next()
+            .map_or((s.number, s.start), |a| (a.number, a.start));
+        create.push(b"RESET".to_vec());
+        create.extend(s.opts.schedule.words().into_iter().map(String::into_bytes));
+        for (word, value) in [
+            ("TZ", s.opts.zone.to_string()),
+            ("HISTORY", s.opts.history.to_string()),
+            ("NUMBER", number.to_string()),
+            ("SINCE", since.to_string()),
+        ] {
+            create.push(word.as_bytes().to_vec());
+            create.push(value.into_bytes());
+        }
+    }
+    write_command(out, create.iter().map(|x| x.as_slice()));
+    if let Some(s) = b.season() {
+        let history = s.opts.history.to_string();
+        for a in s.archives() {
+            write_entries(out, key, &a.board);
+            // The period ends at `end` whatever schedule it had then: no
+            // boundary of today's schedule falls before it.
+            let (end, before) = (a.end.to_string(), a.end.saturating_sub(1).to_string());
+            write_command(
+                out,
+                [
+                    &b"LB.CONFIG"[..],
+                    key,
+                    b"SET",
+                    b"HISTORY",
+                    history.as_bytes(),
+                    b"AT",
+                    before.as_bytes(),
+                ]
+                .into_iter(),
+            );
+            write_command(
+                out,
+                [&b"LB.RESET"[..], key, b"AT", end.as_bytes()].into_iter(),
+            );
+        }
+    }
+    write_entries(out, key, b);
+    if let Some((s, end)) = b.season().and_then(|s| Some((s, s.end()?))) {
+        let (history, at) = (s.opts.history.to_string(), (end - 1).to_string());
+        write_command(
+            out,
+            [
+                &b"LB.CONFIG"[..],
+                key,
+                b"SET",
+                b"HISTORY",
+                history.as_bytes(),
+                b"AT",
+                at.as_bytes(),
+            ]
+            .into_iter(),
+        );
+    }
+    let ids: Vec<&[u8]> = b.ids.iter().collect();
+    for batch in ids.chunks(ITEMS_PER_COMMAND) {
+        let args: Vec<&[u8]> = [&b"LB.SEEN"[..], key]
+            .into_iter()
+            .chain(batch.iter().copied())
+            .collect();
+        write_command(out, args.into_iter());
+    }
+}
+
+/// One `LB.SUBMIT ... SUBSCORE s AT t [META m]` per entry of `b`.
+fn write_entries(out: &mut Vec<u8>, key: &[u8], b: &Leaderboard) {
     for (_, e) in b.iter() {
         let (score, sub, at) = (
             e.score.to_string(),
@@ -271,14 +356,6 @@ fn write_leaderboard(out: &mut Vec<u8>, key: &[u8], b: &Leaderboard) {
             args.push(b"META");
             args.push(m);
         }
-        write_command(out, args.into_iter());
-    }
-    let ids: Vec<&[u8]> = b.ids.iter().collect();
-    for batch in ids.chunks(ITEMS_PER_COMMAND) {
-        let args: Vec<&[u8]> = [&b"LB.SEEN"[..], key]
-            .into_iter()
-            .chain(batch.iter().copied())
-            .collect();
         write_command(out, args.into_iter());
     }
 }
