@@ -534,7 +534,18 @@ fn a_restart_across_missed_boundaries_archives_the_right_periods() {
         ],
     );
     q(&mut c, &["LB.SUBMIT", "h", "x", "1"]);
+    // A board reset by hand, then given a schedule mid-period: its period
+    // ends at the first boundary after the change (June 3), not after
+    // its start (June 2); the rewrite must keep that.
+    q(&mut c, &["LB.CREATE", "m", "HISTORY", "2"]);
+    q(&mut c, &["LB.SUBMIT", "m", "y", "1"]);
+    assert_eq!(q(&mut c, &["LB.RESET", "m"]), "2");
+    q(&mut c, &["LB.SUBMIT", "m", "z", "1"]);
     set_clock(&mut c, jun(2, 10));
+    assert_eq!(
+        q(&mut c, &["LB.CONFIG", "m", "SET", "RESET", "DAILY"]),
+        "OK"
+    );
     q(&mut c, &["LB.SUBMIT", "d", "carl", "7"]);
     assert_eq!(
         q(&mut c, &["BGREWRITEAOF"]),
@@ -573,17 +584,33 @@ fn a_restart_across_missed_boundaries_archives_the_right_periods() {
     let h = periods(&mut c, "h");
     assert_eq!(h.len(), 3);
     assert_eq!(h[0].0, h_before[0].0 + 48);
+    let m = periods(&mut c, "m");
+    assert_eq!(m[0], (4, jun(4, 0), Some(jun(5, 0)), 0), "{m:?}");
+    assert_eq!(m[1], (3, jun(3, 0), Some(jun(4, 0)), 0), "{m:?}");
+    assert_eq!((m[2].0, m[2].2, m[2].3), (2, Some(jun(3, 0)), 1), "{m:?}");
+    assert_eq!(q(&mut c, &["LB.SCORE", "m", "z", "PERIOD", "-2"]), "1");
     // Once the timer has rolled the boards (and logged it), a second
     // restart finds the same periods.
     let deadline = Instant::now() + Duration::from_secs(5);
-    while common::info(&mut c, "leaderboards")["lb_periods_in_memory"] != "5" {
+    while common::info(&mut c, "leaderboards")["lb_periods_in_memory"] != "7" {
         assert!(Instant::now() < deadline);
         std::thread::sleep(Duration::from_millis(20));
     }
-    let before = (periods(&mut c, "d"), periods(&mut c, "h"));
+    let before = (
+        periods(&mut c, "d"),
+        periods(&mut c, "h"),
+        periods(&mut c, "m"),
+    );
     srv.terminate();
     drop(c);
     let srv = start_at(&dir.0, jun(4, 10));
     let mut c = srv.conn();
-    assert_eq!((periods(&mut c, "d"), periods(&mut c, "h")), before);
+    assert_eq!(
+        (
+            periods(&mut c, "d"),
+            periods(&mut c, "h"),
+            periods(&mut c, "m")
+        ),
+        before
+    );
 }

@@ -1,8 +1,21 @@
 //! Leaderboard commands (issue 16): LB.CREATE, LB.SUBMIT, LB.INCR,
 //! LB.MSUBMIT, LB.REM, LB.GET, LB.SCORE, LB.RANK, LB.MRANK, LB.TOP,
 //! LB.RANGE, LB.AROUND, LB.AMONG, LB.FRIENDS, LB.PERCENT, LB.COUNT and
-//! LB.INFO, and LB.SEEN (the AOF rewrite's form of a dedup window). Argument parsing and replies live here; the board itself is
+//! LB.INFO, and LB.SEEN (the AOF rewrite's form of a dedup window); the
+//! seasons of issue 17: LB.RESET, LB.CONFIG, LB.PERIODS and `PERIOD -k`
+//! on the reads. Argument parsing and replies live here; the board itself
+//! (its periods and the schedules' boundaries included) is
 //! `engine::leaderboard`.
+//!
+//! Seasons, decided here:
+//! - A boundary is checked on every access, against the command's time:
+//!   a read sees the board as rolled (`period_at`, no change), a write
+//!   rolls it first and logs `LB.RESET key UNTIL now` before itself; the
+//!   server's timer rolls boards nobody touches the same way. While the
+//!   AOF is replayed nothing rolls by the clock: the rolls are in the file.
+//! - LB.CREATE of a seasonal board is logged with its `SINCE`, LB.CONFIG
+//!   SET with its `AT`, LB.RESET with its `AT`, so a reload ends every
+//!   period where it ended.
 //!
 //! Decided here:
 //! - A board first written by LB.SUBMIT / LB.INCR gets the default options.
@@ -16,7 +29,8 @@
 //! - Metadata is limited by `lb-max-meta-bytes` (default 4096), read at
 //!   every write.
 //! - Keyspace events are of class `d` (module): `lb.create`, `lb.submit`,
-//!   `lb.incr`, `lb.rem`.
+//!   `lb.incr`, `lb.rem`, `lb.reset` (a period ended: LB.RESET, a
+//!   write or the timer rolling the board).
 //! - LB.MSUBMIT checks every triple first (score syntax, WRONGTYPE, an
 //!   INCR board's overflow) so that an error changes no board; a member
 //!   given twice for one INCR board is checked against the score the
