@@ -316,6 +316,8 @@ fn options_and_errors() {
     assert!(err(&mut c, &["LB.RESET", "nokey"]).contains("no such key"));
     assert!(err(&mut c, &["LB.CONFIG", "nokey", "GET"]).contains("no such key"));
     assert_eq!(q(&mut c, &["LB.PERIODS", "nokey"]), "[]");
+    assert!(err(&mut c, &["LB.CREATE", "x", "HISTORY", "10001"])
+        .contains("HISTORY must be between 0 and 10000"));
     assert_eq!(q(&mut c, &["EXISTS", "x"]), "0");
 
     q(

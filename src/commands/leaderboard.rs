@@ -560,6 +560,11 @@ fn season_options(b: &Leaderboard) -> SeasonOptions {
     )
 }
 
+/// Most closed periods a board keeps (a daily board's 27 years): each
+/// one, even empty, is a board in memory, and a long-missed EVERY
+/// schedule would otherwise make as many.
+const MAX_HISTORY: u64 = 10_000;
+
 /// The season option at `a[i]`, if it is one (RESET, TZ, HISTORY,
 /// ARCHIVE), applied to `o`: the index after its values.
 fn season_option(a: &[&[u8]], i: usize, o: &mut SeasonOptions) -> Result<Option<usize>, CmdError> {
@@ -600,6 +605,11 @@ fn season_option(a: &[&[u8]], i: usize, o: &mut SeasonOptions) -> Result<Option<
             .ok_or_else(|| CmdError::err(format!("unknown time zone '{name}'")))?;
     } else if args::is(w, "HISTORY") {
         o.history = count_arg(v)?;
+        if o.history > MAX_HISTORY {
+            return Err(CmdError::err(format!(
+                "HISTORY must be between 0 and {MAX_HISTORY}"
+            )));
+        }
     } else if args::is(w, "ARCHIVE") {
         if args::is(v, "DISK") {
             return Err(CmdError::err(
