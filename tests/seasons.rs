@@ -382,6 +382,8 @@ fn options_and_errors() {
     assert_eq!(q(&mut c, &["LB.SCORE", "plain", "a", "PERIOD", "-1"]), "1");
     assert!(err(&mut c, &["LB.RESET", "plain", "AT", "5"])
         .contains("before the current period's start"));
+    assert!(err(&mut c, &["LB.RESET", "plain", "AT", "99999999999999"]).contains("future"));
+    assert!(err(&mut c, &["LB.RESET", "plain", "UNTIL", "99999999999999"]).contains("future"));
     q(&mut c, &["SET", "str", "v"]);
     assert!(err(&mut c, &["LB.RESET", "str"]).contains("WRONGTYPE"));
 }

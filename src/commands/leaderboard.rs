@@ -645,6 +645,11 @@ fn lb_reset(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         return Err(CmdError::Syntax);
     }
     let now = ctx.keys.now_ms;
+    // A client cannot end periods in the future (the AOF can: its times
+    // are those of the server that wrote it).
+    if !ctx.client.replaying && at.or(until).is_some_and(|t| t > now) {
+        return Err(CmdError::err("AT and UNTIL cannot be in the future"));
+    }
     let Some(b) = write_board(&mut ctx.keys, key)? else {
         return Err(CmdError::NoSuchKey);
     };

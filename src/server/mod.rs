@@ -110,6 +110,7 @@ fn roll_due_boards(server: &Server, client: &mut ClientState) {
         let args: [&[u8]; 4] = [b"LB.RESET", &key, b"UNTIL", now_arg.as_bytes()];
         commands::execute(server, client, &mut out, &args);
     }
+    commands::flush_stats(server, client);
 }
 
 /// The periodic work: active expiry and seasonal boards' boundaries, `hz`
