@@ -4,6 +4,7 @@
 
 pub mod args;
 pub mod bitmap;
+pub mod cluster;
 pub mod connection;
 pub mod hash;
 pub mod keys;
@@ -57,6 +58,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     pubsub::COMMANDS,
     sort::COMMANDS,
     leaderboard::COMMANDS,
+    cluster::COMMANDS,
 ];
 
 /// Commands that run at once even inside MULTI.
@@ -584,6 +586,24 @@ fn reject(
     cmd: Option<&Command>,
     e: &CmdError,
 ) {
+    // As Redis's rejectCommand: a command refused inside MULTI dooms the
+    // transaction, and a refused EXEC discards it (EXECABORT naming why:
+    // BUSY while a script runs, ...).
+    if client.multi.is_some() {
+        if cmd.is_some_and(|c| c.spec.name == "exec") {
+            transaction::abort(server, client);
+            let line = e.to_string();
+            let why = line.strip_prefix("ERR ").unwrap_or(&line);
+            let e = CmdError::line(format!("EXECABORT Transaction discarded because of: {why}"));
+            out.error_bytes(&e.line_bytes());
+            server.count_error(&e.code());
+            if let Some(c) = cmd {
+                record(client, c.id, 0, false, true);
+            }
+            return;
+        }
+        client.multi_error = true;
+    }
     out.error_bytes(&e.line_bytes());
     server.count_error(&e.code());
     if let Some(c) = cmd {

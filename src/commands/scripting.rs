@@ -181,6 +181,15 @@ const SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
         "2.6.0",
     ),
     sub(
+        "debug",
+        3,
+        NOSCRIPT,
+        KeySpec::None,
+        script_debug,
+        "Set the debug mode for executed scripts.",
+        "3.2.0",
+    ),
+    sub(
         "help",
         2,
         HELP_FLAGS,
@@ -388,6 +397,7 @@ fn split_keys<'x>(a: Args<'x>, not_integer: CmdError) -> Result<(Args<'x>, Args<
 }
 
 fn run_eval(ctx: &mut Ctx, a: &[&[u8]], by_sha: bool, read_only: bool) -> CmdResult {
+    refuse_if_debugging(ctx)?;
     super::server::monitor::feed_script(ctx, a);
     let (keys, args) = split_keys(a, CmdError::NotInteger)?;
     let server = ctx.server;
@@ -427,6 +437,7 @@ fn evalsha_ro(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 }
 
 fn run_fcall(ctx: &mut Ctx, a: &[&[u8]], read_only: bool) -> CmdResult {
+    refuse_if_debugging(ctx)?;
     super::server::monitor::feed_script(ctx, a);
     let (keys, args) = split_keys(a, CmdError::err("Bad number of keys provided"))?;
     let server = ctx.server;
@@ -505,6 +516,38 @@ fn kill(ctx: &mut Ctx, eval: bool) -> CmdResult {
     }
     running.kill.store(true, Ordering::Release);
     ctx.out.ok();
+    Ok(())
+}
+
+/// SCRIPT DEBUG: Rostrum has no Lua debugger. YES and SYNC are refused,
+/// and the connection's next script (EVAL, EVALSHA, FCALL and their _RO
+/// forms) is refused too: `redis-cli --ldb --eval` sends SCRIPT DEBUG,
+/// ignores its reply and then sends the script, which must not run (and
+/// commit its writes) as if it were being debugged. NO cancels that.
+fn script_debug(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    if is(a[2], "no") {
+        ctx.client.script_debug = false;
+        ctx.out.ok();
+        return Ok(());
+    }
+    if !(is(a[2], "yes") || is(a[2], "sync")) {
+        return Err(CmdError::err("Use SCRIPT DEBUG YES/SYNC/NO"));
+    }
+    ctx.client.script_debug = true;
+    Err(CmdError::err(SCRIPT_DEBUG_UNSUPPORTED))
+}
+
+const SCRIPT_DEBUG_UNSUPPORTED: &str =
+    "SCRIPT DEBUG is not supported: this server has no Lua debugger; the next script sent on this connection will be refused";
+
+/// The script a connection sends after SCRIPT DEBUG YES/SYNC: refused
+/// (once) instead of run.
+fn refuse_if_debugging(ctx: &mut Ctx) -> CmdResult {
+    if std::mem::take(&mut ctx.client.script_debug) {
+        return Err(CmdError::err(
+            "The script was not run: SCRIPT DEBUG was asked on this connection and this server has no Lua debugger",
+        ));
+    }
     Ok(())
 }
 

@@ -223,6 +223,13 @@ pub struct ClientState {
     pub script_pushes: Vec<u8>,
     /// CLIENT TRACKING: the connection's own part.
     pub tracking: ClientTracking,
+    /// SCRIPT DEBUG YES/SYNC was asked: Rostrum has no Lua debugger, so the
+    /// next script this connection sends is refused rather than run
+    /// undebugged (`redis-cli --ldb` ignores SCRIPT DEBUG's reply).
+    pub script_debug: bool,
+    /// CLIENT NO-TOUCH ON: this client's commands leave keys' access
+    /// times (OBJECT IDLETIME) as they were; TOUCH still updates them.
+    pub no_touch: bool,
 }
 
 impl ClientState {
@@ -251,6 +258,8 @@ impl ClientState {
             pubsub: Subscriptions::default(),
             script_pushes: Vec::new(),
             tracking: ClientTracking::default(),
+            script_debug: false,
+            no_touch: false,
         }
     }
 
