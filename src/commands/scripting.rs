@@ -33,14 +33,27 @@ fn is_command(args: &[&[u8]]) -> bool {
 
 /// The VM, for a command that holds every shard (no script can be running).
 fn vm_now(server: &Server) -> Result<MutexGuard<'_, Option<Vm>>, CmdError> {
-    server.scripting.vm(is_command)
+    with_memory_limit(server, server.scripting.vm(is_command)?)
+}
+
+/// The VM with `lua-maxmemory` as configured now (CONFIG SET applies to
+/// the next script).
+fn with_memory_limit<'a>(
+    server: &Server,
+    mut g: MutexGuard<'a, Option<Vm>>,
+) -> Result<MutexGuard<'a, Option<Vm>>, CmdError> {
+    let limit = server.config.read().lua_maxmemory;
+    if let Some(vm) = g.as_mut() {
+        vm.set_memory_limit(limit);
+    }
+    Ok(g)
 }
 
 /// The VM, for a command that does not hold the shards: waits for a running
 /// script, up to `busy-reply-threshold`.
 fn vm_waiting(server: &Server) -> Result<MutexGuard<'_, Option<Vm>>, CmdError> {
     let threshold = server.config.read().busy_reply_threshold;
-    server.scripting.vm_waiting(threshold, is_command)
+    with_memory_limit(server, server.scripting.vm_waiting(threshold, is_command)?)
 }
 
 /// The dispatcher as a script sees it: `redis.call` runs a command of the

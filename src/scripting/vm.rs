@@ -138,6 +138,10 @@ pub struct Vm {
     load_fn: Function,
     running: Arc<Running>,
     scripts: HashMap<String, Script, ahash::RandomState>,
+    /// Bytes of the cached scripts' bodies and SHA1 names.
+    scripts_bytes: u64,
+    /// `lua-maxmemory` as last set (0: no limit).
+    memory_limit: u64,
     libraries: BTreeMap<String, Library>,
     /// Function name -> the library that registered it.
     functions: HashMap<String, String>,
@@ -388,9 +392,52 @@ impl Vm {
             lua,
             running,
             scripts: HashMap::default(),
+            scripts_bytes: 0,
+            memory_limit: 0,
             libraries: BTreeMap::new(),
             functions: HashMap::new(),
         })
+    }
+
+    /// Sets the most memory the Lua heap may hold (`lua-maxmemory`; 0: no
+    /// limit). An allocation past it fails with Lua's memory error, which
+    /// the script gets as an error (see [`Vm::run`]).
+    pub fn set_memory_limit(&mut self, bytes: u64) {
+        let _ = self.lua.set_memory_limit(bytes as usize);
+        self.memory_limit = bytes;
+    }
+
+    /// Publishes the VM's memory figures for INFO.
+    fn update_memory_figures(&self) {
+        let m = &self.running.memory;
+        m.vm_bytes
+            .store(self.lua.used_memory() as u64, Ordering::Relaxed);
+        m.scripts
+            .store(self.scripts.len() as u64, Ordering::Relaxed);
+        m.scripts_bytes.store(self.scripts_bytes, Ordering::Relaxed);
+        let functions: usize = self
+            .libraries
+            .values()
+            .map(|l| l.code.len() + l.functions.iter().map(|f| f.name.len()).sum::<usize>())
+            .sum();
+        m.functions_bytes.store(functions as u64, Ordering::Relaxed);
+    }
+
+    /// After a script or load that ran out of memory: collects what it
+    /// left and gives the freed pages back to the system.
+    fn recover_from_memory_error(&self) {
+        // Twice: finalizers run in the first cycle free more in the second.
+        let _ = self.lua.gc_collect();
+        let _ = self.lua.gc_collect();
+        super::return_free_memory();
+    }
+
+    /// The error a script that passed `lua-maxmemory` gets.
+    fn memory_error(&self) -> CmdError {
+        CmdError::err(format!(
+            "Lua script ran out of memory: it passed lua-maxmemory ({} bytes); what it allocated was freed",
+            self.memory_limit
+        ))
     }
 
     // ---- EVAL scripts ----
@@ -409,14 +456,24 @@ impl Vm {
             .set_name("@user_script")
             .set_mode(ChunkMode::Text)
             .set_environment(self.env.clone())
-            .into_function()
-            .map_err(|e| {
-                CmdError::err(format!(
+            .into_function();
+        let func = match func {
+            Ok(f) => f,
+            Err(mlua::Error::MemoryError(_)) => {
+                self.recover_from_memory_error();
+                self.update_memory_figures();
+                return Err(self.memory_error());
+            }
+            Err(e) => {
+                return Err(CmdError::err(format!(
                     "Error compiling script (new function): {}",
                     syntax_message(&e)
-                ))
-            })?;
+                )))
+            }
+        };
+        self.scripts_bytes += (body.len() + sha.len()) as u64;
         self.scripts.insert(sha.clone(), Script { func, shebang });
+        self.update_memory_figures();
         Ok(sha)
     }
 
@@ -428,7 +485,9 @@ impl Vm {
     /// Forgets every cached script (SCRIPT FLUSH).
     pub fn flush_scripts(&mut self) {
         self.scripts.clear();
+        self.scripts_bytes = 0;
         self.lua.gc_collect().ok();
+        self.update_memory_figures();
     }
 
     /// Runs the cached script `sha` (EVAL, EVALSHA and their _RO forms).
@@ -559,6 +618,7 @@ impl Vm {
 
     fn update_counts(&self) {
         *self.running.counts.lock() = (self.libraries.len(), self.functions.len());
+        self.update_memory_figures();
     }
 
     /// Removes every library (FUNCTION FLUSH).
@@ -674,7 +734,9 @@ impl Vm {
         let result = self.slot.lend(&mut env, || {
             run_fn.call::<(bool, Value)>((func, keys_t, args_t, !kind.eval))
         });
+        let mut lua_out_of_memory = false;
         let result = result.map(|(ok, value)| {
+            lua_out_of_memory = !ok && is_memory_error(&value);
             if ok {
                 lua_to_reply(host.out(), &value, resp.load(Ordering::Relaxed));
                 Ok(())
@@ -685,6 +747,13 @@ impl Vm {
         running.stop();
         self.scratch.trim();
         host.leave(saved);
+        let out_of_memory = lua_out_of_memory || matches!(result, Err(mlua::Error::MemoryError(_)));
+        if out_of_memory {
+            self.recover_from_memory_error();
+            self.update_memory_figures();
+            return Err(self.memory_error());
+        }
+        self.update_memory_figures();
         result.map_err(lua_err)?
     }
 }
@@ -838,6 +907,13 @@ fn error_message(v: &Value) -> String {
 }
 
 /// The error line of a failed script: its message and where it was raised.
+/// Whether a script's error is Lua's memory error: Lua 5.1 raises it
+/// without calling the script's error handler, so it arrives as the bare
+/// message (an `error("...")` of the script arrives as a table).
+fn is_memory_error(v: &Value) -> bool {
+    matches!(v, Value::String(s) if s.as_bytes().as_ref() == b"not enough memory")
+}
+
 fn script_error(v: &Value, name: &str, killed: bool) -> CmdError {
     let mut msg = if killed {
         KILLED.to_string()

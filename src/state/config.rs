@@ -53,6 +53,8 @@ pub struct Config {
     pub maxmemory: u64,
     pub maxmemory_policy: String,
     pub busy_reply_threshold: u64,
+    /// Most memory the Lua VM may hold (a Rostrum parameter); 0: no limit.
+    pub lua_maxmemory: u64,
     pub aof_load_truncated: bool,
     pub auto_aof_rewrite_percentage: u64,
     pub auto_aof_rewrite_min_size: u64,
@@ -105,6 +107,7 @@ impl Default for Config {
             maxmemory: 0,
             maxmemory_policy: "noeviction".into(),
             busy_reply_threshold: 5000,
+            lua_maxmemory: 256 * 1024 * 1024,
             aof_load_truncated: true,
             auto_aof_rewrite_percentage: 100,
             auto_aof_rewrite_min_size: 64 * 1024 * 1024,
@@ -533,6 +536,8 @@ pub static PARAMS: &[Param] = &[
         int(0, i64::MAX),
         busy_reply_threshold
     ),
+    // Rostrum's own: the Lua VM's memory limit, settable at run time.
+    num_field!("lua-maxmemory", &[], MEMORY, lua_maxmemory),
     stored("shutdown-timeout", &[], NON_NEG, "10"),
     // Replication (Rostrum is always a master without replicas).
     stored(
