@@ -110,3 +110,239 @@ fn lua_memory_bombs_are_refused_and_their_memory_given_back() {
         .unwrap();
     assert_eq!(caught, "false");
 }
+
+/// Runs `rostrum args...` to its end (at most 20 s), as an init script's
+/// start command does.
+fn run_binary(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rostrum"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn rostrum");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("rostrum {args:?} did not return");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+fn process_alive(pid: i32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}
+
+fn signal(pid: i32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("run kill")
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+/// Kills a daemon by the pid its file names, if the test fails midway.
+struct Daemon(std::path::PathBuf);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(pid) = std::fs::read_to_string(&self.0)
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok())
+        {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
+#[test]
+fn daemonize_and_pidfile_as_an_init_script_starts_and_stops_it() {
+    let dir = common::temp_dir("daemon");
+    let port = common::free_port();
+    let pidfile = dir.join("rostrum.pid");
+    let logfile = dir.join("rostrum.log");
+    let conf = dir.join("rostrum.conf");
+    // The init script's config file, with command-line directives after it.
+    std::fs::write(
+        &conf,
+        format!(
+            "daemonize yes\npidfile {}\nlogfile {}\nloglevel notice\n",
+            pidfile.display(),
+            logfile.display()
+        ),
+    )
+    .expect("conf");
+    let _guard = Daemon(pidfile.clone());
+    let port_s = port.to_string();
+    let out = run_binary(
+        &dir,
+        &[
+            conf.to_str().unwrap(),
+            "--port",
+            &port_s,
+            "--maxmemory",
+            "100mb",
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+        ],
+    );
+    // The start command returns 0 once the daemon listens: no waiting.
+    assert!(out.status.success(), "{out:?}");
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .expect("pidfile written")
+        .trim()
+        .parse()
+        .expect("a pid");
+    assert!(process_alive(pid));
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let mut c = client
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .expect("the daemon serves once its parent exited");
+    let v: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxmemory")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(v[1], "104857600");
+    let server = info(&mut c, "server");
+    assert_eq!(server["process_id"], pid.to_string());
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
+    // The log names the version, port and persistence mode, with no
+    // colour codes in a file.
+    let log = std::fs::read_to_string(&logfile).expect("log file");
+    assert!(log.contains(&format!("port {port}")), "{log}");
+    assert!(log.contains("AOF on (appendfsync everysec)"), "{log}");
+    assert!(log.contains("appendonly.aof"), "{log}");
+    assert!(!log.contains('\u{1b}'), "ANSI codes in the log file: {log}");
+    // Stopped by the pid in the file, as `kill $(cat pidfile)`.
+    signal(pid, "-TERM");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while process_alive(pid) {
+        assert!(Instant::now() < deadline, "the daemon did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!pidfile.exists(), "pidfile removed at a clean shutdown");
+    assert!(dir.join("appendonly.aof").exists());
+
+    // A daemon that cannot start says why, and its start command fails.
+    let out = run_binary(
+        &dir,
+        &[
+            "--daemonize",
+            "yes",
+            "--pidfile",
+            pidfile.to_str().unwrap(),
+            "--bind",
+            "192.0.2.1",
+            "--port",
+            &port_s,
+        ],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("listening socket"), "{err}");
+    assert!(!pidfile.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn logfile_is_reopened_on_sighup_after_logrotate_renames_it() {
+    let dir = common::temp_dir("logfile");
+    let log = dir.join("server.log");
+    let srv = TestServer::start_in(
+        dir.clone(),
+        &["--logfile", log.to_str().unwrap(), "--loglevel", "notice"],
+    );
+    let pid = srv.child.id() as i32;
+    let first = std::fs::read_to_string(&log).expect("log written");
+    assert!(first.contains("Ready to accept connections"), "{first}");
+    assert!(!first.contains('\u{1b}'), "{first}");
+    // logrotate: rename, then SIGHUP.
+    let rotated = dir.join("server.log.1");
+    std::fs::rename(&log, &rotated).expect("rename");
+    signal(pid, "-HUP");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !log.exists() {
+        assert!(Instant::now() < deadline, "no new log file after SIGHUP");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Later lines go to the new file, none to the renamed one.
+    let mut c = srv.conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("loglevel")
+        .arg("notice")
+        .query(&mut c)
+        .unwrap();
+    let _: redis::Value = redis::cmd("EVAL")
+        .arg("redis.log(redis.LOG_WARNING, 'after the rotation') return 1")
+        .arg(0)
+        .query(&mut c)
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let fresh = std::fs::read_to_string(&log).unwrap_or_default();
+        if fresh.contains("after the rotation") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "new log: {fresh}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let old = std::fs::read_to_string(&rotated).unwrap();
+    assert!(!old.contains("after the rotation"), "{old}");
+    assert!(old.contains("Ready to accept connections"));
+}
+
+#[test]
+fn bad_directives_on_the_command_line_stop_the_start() {
+    let dir = common::temp_dir("badargs");
+    for args in [
+        &["--maxmemory", "lots"][..],
+        &["--appendonly", "maybe"],
+        &["--no-such-directive", "1"],
+        &["--syslog-facility", "kern"],
+    ] {
+        let out = run_binary(&dir, args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&args[0][2..]), "{args:?}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `syslog-enabled yes` logs to /dev/log, or, where the system has no log
+/// socket, stops the start with an error saying so (never a silent yes).
+#[test]
+fn syslog_enabled_logs_or_is_refused() {
+    let dir = common::temp_dir("syslog");
+    if std::path::Path::new("/dev/log").exists() {
+        let srv = TestServer::start_in(
+            dir,
+            &["--syslog-enabled", "yes", "--syslog-ident", "rostrum-test"],
+        );
+        let mut c = srv.conn();
+        let pong: String = redis::cmd("PING").query(&mut c).unwrap();
+        assert_eq!(pong, "PONG");
+        return;
+    }
+    let out = run_binary(&dir, &["--port", "0", "--syslog-enabled", "yes"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("syslog-enabled yes") && err.contains("/dev/log"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -3,6 +3,7 @@
 //! commands live in `commands`.
 
 pub mod connection;
+pub mod logging;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -15,7 +16,9 @@ use crate::state::{unix_ms, Server};
 
 /// Binds every configured address, then serves until shutdown (SHUTDOWN,
 /// SIGTERM or Ctrl-C). Returns once every listener has stopped.
-pub async fn run(server: Arc<Server>) -> std::io::Result<()> {
+/// `listening` is called once every listener is bound (the daemonized
+/// parent exits then; see `main`).
+pub async fn run(server: Arc<Server>, listening: impl FnOnce()) -> std::io::Result<()> {
     let (binds, port) = {
         let c = server.config.read();
         (c.bind.clone(), c.port)
@@ -31,6 +34,7 @@ pub async fn run(server: Arc<Server>) -> std::io::Result<()> {
         tracing::info!("Ready to accept connections tcp on {}", l.local_addr()?);
         listeners.push(l);
     }
+    listening();
     spawn_cron(server.clone());
     spawn_signals(server.clone());
     let mut tasks = Vec::new();
@@ -131,6 +135,15 @@ fn spawn_signals(server: Arc<Server>) {
             let Ok(mut term) = signal(SignalKind::terminate()) else {
                 return;
             };
+            // SIGHUP: reopen the log file (logrotate).
+            if let Ok(mut hup) = signal(SignalKind::hangup()) {
+                tokio::spawn(async move {
+                    while hup.recv().await.is_some() {
+                        logging::reopen();
+                        tracing::info!("Received SIGHUP, log file reopened");
+                    }
+                });
+            }
             let mut int = match signal(SignalKind::interrupt()) {
                 Ok(s) => s,
                 Err(_) => return,

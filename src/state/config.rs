@@ -372,6 +372,15 @@ pub static PARAMS: &[Param] = &[
     text_field!("loglevel", Kind::Enum(LOGLEVELS), loglevel),
     immutable(text_field!("logfile", Kind::Text, logfile)),
     immutable(stored("syslog-enabled", &[], BOOL, "no")),
+    immutable(stored("syslog-ident", &[], Kind::Text, "redis")),
+    immutable(stored(
+        "syslog-facility",
+        &[],
+        Kind::Enum(&[
+            "user", "local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7",
+        ]),
+        "local0",
+    )),
     immutable(num_field!("databases", &[], int(1, INT_MAX), databases)),
     field(
         "hz",
