@@ -346,3 +346,104 @@ fn syslog_enabled_logs_or_is_refused() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn config_set(c: &mut redis::Connection, name: &str, value: &str) -> redis::RedisResult<()> {
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(name)
+        .arg(value)
+        .query(c)
+}
+
+/// INFO's commandstats line of `cmd` as `field -> value`.
+fn cmdstat(c: &mut redis::Connection, cmd: &str) -> std::collections::HashMap<String, String> {
+    info(c, "commandstats")
+        .get(&format!("cmdstat_{cmd}"))
+        .map(|v| {
+            v.split(',')
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn error_and_latency_statistics() {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.conn();
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+    let _: () = redis::cmd("SET").arg("s").arg("v").query(&mut c).unwrap();
+    let _: redis::RedisResult<i64> = redis::cmd("LPUSH").arg("s").arg("x").query(&mut c);
+    let _: redis::RedisResult<i64> = redis::cmd("INCR").arg("s").query(&mut c);
+    let _: redis::RedisResult<String> = redis::cmd("GET").query(&mut c);
+    let _: redis::RedisResult<i64> = redis::cmd("EVAL")
+        .arg("return redis.call('lpush', KEYS[1], 1)")
+        .arg(1)
+        .arg("s")
+        .query(&mut c);
+    let _: redis::RedisResult<i64> = redis::cmd("EVAL")
+        .arg("return redis.error_reply('MYERR mine')")
+        .arg(0)
+        .query(&mut c);
+    let errors = info(&mut c, "errorstats");
+    assert_eq!(errors["errorstat_WRONGTYPE"], "count=2");
+    assert_eq!(errors["errorstat_ERR"], "count=2");
+    assert_eq!(errors["errorstat_MYERR"], "count=1");
+    assert_eq!(info(&mut c, "stats")["total_error_replies"], "5");
+    assert_eq!(cmdstat(&mut c, "get")["rejected_calls"], "1");
+    assert_eq!(cmdstat(&mut c, "lpush")["failed_calls"], "2");
+    assert_eq!(cmdstat(&mut c, "eval")["failed_calls"], "2");
+    assert_eq!(cmdstat(&mut c, "set")["failed_calls"], "0");
+
+    // Latency percentiles of every command called, at the configured
+    // percentiles.
+    for _ in 0..20 {
+        let _: String = redis::cmd("GET").arg("s").query(&mut c).unwrap();
+    }
+    let lat = info(&mut c, "latencystats");
+    let line = &lat["latency_percentiles_usec_get"];
+    let fields: Vec<(&str, f64)> = line
+        .split(',')
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap();
+            (k, v.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        fields.iter().map(|f| f.0).collect::<Vec<_>>(),
+        ["p50", "p99", "p99.9"]
+    );
+    assert!(fields[0].1 > 0.0 && fields[0].1 <= fields[1].1 && fields[1].1 <= fields[2].1);
+    assert!(
+        lat.contains_key("latency_percentiles_usec_config|resetstat")
+            || lat.contains_key("latency_percentiles_usec_set")
+    );
+    config_set(&mut c, "latency-tracking-info-percentiles", "0 50.5 100").unwrap();
+    let v: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("latency-tracking-info-percentiles")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(v[1], "0 50.5 100");
+    let line = info(&mut c, "latencystats")["latency_percentiles_usec_get"].clone();
+    assert!(
+        line.starts_with("p0=") && line.contains(",p50.5=") && line.contains(",p100="),
+        "{line}"
+    );
+    let e = config_set(&mut c, "latency-tracking-info-percentiles", "101").unwrap_err();
+    assert!(e.to_string().contains("[0.0,100.0]"), "{e}");
+    // Off: nothing reported, nothing recorded.
+    config_set(&mut c, "latency-tracking", "no").unwrap();
+    assert!(info(&mut c, "latencystats")
+        .keys()
+        .all(|k| !k.starts_with("latency_")));
+    config_set(&mut c, "latency-tracking", "yes").unwrap();
+    // CONFIG RESETSTAT clears errors, command and latency statistics.
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+    assert!(info(&mut c, "errorstats")
+        .keys()
+        .all(|k| !k.starts_with("errorstat_")));
+    let lat = info(&mut c, "latencystats");
+    assert!(!lat.contains_key("latency_percentiles_usec_get"), "{lat:?}");
+}

@@ -204,6 +204,10 @@ fn admit<'s>(
                     return None;
                 }
             }
+            // A known command refused for its arity counts as rejected.
+            if let Lookup::Found(c) = table().lookup(args) {
+                record(client, c.id, 0, false, true);
+            }
             reject(server, client, out, None, &e);
             return None;
         }
@@ -503,9 +507,10 @@ fn invoke(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]], start: Instant) 
     let reply_start = ctx.out.len();
     let result = (cmd.spec.handler)(ctx, args);
     let end = Instant::now();
-    let us = end.saturating_duration_since(start).as_micros() as u64;
+    let ns = end.saturating_duration_since(start).as_nanos() as u64;
     let failed = match result {
-        Ok(()) => false,
+        // A script's error reply is written, not returned.
+        Ok(()) => ctx.out.buf.get(reply_start) == Some(&b'-'),
         Err(e) => {
             // A handler errs before writing; drop anything partial anyway.
             ctx.out.truncate(reply_start);
@@ -517,7 +522,7 @@ fn invoke(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]], start: Instant) 
     if !ctx.keys.events.is_empty() {
         publish_events(ctx, reply_start);
     }
-    account(ctx, cmd, args, us, failed);
+    account(ctx, cmd, args, ns, failed);
     end
 }
 
@@ -545,11 +550,18 @@ fn publish_events(ctx: &mut Ctx<'_, '_>, reply_start: usize) {
     }
 }
 
-/// Counts a call of `cmd` that took `us` microseconds in the command
-/// statistics, and in the slow log past its threshold.
-fn account(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]], us: u64, failed: bool) {
+/// Counts a call of `cmd` that took `ns` nanoseconds in the command
+/// statistics and latency histograms, and in the slow log past its
+/// threshold.
+fn account(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]], ns: u64, failed: bool) {
     server::monitor::feed_executed(ctx, cmd, args);
+    let us = ns / 1000;
     record(ctx.client, cmd.id, us, failed, false);
+    // A command that blocked is timed when it is served, not now.
+    if ctx.server.latency_tracking.load(Ordering::Relaxed) && ctx.client.blocked.is_none() {
+        let bucket = crate::state::latency::bucket_of(ns) as u32;
+        ctx.client.pending_latency.push((cmd.id as u32, bucket));
+    }
     ctx.client.info.last_cmd.store(cmd.id, Ordering::Relaxed);
     let threshold = ctx.server.slowlog_threshold_us.load(Ordering::Relaxed);
     if threshold >= 0 && us >= threshold as u64 && !cmd.spec.has(flags::SKIP_SLOWLOG) {
@@ -655,6 +667,14 @@ pub fn flush_stats(server: &Server, client: &mut ClientState) {
         }
         if rejected > 0 {
             dst.rejected.fetch_add(rejected, Ordering::Relaxed);
+        }
+    }
+    if !client.pending_latency.is_empty() {
+        let stats = server.command_stats(table().slots());
+        for (slot, bucket) in client.pending_latency.drain(..) {
+            if let Some(s) = stats.get(slot as usize) {
+                s.latency.record(bucket as usize);
+            }
         }
     }
     if processed > 0 {

@@ -102,6 +102,12 @@ impl ScriptHost for Ctx<'_, '_> {
         self.out
     }
 
+    fn count_error(&mut self, line: &[u8]) {
+        let line = String::from_utf8_lossy(line);
+        self.server
+            .count_error(line.split(' ').next().unwrap_or("ERR"));
+    }
+
     fn enter(&mut self) -> Entered {
         // Scripts cannot nest: `leave` clears this again.
         self.client.in_script = true;

@@ -49,6 +49,10 @@ pub trait ScriptHost {
     /// Where the script's own reply goes.
     fn out(&mut self) -> &mut Reply;
 
+    /// Counts an error reply the script itself makes (an `{err=...}` table
+    /// it returns) in the error statistics.
+    fn count_error(&mut self, line: &[u8]);
+
     /// Before the script runs: blocking commands must answer at once, and
     /// SELECT inside the script must not outlive it. Returns what
     /// [`ScriptHost::leave`] restores.
@@ -73,6 +77,11 @@ const PRELUDE_NAME: &str = "=rostrum_prelude";
 /// The Redis version scripts see (`redis.REDIS_VERSION`).
 pub const REDIS_VERSION: &str = "7.0.15";
 const REDIS_VERSION_NUM: i64 = 0x07_00_0f;
+/// The field of an `{err=...}` table made from a command's error reply
+/// (redis.call, redis.pcall): that error was counted in the error
+/// statistics already, so a script returning or raising it is not counted
+/// again (Redis's own name for the field, visible to scripts as there).
+const COUNTED: &str = "ignore_err_stats_update";
 /// Instructions between two checks for SCRIPT KILL.
 const HOOK_EVERY: u32 = 10_000;
 const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
@@ -317,9 +326,12 @@ impl Vm {
             "error_text",
             lua.create_function(|lua, v: Value| match v {
                 Value::Error(e) => match script_error_line(&e) {
-                    Some(line) => {
+                    Some((line, counted)) => {
                         let t = lua.create_table()?;
                         t.raw_set("err", lua.create_string(line)?)?;
+                        if counted {
+                            t.raw_set(COUNTED, true)?;
+                        }
                         Ok(Value::Table(t))
                     }
                     None => Ok(Value::String(lua.create_string(rust_error_text(&e))?)),
@@ -737,11 +749,22 @@ impl Vm {
         let mut lua_out_of_memory = false;
         let result = result.map(|(ok, value)| {
             lua_out_of_memory = !ok && is_memory_error(&value);
+            let counted = error_counted(&value);
             if ok {
+                // A script's own error reply is counted here; one made
+                // from a command's error was counted when it answered.
+                if let (Some(line), false) = (error_reply_line(&value), counted) {
+                    host.count_error(&line);
+                }
                 lua_to_reply(host.out(), &value, resp.load(Ordering::Relaxed));
                 Ok(())
             } else {
-                Err(script_error(&value, &kind.name, running.killed()))
+                let e = script_error(&value, &kind.name, running.killed());
+                if counted {
+                    host.out().error_bytes(&e.line_bytes());
+                    return Ok(());
+                }
+                Err(e)
             }
         });
         running.stop();
@@ -776,8 +799,10 @@ struct RunKind<'n> {
 
 /// A Redis-style error raised from Rust (`redis.call`, `redis.setresp`, ...):
 /// the script's error handler turns it into an `{err=...}` table.
+/// The flag tells an error reply of a command run by `redis.call` (already
+/// counted in the error statistics when the command answered it).
 #[derive(Debug)]
-pub struct ScriptError(pub Vec<u8>);
+pub struct ScriptError(pub Vec<u8>, pub bool);
 
 impl std::fmt::Display for ScriptError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -789,15 +814,15 @@ impl std::error::Error for ScriptError {}
 
 /// A Redis-style error with `msg`, as `luaPushError` builds it (`ERR msg`).
 fn raise(msg: &str) -> mlua::Error {
-    mlua::Error::external(ScriptError(error_line(msg.as_bytes())))
+    mlua::Error::external(ScriptError(error_line(msg.as_bytes()), false))
 }
 
 /// The line of a [`ScriptError`] inside an mlua error, if it is one.
-fn script_error_line(e: &mlua::Error) -> Option<Vec<u8>> {
+fn script_error_line(e: &mlua::Error) -> Option<(Vec<u8>, bool)> {
     match e {
-        mlua::Error::ExternalError(inner) => {
-            inner.downcast_ref::<ScriptError>().map(|s| s.0.clone())
-        }
+        mlua::Error::ExternalError(inner) => inner
+            .downcast_ref::<ScriptError>()
+            .map(|s| (s.0.clone(), s.1)),
         mlua::Error::CallbackError { cause, .. } => script_error_line(cause),
         _ => None,
     }
@@ -907,6 +932,22 @@ fn error_message(v: &Value) -> String {
 }
 
 /// The error line of a failed script: its message and where it was raised.
+/// Whether `v` is an `{err=...}` table made from a command's error reply.
+fn error_counted(v: &Value) -> bool {
+    matches!(v, Value::Table(t) if matches!(t.raw_get::<Value>(COUNTED), Ok(Value::Boolean(true))))
+}
+
+/// The error line of a script's reply that is an `{err=...}` table.
+fn error_reply_line(v: &Value) -> Option<Vec<u8>> {
+    match v {
+        Value::Table(t) => match t.raw_get::<Value>("err") {
+            Ok(Value::String(s)) => Some(s.as_bytes().to_vec()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// Whether a script's error is Lua's memory error: Lua 5.1 raises it
 /// without calling the script's error handler, so it arrives as the bare
 /// message (an `error("...")` of the script arrives as a table).
@@ -1038,10 +1079,11 @@ fn call_command(
 ) -> mlua::Result<Value> {
     match run_command(lua, env, running, call.resp, argv)? {
         Ok(v) => Ok(v),
-        Err(line) if call.raise_errors => Err(mlua::Error::external(ScriptError(line))),
+        Err(line) if call.raise_errors => Err(mlua::Error::external(ScriptError(line, true))),
         Err(line) => {
-            let t = lua.create_table_with_capacity(0, 1)?;
+            let t = lua.create_table_with_capacity(0, 2)?;
             t.raw_set("err", lua.create_string(line)?)?;
+            t.raw_set(COUNTED, true)?;
             Ok(Value::Table(t))
         }
     }

@@ -199,6 +199,9 @@ pub struct ClientState {
     pub pending_hits: u64,
     /// See [`ClientState::pending_hits`].
     pub pending_misses: u64,
+    /// Calls' latency buckets not yet added to the server's histograms:
+    /// (command slot, bucket).
+    pub pending_latency: Vec<(u32, u32)>,
     /// Set by a blocking command that found no data.
     pub blocked: Option<BlockState>,
     /// Blocking commands must answer at once (inside EXEC or a script).
@@ -249,6 +252,7 @@ impl ClientState {
             pending_slots: Vec::new(),
             pending_hits: 0,
             pending_misses: 0,
+            pending_latency: Vec::new(),
             blocked: None,
             deny_blocking: false,
             in_script: false,

@@ -34,6 +34,11 @@ pub struct Config {
     pub slowlog_log_slower_than: i64,
     pub slowlog_max_len: u64,
     pub latency_monitor_threshold: u64,
+    /// `latency-tracking`: per-command latency histograms (INFO
+    /// latencystats).
+    pub latency_tracking: bool,
+    /// `latency-tracking-info-percentiles`, canonical text.
+    pub latency_tracking_info_percentiles: String,
     pub zset_max_listpack_entries: u64,
     pub zset_max_listpack_value: u64,
     pub set_max_intset_entries: u64,
@@ -90,6 +95,8 @@ impl Default for Config {
             slowlog_log_slower_than: 10000,
             slowlog_max_len: 128,
             latency_monitor_threshold: 0,
+            latency_tracking: true,
+            latency_tracking_info_percentiles: "50 99 99.9".into(),
             zset_max_listpack_entries: 128,
             zset_max_listpack_value: 64,
             set_max_intset_entries: 512,
@@ -139,6 +146,8 @@ pub enum Kind {
     KeyspaceEvents,
     /// `client-output-buffer-limit`: `class hard soft seconds` groups.
     BufferLimit,
+    /// `latency-tracking-info-percentiles`: numbers between 0 and 100.
+    Percentiles,
 }
 
 /// Where a parameter's value lives.
@@ -437,7 +446,12 @@ pub static PARAMS: &[Param] = &[
         int(0, i64::MAX),
         latency_monitor_threshold
     ),
-    stored("latency-tracking", &[], BOOL, "yes"),
+    bool_field!("latency-tracking", latency_tracking),
+    text_field!(
+        "latency-tracking-info-percentiles",
+        Kind::Percentiles,
+        latency_tracking_info_percentiles
+    ),
     // Memory and eviction.
     num_field!("maxmemory", &[], MEMORY, maxmemory),
     text_field!("maxmemory-policy", Kind::Enum(POLICIES), maxmemory_policy),
@@ -663,6 +677,12 @@ pub fn canonical(param: &Param, value: &str, current: &str) -> Result<String, St
             .map(super::notify::flags_spelled_out)
             .ok_or_else(|| "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
         Kind::BufferLimit => merge_buffer_limits(value, current),
+        Kind::Percentiles => super::latency::parse_percentiles(value).map(|ps| {
+            ps.iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        }),
     }
 }
 

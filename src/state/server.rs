@@ -29,6 +29,8 @@ pub struct CommandStat {
     pub usec: AtomicU64,
     pub failed: AtomicU64,
     pub rejected: AtomicU64,
+    /// How long the calls took (INFO latencystats).
+    pub latency: super::latency::Histogram,
 }
 
 /// One slow log entry.
@@ -91,6 +93,8 @@ pub struct Server {
     pub config: RwLock<Config>,
     /// Hot copies of configuration read on every command.
     pub slowlog_threshold_us: AtomicI64,
+    /// `latency-tracking` (hot copy).
+    pub latency_tracking: AtomicBool,
     /// Hot copy of `proto-max-bulk-len`.
     pub proto_max_bulk_len: AtomicU64,
     /// Hot copy of `client-query-buffer-limit`.
@@ -165,6 +169,7 @@ impl Server {
             aof: Aof::new(&config),
             keyspace: Keyspace::new(config.databases),
             slowlog_threshold_us: AtomicI64::new(config.slowlog_log_slower_than),
+            latency_tracking: AtomicBool::new(config.latency_tracking),
             proto_max_bulk_len: AtomicU64::new(config.proto_max_bulk_len),
             query_buffer_limit: AtomicU64::new(config.client_query_buffer_limit),
             park_spin_us: AtomicU64::new(config.park_spin_us),
@@ -222,6 +227,8 @@ impl Server {
         let c = self.config.read();
         self.slowlog_threshold_us
             .store(c.slowlog_log_slower_than, Ordering::Relaxed);
+        self.latency_tracking
+            .store(c.latency_tracking, Ordering::Relaxed);
         self.proto_max_bulk_len
             .store(c.proto_max_bulk_len, Ordering::Relaxed);
         self.query_buffer_limit

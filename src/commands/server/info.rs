@@ -109,9 +109,10 @@ fn section(ctx: &Ctx, name: &str, text: &mut String) {
                 l.put(&format!("errorstat_{code}"), format!("count={n}"));
             }
         }
+        "latencystats" => latencystats_section(server, &mut l),
         "cluster" => l.put("cluster_enabled", 0),
         "keyspace" => keyspace_section(ctx, &mut l),
-        // modules, latencystats: Rostrum has none to report.
+        // modules: Rostrum has none to report.
         _ => {}
     }
 }
@@ -558,6 +559,38 @@ fn commandstats_section(server: &Server, l: &mut Lines) {
             format!(
                 "calls={calls},usec={usec},usec_per_call={per_call:.2},rejected_calls={rejected},failed_calls={failed}"
             ),
+        );
+    }
+}
+
+/// `latency_percentiles_usec_<command>:p50=...,p99=...` for every command
+/// called since the last CONFIG RESETSTAT, at the configured percentiles
+/// (nothing while `latency-tracking` is off).
+fn latencystats_section(server: &Server, l: &mut Lines) {
+    let ps = {
+        let c = server.config.read();
+        if !c.latency_tracking {
+            return;
+        }
+        crate::state::latency::parse_percentiles(&c.latency_tracking_info_percentiles)
+            .unwrap_or_default()
+    };
+    let stats = server.command_stats(table().slots());
+    for c in table().all_slots() {
+        let Some(h) = stats.get(c.id).map(|s| &s.latency) else {
+            continue;
+        };
+        if h.total() == 0 {
+            continue;
+        }
+        let values: Vec<String> = ps
+            .iter()
+            .zip(h.percentiles(&ps))
+            .map(|(p, ns)| format!("p{p}={:.3}", ns as f64 / 1000.0))
+            .collect();
+        l.put(
+            &format!("latency_percentiles_usec_{}", c.full_name),
+            values.join(","),
         );
     }
 }
