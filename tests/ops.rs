@@ -447,3 +447,164 @@ fn error_and_latency_statistics() {
     let lat = info(&mut c, "latencystats");
     assert!(!lat.contains_key("latency_percentiles_usec_get"), "{lat:?}");
 }
+
+/// Sends raw commands on `s` and reads what arrives within `wait`.
+fn send_raw(s: &mut std::net::TcpStream, bytes: &[u8], wait: Duration) -> Vec<u8> {
+    use std::io::{Read, Write};
+    s.write_all(bytes).unwrap();
+    s.set_read_timeout(Some(wait)).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + wait;
+    while Instant::now() < deadline {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(_) => break,
+        }
+    }
+    out
+}
+
+/// Reads until `want` bytes came (at most `limit`).
+fn read_reply(s: &mut std::net::TcpStream, want: usize, limit: Duration) -> Vec<u8> {
+    use std::io::Read;
+    s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + limit;
+    while out.len() < want && Instant::now() < deadline {
+        if let Ok(n) = s.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+    }
+    out
+}
+
+#[test]
+fn client_pause_write_and_all() {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.conn();
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("before")
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(100_000)
+        .arg("WRITE")
+        .query(&mut c)
+        .unwrap();
+    // Reads go on; writes, EVAL and a pipeline behind a write wait.
+    let mut w = srv.raw();
+    let held = send_raw(
+        &mut w,
+        b"GET k\r\nSET k during\r\nGET k\r\n",
+        Duration::from_millis(300),
+    );
+    assert_eq!(held, b"$6\r\nbefore\r\n");
+    let mut e = srv.raw();
+    assert_eq!(
+        send_raw(
+            &mut e,
+            b"EVAL \"return 1\" 0\r\n",
+            Duration::from_millis(200)
+        ),
+        b""
+    );
+    let mut r = srv.raw();
+    assert_eq!(
+        send_raw(
+            &mut r,
+            b"EVAL_RO \"return 2\" 0\r\nMULTI\r\nGET k\r\nEXEC\r\n",
+            Duration::from_millis(300)
+        ),
+        b":2\r\n+OK\r\n+QUEUED\r\n*1\r\n$6\r\nbefore\r\n"
+    );
+    let v: String = redis::cmd("GET").arg("k").query(&mut c).unwrap();
+    assert_eq!(v, "before");
+    // UNPAUSE: the held commands run at once, in order.
+    let t = Instant::now();
+    let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut c).unwrap();
+    assert_eq!(
+        read_reply(&mut w, 17, Duration::from_secs(5)),
+        b"+OK\r\n$6\r\nduring\r\n"
+    );
+    assert_eq!(read_reply(&mut e, 4, Duration::from_secs(5)), b":1\r\n");
+    assert!(t.elapsed() < Duration::from_secs(2));
+
+    // ALL: every command waits until the pause runs out.
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(400)
+        .arg("ALL")
+        .query(&mut c)
+        .unwrap();
+    let t = Instant::now();
+    let mut p = srv.raw();
+    use std::io::Write;
+    p.write_all(b"PING\r\nGET k\r\n").unwrap();
+    assert_eq!(
+        read_reply(&mut p, 19, Duration::from_secs(5)),
+        b"+PONG\r\n$6\r\nduring\r\n"
+    );
+    assert!(
+        t.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        t.elapsed()
+    );
+
+    // Argument errors.
+    let e: redis::RedisResult<()> = redis::cmd("CLIENT").arg("PAUSE").arg(-1).query(&mut c);
+    assert!(e.unwrap_err().to_string().contains("timeout is negative"));
+    let e: redis::RedisResult<()> = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(10)
+        .arg("READ")
+        .query(&mut c);
+    assert!(e
+        .unwrap_err()
+        .to_string()
+        .contains("mode must be WRITE or ALL"));
+}
+
+#[test]
+fn client_no_touch_leaves_idle_time_alone() {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.conn();
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
+    let _: () = redis::cmd("SET").arg("t").arg("v").query(&mut c).unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("NO-TOUCH")
+        .arg("ON")
+        .query(&mut c)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2100));
+    let _: String = redis::cmd("GET").arg("k").query(&mut c).unwrap();
+    let _: i64 = redis::cmd("TOUCH").arg("t").query(&mut c).unwrap();
+    let idle = |c: &mut redis::Connection, key: &str| -> i64 {
+        redis::cmd("OBJECT")
+            .arg("IDLETIME")
+            .arg(key)
+            .query(c)
+            .unwrap()
+    };
+    assert!(idle(&mut c, "k") >= 2, "GET under NO-TOUCH touched the key");
+    assert_eq!(idle(&mut c, "t"), 0, "TOUCH still touches");
+    let _: () = redis::cmd("CLIENT")
+        .arg("NO-TOUCH")
+        .arg("OFF")
+        .query(&mut c)
+        .unwrap();
+    let _: String = redis::cmd("GET").arg("k").query(&mut c).unwrap();
+    assert_eq!(idle(&mut c, "k"), 0);
+    let e: redis::RedisResult<()> = redis::cmd("CLIENT")
+        .arg("NO-TOUCH")
+        .arg("maybe")
+        .query(&mut c);
+    assert!(e.unwrap_err().to_string().contains("syntax error"));
+}

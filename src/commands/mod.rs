@@ -184,6 +184,12 @@ fn admit<'s>(
     resolved: Result<&'static Command, CmdError>,
     cache: &mut LockCache<'s>,
 ) -> Option<Admitted<'s>> {
+    // Behind a command CLIENT PAUSE postponed, the pipeline's next ones
+    // wait too, in order.
+    if let Some((queue, _)) = client.postponed.as_mut() {
+        queue.push(args.iter().map(|a| a.to_vec()).collect());
+        return None;
+    }
     let cmd = match resolved {
         Ok(c) => c,
         Err(e) => {
@@ -259,6 +265,17 @@ fn admit<'s>(
             return None;
         }
     }
+    // CLIENT PAUSE: the command waits (the connection runs it again when
+    // the pause ends), as Redis postpones it before queueing or running.
+    let may_write = spec.has(flags::WRITE)
+        || spec.has(flags::MAY_REPLICATE)
+        || (spec.name == "exec" && queued_may_write(client));
+    if let Some(until) = server.pause.holds(may_write) {
+        cache.clear();
+        server.pause.wait(client.id());
+        client.postponed = Some((vec![args.iter().map(|a| a.to_vec()).collect()], until));
+        return None;
+    }
     if client.multi.is_some() && !MULTI_IMMEDIATE.contains(&spec.name) {
         if spec.has(flags::NO_MULTI) {
             client.multi_error = true;
@@ -322,6 +339,7 @@ fn run_admitted<'s>(
     } else {
         client.clock.unix_ms_at(start)
     };
+    let touch = !client.no_touch || spec.name == "touch";
     let mut ctx = Ctx {
         server,
         client,
@@ -341,6 +359,7 @@ fn run_admitted<'s>(
             notify_flags: server.notify_flags.load(Ordering::Relaxed),
             events: Vec::new(),
             stale: Vec::new(),
+            touch,
         },
     };
     ctx.keys.db = ctx.client.db;
@@ -405,6 +424,18 @@ fn remove_stale(server: &Server, stale: &[(usize, bytes::Bytes)], now_ms: u64) {
             server.removed_expired(*db, removed);
         }
     }
+}
+
+/// Whether the open transaction holds a command that may write or be
+/// propagated (EXEC waits for a CLIENT PAUSE WRITE then).
+fn queued_may_write(client: &ClientState) -> bool {
+    client.multi.as_ref().is_some_and(|q| {
+        q.iter().any(|c| {
+            let args: Vec<&[u8]> = c.args.iter().map(|a| a.as_slice()).collect();
+            resolve(&args)
+                .is_ok_and(|cmd| cmd.spec.has(flags::WRITE) || cmd.spec.has(flags::MAY_REPLICATE))
+        })
+    })
 }
 
 /// Refuses a write while the AOF cannot be written (Redis's MISCONF), before

@@ -230,6 +230,11 @@ pub struct ClientState {
     /// next script this connection sends is refused rather than run
     /// undebugged (`redis-cli --ldb` ignores SCRIPT DEBUG's reply).
     pub script_debug: bool,
+    /// Commands postponed by CLIENT PAUSE (the first one it held, and
+    /// every later one of a pipeline already parsed), and when the pause
+    /// ends: the connection runs them then (or at CLIENT UNPAUSE), and
+    /// reads no further command meanwhile.
+    pub postponed: Option<(Vec<Vec<Vec<u8>>>, std::time::Instant)>,
     /// CLIENT NO-TOUCH ON: this client's commands leave keys' access
     /// times (OBJECT IDLETIME) as they were; TOUCH still updates them.
     pub no_touch: bool,
@@ -263,6 +268,7 @@ impl ClientState {
             script_pushes: Vec::new(),
             tracking: ClientTracking::default(),
             script_debug: false,
+            postponed: None,
             no_touch: false,
         }
     }
