@@ -55,6 +55,13 @@ fn lua_memory_bombs_are_refused_and_their_memory_given_back() {
         let e = eval_err(&mut c, bomb);
         assert!(e.contains("lua-maxmemory"), "{bomb}: {e}");
     }
+    // A library whose loading code does the same.
+    let r: redis::RedisResult<String> = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("#!lua name=bomb\nlocal s = 'x' while true do s = s .. s end")
+        .query(&mut c);
+    let e = r.unwrap_err().to_string();
+    assert!(e.contains("lua-maxmemory"), "{e}");
     // Freed: the heap is back near its size before, and so is the RSS.
     let lua_after: u64 = info(&mut c, "memory")["used_memory_lua"].parse().unwrap();
     assert!(lua_after < lua * 4 + 1_000_000, "{lua} -> {lua_after}");

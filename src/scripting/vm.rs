@@ -438,9 +438,18 @@ impl Vm {
     /// After a script or load that ran out of memory: collects what it
     /// left and gives the freed pages back to the system.
     fn recover_from_memory_error(&self) {
-        // Twice: finalizers run in the first cycle free more in the second.
-        let _ = self.lua.gc_collect();
-        let _ = self.lua.gc_collect();
+        // Until the heap stops shrinking: finalizers run in one cycle free
+        // more in the next, and Lua 5.1 halves its concatenation buffer
+        // (grown to the size of the failed concatenation) once per cycle.
+        let mut used = self.lua.used_memory();
+        for _ in 0..64 {
+            let _ = self.lua.gc_collect();
+            let now = self.lua.used_memory();
+            if now >= used {
+                break;
+            }
+            used = now;
+        }
         super::return_free_memory();
     }
 
@@ -556,6 +565,16 @@ impl Vm {
         let result: mlua::Result<(bool, Value)> = self.load_fn.call(chunk);
         let timed_out = self.running.must_abort();
         self.running.stop();
+        let out_of_memory = match &result {
+            Err(mlua::Error::MemoryError(_)) => true,
+            Ok((false, v)) => is_memory_error(v),
+            _ => false,
+        };
+        if out_of_memory {
+            self.recover_from_memory_error();
+            self.update_memory_figures();
+            return Err(self.memory_error());
+        }
         let (ok, value) = result.map_err(lua_err)?;
         let list = match value {
             Value::Table(t) if ok => t,
