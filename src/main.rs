@@ -255,6 +255,48 @@ fn daemonize() -> Result<(), String> {
     }
 }
 
+/// `supervised`: tells the service manager the server is ready, as
+/// redis-server does: systemd through `$NOTIFY_SOCKET` (`READY=1`), upstart
+/// (when `$UPSTART_JOB` is set) by stopping itself with SIGSTOP.
+fn notify_supervisor(mode: &str, state: &str) {
+    let systemd = std::env::var_os("NOTIFY_SOCKET");
+    let upstart = std::env::var_os("UPSTART_JOB").is_some();
+    let mode = match mode {
+        "auto" if systemd.is_some() => "systemd",
+        "auto" if upstart => "upstart",
+        m => m,
+    };
+    match mode {
+        "systemd" => {
+            let Some(path) = systemd else {
+                tracing::warn!("systemd supervision requested, but NOTIFY_SOCKET not found");
+                return;
+            };
+            let path = path.to_string_lossy().into_owned();
+            let sent = std::os::unix::net::UnixDatagram::unbound().and_then(|s| {
+                match path.strip_prefix('@') {
+                    Some(name) => {
+                        use std::os::linux::net::SocketAddrExt;
+                        let addr =
+                            std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+                        s.send_to_addr(state.as_bytes(), &addr)
+                    }
+                    None => s.send_to(state.as_bytes(), &path),
+                }
+            });
+            if let Err(e) = sent {
+                tracing::warn!("Can't notify systemd ({state}): {e}");
+            }
+        }
+        "upstart" if upstart && state == "READY=1" => {
+            let _ = std::process::Command::new("kill")
+                .args(["-STOP", &std::process::id().to_string()])
+                .status();
+        }
+        _ => {}
+    }
+}
+
 /// The start-up line: version, port, and what persists the data.
 fn startup_line(c: &Config, config_file: Option<&str>) -> String {
     let persistence = if c.appendonly {
@@ -375,7 +417,12 @@ fn main() {
     if let Err(e) = rostrum::persistence::start(&server) {
         fail(&e, pidfile);
     }
-    let result = runtime.block_on(server::run(server.clone(), || tell_parent("OK")));
+    let supervised = server.config.read().supervised.clone();
+    let result = runtime.block_on(server::run(server.clone(), || {
+        tell_parent("OK");
+        notify_supervisor(&supervised, "READY=1");
+    }));
+    notify_supervisor(&supervised, "STOPPING=1");
     journal::shutdown_flush(&server.aof);
     if let Err(e) = result {
         fail(

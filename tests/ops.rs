@@ -615,3 +615,37 @@ fn client_no_touch_leaves_idle_time_alone() {
         .query(&mut c);
     assert!(e.unwrap_err().to_string().contains("syntax error"));
 }
+
+/// `supervised systemd`: READY=1 reaches $NOTIFY_SOCKET once the server
+/// listens, STOPPING=1 when it stops (a `Type=notify` unit).
+#[test]
+fn supervised_systemd_notifies_ready_and_stopping() {
+    let dir = common::temp_dir("notify");
+    let sock_path = dir.join("notify.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).expect("bind notify socket");
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let port = common::free_port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rostrum"))
+        .args(["--port", &port.to_string(), "--supervised", "systemd"])
+        .env("NOTIFY_SOCKET", &sock_path)
+        .current_dir(&dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut buf = [0u8; 64];
+    let n = sock.recv(&mut buf).expect("READY=1 within 10 s");
+    assert_eq!(&buf[..n], b"READY=1");
+    // Ready means serving.
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("listening");
+    assert_eq!(
+        send_raw(&mut s, b"PING\r\n", Duration::from_millis(300)),
+        b"+PONG\r\n"
+    );
+    common::terminate(&mut child);
+    let n = sock.recv(&mut buf).expect("STOPPING=1");
+    assert_eq!(&buf[..n], b"STOPPING=1");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -267,9 +267,11 @@ fn admit<'s>(
     }
     // CLIENT PAUSE: the command waits (the connection runs it again when
     // the pause ends), as Redis postpones it before queueing or running.
-    let may_write = spec.has(flags::WRITE)
-        || spec.has(flags::MAY_REPLICATE)
-        || (spec.name == "exec" && queued_may_write(client));
+    let may_write = || {
+        spec.has(flags::WRITE)
+            || spec.has(flags::MAY_REPLICATE)
+            || (spec.name == "exec" && queued_may_write(client))
+    };
     if let Some(until) = server.pause.holds(may_write) {
         cache.clear();
         server.pause.wait(client.id());

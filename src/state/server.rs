@@ -106,12 +106,13 @@ impl ClientPause {
 
     /// When the pause on now ends (`None`: none is on).
     pub fn until(&self) -> Option<Instant> {
-        self.holds(true)
+        self.holds(|| true)
     }
 
     /// When a command must wait until (`None`: it may run now).
-    /// `may_write`: it may write or be propagated.
-    pub fn holds(&self, may_write: bool) -> Option<Instant> {
+    /// `may_write`: whether it may write or be propagated (asked only
+    /// while a pause is on).
+    pub fn holds(&self, may_write: impl FnOnce() -> bool) -> Option<Instant> {
         if !self.on.load(Ordering::Acquire) {
             return None;
         }
@@ -122,7 +123,7 @@ impl ClientPause {
             self.on.store(false, Ordering::Release);
             return None;
         }
-        (all || may_write).then_some(until)
+        (all || may_write()).then_some(until)
     }
 
     /// Notes that client `id` waits for the pause to end.
