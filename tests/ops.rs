@@ -649,3 +649,84 @@ fn supervised_systemd_notifies_ready_and_stopping() {
     assert_eq!(&buf[..n], b"STOPPING=1");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A script running past busy-reply-threshold: a command queued meanwhile
+/// is refused with BUSY and dooms the transaction; an EXEC refused with
+/// BUSY discards it (EXECABORT), as Redis 7.0.
+#[test]
+fn multi_while_a_script_is_busy_aborts_the_exec() {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.conn();
+    config_set(&mut c, "busy-reply-threshold", "100").unwrap();
+    const SLOW: &str = "local t = redis.call('time') local s = t[1] * 1000000 + t[2] \
+        repeat local n = redis.call('time') until n[1] * 1000000 + n[2] > s + 800000 return 1";
+    let slow = |srv: &TestServer| {
+        let mut s = srv.conn();
+        std::thread::spawn(move || {
+            let r: i64 = redis::cmd("EVAL").arg(SLOW).arg(0).query(&mut s).unwrap();
+            r
+        })
+    };
+    let mut raw = srv.raw();
+    assert_eq!(
+        send_raw(&mut raw, b"MULTI\r\n", Duration::from_millis(200)),
+        b"+OK\r\n"
+    );
+    let script = slow(&srv);
+    std::thread::sleep(Duration::from_millis(350));
+    let busy = read_reply_after(&mut raw, b"SET busyk 1\r\n");
+    assert!(
+        busy.starts_with(b"-BUSY "),
+        "{}",
+        String::from_utf8_lossy(&busy)
+    );
+    assert_eq!(script.join().unwrap(), 1);
+    let exec = read_reply_after(&mut raw, b"EXEC\r\n");
+    assert_eq!(
+        exec,
+        b"-EXECABORT Transaction discarded because of previous errors.\r\n"
+    );
+    // EXEC itself refused with BUSY: the transaction is discarded.
+    assert_eq!(
+        send_raw(
+            &mut raw,
+            b"MULTI\r\nSET busyk 2\r\n",
+            Duration::from_millis(200)
+        ),
+        b"+OK\r\n+QUEUED\r\n"
+    );
+    let script = slow(&srv);
+    std::thread::sleep(Duration::from_millis(350));
+    let exec = read_reply_after(&mut raw, b"EXEC\r\n");
+    assert!(
+        exec.starts_with(b"-EXECABORT Transaction discarded because of: BUSY "),
+        "{}",
+        String::from_utf8_lossy(&exec)
+    );
+    script.join().unwrap();
+    assert_eq!(
+        read_reply_after(&mut raw, b"EXEC\r\n"),
+        b"-ERR EXEC without MULTI\r\n"
+    );
+    let v: Option<String> = redis::cmd("GET").arg("busyk").query(&mut c).unwrap();
+    assert_eq!(v, None);
+}
+
+/// Sends `cmd` and reads one line (at most 5 s).
+fn read_reply_after(s: &mut std::net::TcpStream, cmd: &[u8]) -> Vec<u8> {
+    use std::io::{Read, Write};
+    s.write_all(cmd).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 1024];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !out.ends_with(b"\r\n") && Instant::now() < deadline {
+        if let Ok(n) = s.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+    }
+    out
+}
