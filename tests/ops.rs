@@ -565,6 +565,38 @@ fn client_pause_write_and_all() {
         t.elapsed()
     );
 
+    // Expired keys are not deleted during a pause (deleting is writing):
+    // they read as absent, and go once the pause ends.
+    let expired = |c: &mut redis::Connection| info(c, "stats")["expired_keys"].clone();
+    let before = expired(&mut c);
+    let _: () = redis::cmd("SET")
+        .arg("e")
+        .arg("v")
+        .arg("PX")
+        .arg(50)
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(100_000)
+        .arg("WRITE")
+        .query(&mut c)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let v: Option<String> = redis::cmd("GET").arg("e").query(&mut c).unwrap();
+    assert_eq!(v, None);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(expired(&mut c), before);
+    let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut c).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while expired(&mut c) == before {
+        assert!(
+            Instant::now() < deadline,
+            "the expired key stayed after UNPAUSE"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
     // Argument errors.
     let e: redis::RedisResult<()> = redis::cmd("CLIENT").arg("PAUSE").arg(-1).query(&mut c);
     assert!(e.unwrap_err().to_string().contains("timeout is negative"));

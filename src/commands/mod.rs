@@ -411,7 +411,8 @@ fn run_admitted<'s>(
 /// in between may have replaced it). Not while an AOF rewrite holds expiry
 /// back; the expiry cycle gets them later.
 fn remove_stale(server: &Server, stale: &[(usize, bytes::Bytes)], now_ms: u64) {
-    if journal::expiry_paused(&server.aof) {
+    // CLIENT PAUSE holds deletions too: the keys read as absent meanwhile.
+    if journal::expiry_paused(&server.aof) || server.pause.until().is_some() {
         return;
     }
     let ks = &server.keyspace;

@@ -104,10 +104,11 @@ fn spawn_cron(server: Arc<Server>) {
                 _ = shutdown.changed() => break,
             }
             // Keep going while much is due, but yield between rounds. An AOF
-            // rewrite pauses it (see persistence::rewrite); expired keys
-            // are logged to the AOF as DELs.
+            // rewrite pauses it (see persistence::rewrite), and so does
+            // CLIENT PAUSE (deleting is writing); expired keys are logged
+            // to the AOF as DELs.
             for _ in 0..16 {
-                if journal::expiry_paused(&server.aof) {
+                if journal::expiry_paused(&server.aof) || server.pause.until().is_some() {
                     break;
                 }
                 let (_, more) = server
