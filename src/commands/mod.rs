@@ -595,6 +595,10 @@ fn account(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]], ns: u64, failed
     if ctx.server.latency_tracking.load(Ordering::Relaxed) && ctx.client.blocked.is_none() {
         let bucket = crate::state::latency::bucket_of(ns) as u32;
         ctx.client.pending_latency.push((cmd.id as u32, bucket));
+        // A long pipeline adds its calls as it goes: the buffer stays small.
+        if ctx.client.pending_latency.len() >= LATENCY_BATCH {
+            flush_latency(ctx.server, ctx.client);
+        }
     }
     ctx.client.info.last_cmd.store(cmd.id, Ordering::Relaxed);
     let threshold = ctx.server.slowlog_threshold_us.load(Ordering::Relaxed);
@@ -680,6 +684,22 @@ fn record(client: &mut ClientState, slot: usize, us: u64, failed: bool, rejected
     }
 }
 
+/// Latency samples a client holds before adding them to the histograms.
+const LATENCY_BATCH: usize = 128;
+
+/// Adds a client's pending latency samples to the server's histograms.
+fn flush_latency(server: &Server, client: &mut ClientState) {
+    if client.pending_latency.is_empty() {
+        return;
+    }
+    let stats = server.command_stats(table().slots());
+    for (slot, bucket) in client.pending_latency.drain(..) {
+        if let Some(s) = stats.get(slot as usize) {
+            s.latency.record(bucket as usize);
+        }
+    }
+}
+
 /// Adds a client's pending statistics to the server's.
 pub fn flush_stats(server: &Server, client: &mut ClientState) {
     let mut processed = 0;
@@ -703,14 +723,7 @@ pub fn flush_stats(server: &Server, client: &mut ClientState) {
             dst.rejected.fetch_add(rejected, Ordering::Relaxed);
         }
     }
-    if !client.pending_latency.is_empty() {
-        let stats = server.command_stats(table().slots());
-        for (slot, bucket) in client.pending_latency.drain(..) {
-            if let Some(s) = stats.get(slot as usize) {
-                s.latency.record(bucket as usize);
-            }
-        }
-    }
+    flush_latency(server, client);
     if processed > 0 {
         server
             .stats
