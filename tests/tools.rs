@@ -280,3 +280,34 @@ fn redis_benchmark_runs_every_default_test() {
         .expect("LLEN");
     assert!(n > 0, "LRANGE's list is gone");
 }
+
+/// `redis-cli --ldb --eval` sends SCRIPT DEBUG, ignores its reply and sends
+/// the script: Rostrum has no debugger, so the script must not run (its
+/// write is not committed), and a plain EVAL afterwards runs as usual.
+#[test]
+fn redis_cli_ldb_stops_without_running_the_script() {
+    let Some(path) = tool("redis-cli") else {
+        return;
+    };
+    let srv = TestServer::start(&[]);
+    let script = srv.dir.join("debug_me.lua");
+    std::fs::write(&script, "return redis.call('set', KEYS[1], 'written')\n").expect("script");
+    let script = script.to_str().expect("utf-8 path");
+    for mode in ["--ldb", "--ldb-sync-mode"] {
+        let out = run(
+            Command::new(&path)
+                .arg("-p")
+                .arg(srv.port.to_string())
+                .args([mode, "--eval", script, "k"]),
+            b"quit\n",
+            Duration::from_secs(20),
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("The script was not run"), "{mode}: {text}");
+        assert_eq!(cli(&path, &srv, &["EXISTS", "k"]), "0\n", "{mode}");
+    }
+    // Without --ldb the same script runs.
+    let out = cli(&path, &srv, &["--eval", script, "k"]);
+    assert_eq!(out, "OK\n");
+    assert_eq!(cli(&path, &srv, &["GET", "k"]), "written\n");
+}

@@ -4,6 +4,7 @@
 
 pub mod args;
 pub mod bitmap;
+pub mod cluster;
 pub mod connection;
 pub mod hash;
 pub mod keys;
@@ -57,6 +58,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     pubsub::COMMANDS,
     sort::COMMANDS,
     leaderboard::COMMANDS,
+    cluster::COMMANDS,
 ];
 
 /// Commands that run at once even inside MULTI.
@@ -182,6 +184,12 @@ fn admit<'s>(
     resolved: Result<&'static Command, CmdError>,
     cache: &mut LockCache<'s>,
 ) -> Option<Admitted<'s>> {
+    // Behind a command CLIENT PAUSE postponed, the pipeline's next ones
+    // wait too, in order.
+    if let Some((queue, _)) = client.postponed.as_mut() {
+        queue.push(args.iter().map(|a| a.to_vec()).collect());
+        return None;
+    }
     let cmd = match resolved {
         Ok(c) => c,
         Err(e) => {
@@ -201,6 +209,10 @@ fn admit<'s>(
                     reject(server, client, out, None, &e);
                     return None;
                 }
+            }
+            // A known command refused for its arity counts as rejected.
+            if let Lookup::Found(c) = table().lookup(args) {
+                record(client, c.id, 0, false, true);
             }
             reject(server, client, out, None, &e);
             return None;
@@ -252,6 +264,19 @@ fn admit<'s>(
             reject(server, client, out, Some(cmd), &e);
             return None;
         }
+    }
+    // CLIENT PAUSE: the command waits (the connection runs it again when
+    // the pause ends), as Redis postpones it before queueing or running.
+    let may_write = || {
+        spec.has(flags::WRITE)
+            || spec.has(flags::MAY_REPLICATE)
+            || (spec.name == "exec" && queued_may_write(client))
+    };
+    if let Some(until) = server.pause.holds(may_write) {
+        cache.clear();
+        server.pause.wait(client.id());
+        client.postponed = Some((vec![args.iter().map(|a| a.to_vec()).collect()], until));
+        return None;
     }
     if client.multi.is_some() && !MULTI_IMMEDIATE.contains(&spec.name) {
         if spec.has(flags::NO_MULTI) {
@@ -316,6 +341,7 @@ fn run_admitted<'s>(
     } else {
         client.clock.unix_ms_at(start)
     };
+    let touch = !client.no_touch || spec.name == "touch";
     let mut ctx = Ctx {
         server,
         client,
@@ -335,6 +361,7 @@ fn run_admitted<'s>(
             notify_flags: server.notify_flags.load(Ordering::Relaxed),
             events: Vec::new(),
             stale: Vec::new(),
+            touch,
         },
     };
     ctx.keys.db = ctx.client.db;
@@ -384,7 +411,8 @@ fn run_admitted<'s>(
 /// in between may have replaced it). Not while an AOF rewrite holds expiry
 /// back; the expiry cycle gets them later.
 fn remove_stale(server: &Server, stale: &[(usize, bytes::Bytes)], now_ms: u64) {
-    if journal::expiry_paused(&server.aof) {
+    // CLIENT PAUSE holds deletions too: the keys read as absent meanwhile.
+    if journal::expiry_paused(&server.aof) || server.pause.until().is_some() {
         return;
     }
     let ks = &server.keyspace;
@@ -399,6 +427,18 @@ fn remove_stale(server: &Server, stale: &[(usize, bytes::Bytes)], now_ms: u64) {
             server.removed_expired(*db, removed);
         }
     }
+}
+
+/// Whether the open transaction holds a command that may write or be
+/// propagated (EXEC waits for a CLIENT PAUSE WRITE then).
+fn queued_may_write(client: &ClientState) -> bool {
+    client.multi.as_ref().is_some_and(|q| {
+        q.iter().any(|c| {
+            let args: Vec<&[u8]> = c.args.iter().map(|a| a.as_slice()).collect();
+            resolve(&args)
+                .is_ok_and(|cmd| cmd.spec.has(flags::WRITE) || cmd.spec.has(flags::MAY_REPLICATE))
+        })
+    })
 }
 
 /// Refuses a write while the AOF cannot be written (Redis's MISCONF), before
@@ -501,9 +541,10 @@ fn invoke(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]], start: Instant) 
     let reply_start = ctx.out.len();
     let result = (cmd.spec.handler)(ctx, args);
     let end = Instant::now();
-    let us = end.saturating_duration_since(start).as_micros() as u64;
+    let ns = end.saturating_duration_since(start).as_nanos() as u64;
     let failed = match result {
-        Ok(()) => false,
+        // A script's error reply is written, not returned.
+        Ok(()) => ctx.out.buf.get(reply_start) == Some(&b'-'),
         Err(e) => {
             // A handler errs before writing; drop anything partial anyway.
             ctx.out.truncate(reply_start);
@@ -515,7 +556,7 @@ fn invoke(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]], start: Instant) 
     if !ctx.keys.events.is_empty() {
         publish_events(ctx, reply_start);
     }
-    account(ctx, cmd, args, us, failed);
+    account(ctx, cmd, args, ns, failed);
     end
 }
 
@@ -543,11 +584,22 @@ fn publish_events(ctx: &mut Ctx<'_, '_>, reply_start: usize) {
     }
 }
 
-/// Counts a call of `cmd` that took `us` microseconds in the command
-/// statistics, and in the slow log past its threshold.
-fn account(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]], us: u64, failed: bool) {
+/// Counts a call of `cmd` that took `ns` nanoseconds in the command
+/// statistics and latency histograms, and in the slow log past its
+/// threshold.
+fn account(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]], ns: u64, failed: bool) {
     server::monitor::feed_executed(ctx, cmd, args);
+    let us = ns / 1000;
     record(ctx.client, cmd.id, us, failed, false);
+    // A command that blocked is timed when it is served, not now.
+    if ctx.server.latency_tracking.load(Ordering::Relaxed) && ctx.client.blocked.is_none() {
+        let bucket = crate::state::latency::bucket_of(ns) as u32;
+        ctx.client.pending_latency.push((cmd.id as u32, bucket));
+        // A long pipeline adds its calls as it goes: the buffer stays small.
+        if ctx.client.pending_latency.len() >= LATENCY_BATCH {
+            flush_latency(ctx.server, ctx.client);
+        }
+    }
     ctx.client.info.last_cmd.store(cmd.id, Ordering::Relaxed);
     let threshold = ctx.server.slowlog_threshold_us.load(Ordering::Relaxed);
     if threshold >= 0 && us >= threshold as u64 && !cmd.spec.has(flags::SKIP_SLOWLOG) {
@@ -584,6 +636,24 @@ fn reject(
     cmd: Option<&Command>,
     e: &CmdError,
 ) {
+    // As Redis's rejectCommand: a command refused inside MULTI dooms the
+    // transaction, and a refused EXEC discards it (EXECABORT naming why:
+    // BUSY while a script runs, ...).
+    if client.multi.is_some() {
+        if cmd.is_some_and(|c| c.spec.name == "exec") {
+            transaction::abort(server, client);
+            let line = e.to_string();
+            let why = line.strip_prefix("ERR ").unwrap_or(&line);
+            let e = CmdError::line(format!("EXECABORT Transaction discarded because of: {why}"));
+            out.error_bytes(&e.line_bytes());
+            server.count_error(&e.code());
+            if let Some(c) = cmd {
+                record(client, c.id, 0, false, true);
+            }
+            return;
+        }
+        client.multi_error = true;
+    }
     out.error_bytes(&e.line_bytes());
     server.count_error(&e.code());
     if let Some(c) = cmd {
@@ -614,6 +684,22 @@ fn record(client: &mut ClientState, slot: usize, us: u64, failed: bool, rejected
     }
 }
 
+/// Latency samples a client holds before adding them to the histograms.
+const LATENCY_BATCH: usize = 128;
+
+/// Adds a client's pending latency samples to the server's histograms.
+fn flush_latency(server: &Server, client: &mut ClientState) {
+    if client.pending_latency.is_empty() {
+        return;
+    }
+    let stats = server.command_stats(table().slots());
+    for (slot, bucket) in client.pending_latency.drain(..) {
+        if let Some(s) = stats.get(slot as usize) {
+            s.latency.record(bucket as usize);
+        }
+    }
+}
+
 /// Adds a client's pending statistics to the server's.
 pub fn flush_stats(server: &Server, client: &mut ClientState) {
     let mut processed = 0;
@@ -637,6 +723,7 @@ pub fn flush_stats(server: &Server, client: &mut ClientState) {
             dst.rejected.fetch_add(rejected, Ordering::Relaxed);
         }
     }
+    flush_latency(server, client);
     if processed > 0 {
         server
             .stats

@@ -204,9 +204,9 @@ fn run_calls<'s>(
                         if answer(ctx, key, &rest) {
                             next = n;
                             let end = Instant::now();
-                            let us = end.saturating_duration_since(start).as_micros() as u64;
+                            let ns = end.saturating_duration_since(start).as_nanos() as u64;
                             for i in 0..n {
-                                account(ctx, cmd, &run.call(i), us / n as u64, false);
+                                account(ctx, cmd, &run.call(i), ns / n as u64, false);
                             }
                             return end;
                         }

@@ -33,14 +33,27 @@ fn is_command(args: &[&[u8]]) -> bool {
 
 /// The VM, for a command that holds every shard (no script can be running).
 fn vm_now(server: &Server) -> Result<MutexGuard<'_, Option<Vm>>, CmdError> {
-    server.scripting.vm(is_command)
+    with_memory_limit(server, server.scripting.vm(is_command)?)
+}
+
+/// The VM with `lua-maxmemory` as configured now (CONFIG SET applies to
+/// the next script).
+fn with_memory_limit<'a>(
+    server: &Server,
+    mut g: MutexGuard<'a, Option<Vm>>,
+) -> Result<MutexGuard<'a, Option<Vm>>, CmdError> {
+    let limit = server.config.read().lua_maxmemory;
+    if let Some(vm) = g.as_mut() {
+        vm.set_memory_limit(limit);
+    }
+    Ok(g)
 }
 
 /// The VM, for a command that does not hold the shards: waits for a running
 /// script, up to `busy-reply-threshold`.
 fn vm_waiting(server: &Server) -> Result<MutexGuard<'_, Option<Vm>>, CmdError> {
     let threshold = server.config.read().busy_reply_threshold;
-    server.scripting.vm_waiting(threshold, is_command)
+    with_memory_limit(server, server.scripting.vm_waiting(threshold, is_command)?)
 }
 
 /// The dispatcher as a script sees it: `redis.call` runs a command of the
@@ -87,6 +100,12 @@ impl ScriptHost for Ctx<'_, '_> {
 
     fn out(&mut self) -> &mut Reply {
         self.out
+    }
+
+    fn count_error(&mut self, line: &[u8]) {
+        let line = String::from_utf8_lossy(line);
+        self.server
+            .count_error(line.split(' ').next().unwrap_or("ERR"));
     }
 
     fn enter(&mut self) -> Entered {
@@ -179,6 +198,15 @@ const SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
         script_kill,
         "Kill the script currently in execution.",
         "2.6.0",
+    ),
+    sub(
+        "debug",
+        3,
+        NOSCRIPT,
+        KeySpec::None,
+        script_debug,
+        "Set the debug mode for executed scripts.",
+        "3.2.0",
     ),
     sub(
         "help",
@@ -388,6 +416,7 @@ fn split_keys<'x>(a: Args<'x>, not_integer: CmdError) -> Result<(Args<'x>, Args<
 }
 
 fn run_eval(ctx: &mut Ctx, a: &[&[u8]], by_sha: bool, read_only: bool) -> CmdResult {
+    refuse_if_debugging(ctx)?;
     super::server::monitor::feed_script(ctx, a);
     let (keys, args) = split_keys(a, CmdError::NotInteger)?;
     let server = ctx.server;
@@ -427,6 +456,7 @@ fn evalsha_ro(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 }
 
 fn run_fcall(ctx: &mut Ctx, a: &[&[u8]], read_only: bool) -> CmdResult {
+    refuse_if_debugging(ctx)?;
     super::server::monitor::feed_script(ctx, a);
     let (keys, args) = split_keys(a, CmdError::err("Bad number of keys provided"))?;
     let server = ctx.server;
@@ -505,6 +535,38 @@ fn kill(ctx: &mut Ctx, eval: bool) -> CmdResult {
     }
     running.kill.store(true, Ordering::Release);
     ctx.out.ok();
+    Ok(())
+}
+
+/// SCRIPT DEBUG: Rostrum has no Lua debugger. YES and SYNC are refused,
+/// and the connection's next script (EVAL, EVALSHA, FCALL and their _RO
+/// forms) is refused too: `redis-cli --ldb --eval` sends SCRIPT DEBUG,
+/// ignores its reply and then sends the script, which must not run (and
+/// commit its writes) as if it were being debugged. NO cancels that.
+fn script_debug(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    if is(a[2], "no") {
+        ctx.client.script_debug = false;
+        ctx.out.ok();
+        return Ok(());
+    }
+    if !(is(a[2], "yes") || is(a[2], "sync")) {
+        return Err(CmdError::err("Use SCRIPT DEBUG YES/SYNC/NO"));
+    }
+    ctx.client.script_debug = true;
+    Err(CmdError::err(SCRIPT_DEBUG_UNSUPPORTED))
+}
+
+const SCRIPT_DEBUG_UNSUPPORTED: &str =
+    "SCRIPT DEBUG is not supported: this server has no Lua debugger; the next script sent on this connection will be refused";
+
+/// The script a connection sends after SCRIPT DEBUG YES/SYNC: refused
+/// (once) instead of run.
+fn refuse_if_debugging(ctx: &mut Ctx) -> CmdResult {
+    if std::mem::take(&mut ctx.client.script_debug) {
+        return Err(CmdError::err(
+            "The script was not run: SCRIPT DEBUG was asked on this connection and this server has no Lua debugger",
+        ));
+    }
     Ok(())
 }
 

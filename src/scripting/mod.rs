@@ -71,6 +71,26 @@ pub struct Running {
     /// [`wait_not_busy`]).
     ended_lock: Mutex<()>,
     ended: Condvar,
+    /// What the VM holds, for INFO (updated after every run and load).
+    pub memory: MemoryFigures,
+}
+
+/// The scripting engine's memory, as INFO's memory section reports it.
+/// Updated by the VM after each script, load and flush, so INFO reads it
+/// without taking the VM (which a running script holds).
+#[derive(Debug, Default)]
+pub struct MemoryFigures {
+    /// Bytes the Lua VM holds (INFO `used_memory_lua`): its heap, as its
+    /// allocator counts it.
+    pub vm_bytes: AtomicU64,
+    /// Bytes of the cached EVAL scripts' bodies and names
+    /// (`used_memory_scripts_eval`).
+    pub scripts_bytes: AtomicU64,
+    /// Scripts in the EVAL cache (`number_of_cached_scripts`).
+    pub scripts: AtomicU64,
+    /// Bytes of the loaded libraries' code and function names
+    /// (`used_memory_functions`).
+    pub functions_bytes: AtomicU64,
 }
 
 /// How long FUNCTION LOAD may run a library's code.
@@ -98,6 +118,7 @@ impl Running {
             offered_ms: AtomicU64::new(0),
             ended_lock: Mutex::new(()),
             ended: Condvar::new(),
+            memory: MemoryFigures::default(),
         }
     }
 
@@ -291,6 +312,29 @@ impl Scripting {
         match self.vm.lock().as_ref() {
             Some(vm) => vm.library_codes(),
             None => Vec::new(),
+        }
+    }
+}
+
+/// Hands the pages the allocator keeps for reuse back to the system: after
+/// a script that ran out of `lua-maxmemory`, the hundreds of megabytes it
+/// took would otherwise stay resident until jemalloc's decay (10 s) or
+/// for good. Setting an arena's dirty and muzzy decay time to 0 purges it
+/// at once; the previous times are then put back.
+pub fn return_free_memory() {
+    use tikv_jemalloc_ctl::{arenas, Access, AsName};
+    let Ok(n) = arenas::narenas::read() else {
+        return;
+    };
+    for i in 0..n {
+        for kind in ["dirty", "muzzy"] {
+            let name = format!("arena.{i}.{kind}_decay_ms\0");
+            let ctl = name.as_bytes().name();
+            let Ok(old) = Access::<isize>::read(ctl) else {
+                continue;
+            };
+            let _ = ctl.write(0isize);
+            let _ = ctl.write(old);
         }
     }
 }

@@ -49,6 +49,10 @@ pub trait ScriptHost {
     /// Where the script's own reply goes.
     fn out(&mut self) -> &mut Reply;
 
+    /// Counts an error reply the script itself makes (an `{err=...}` table
+    /// it returns) in the error statistics.
+    fn count_error(&mut self, line: &[u8]);
+
     /// Before the script runs: blocking commands must answer at once, and
     /// SELECT inside the script must not outlive it. Returns what
     /// [`ScriptHost::leave`] restores.
@@ -73,6 +77,11 @@ const PRELUDE_NAME: &str = "=rostrum_prelude";
 /// The Redis version scripts see (`redis.REDIS_VERSION`).
 pub const REDIS_VERSION: &str = "7.0.15";
 const REDIS_VERSION_NUM: i64 = 0x07_00_0f;
+/// The field of an `{err=...}` table made from a command's error reply
+/// (redis.call, redis.pcall): that error was counted in the error
+/// statistics already, so a script returning or raising it is not counted
+/// again (Redis's own name for the field, visible to scripts as there).
+const COUNTED: &str = "ignore_err_stats_update";
 /// Instructions between two checks for SCRIPT KILL.
 const HOOK_EVERY: u32 = 10_000;
 const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
@@ -138,6 +147,10 @@ pub struct Vm {
     load_fn: Function,
     running: Arc<Running>,
     scripts: HashMap<String, Script, ahash::RandomState>,
+    /// Bytes of the cached scripts' bodies and SHA1 names.
+    scripts_bytes: u64,
+    /// `lua-maxmemory` as last set (0: no limit).
+    memory_limit: u64,
     libraries: BTreeMap<String, Library>,
     /// Function name -> the library that registered it.
     functions: HashMap<String, String>,
@@ -313,9 +326,12 @@ impl Vm {
             "error_text",
             lua.create_function(|lua, v: Value| match v {
                 Value::Error(e) => match script_error_line(&e) {
-                    Some(line) => {
+                    Some((line, counted)) => {
                         let t = lua.create_table()?;
                         t.raw_set("err", lua.create_string(line)?)?;
+                        if counted {
+                            t.raw_set(COUNTED, true)?;
+                        }
                         Ok(Value::Table(t))
                     }
                     None => Ok(Value::String(lua.create_string(rust_error_text(&e))?)),
@@ -388,9 +404,61 @@ impl Vm {
             lua,
             running,
             scripts: HashMap::default(),
+            scripts_bytes: 0,
+            memory_limit: 0,
             libraries: BTreeMap::new(),
             functions: HashMap::new(),
         })
+    }
+
+    /// Sets the most memory the Lua heap may hold (`lua-maxmemory`; 0: no
+    /// limit). An allocation past it fails with Lua's memory error, which
+    /// the script gets as an error (see [`Vm::run`]).
+    pub fn set_memory_limit(&mut self, bytes: u64) {
+        let _ = self.lua.set_memory_limit(bytes as usize);
+        self.memory_limit = bytes;
+    }
+
+    /// Publishes the VM's memory figures for INFO.
+    fn update_memory_figures(&self) {
+        let m = &self.running.memory;
+        m.vm_bytes
+            .store(self.lua.used_memory() as u64, Ordering::Relaxed);
+        m.scripts
+            .store(self.scripts.len() as u64, Ordering::Relaxed);
+        m.scripts_bytes.store(self.scripts_bytes, Ordering::Relaxed);
+        let functions: usize = self
+            .libraries
+            .values()
+            .map(|l| l.code.len() + l.functions.iter().map(|f| f.name.len()).sum::<usize>())
+            .sum();
+        m.functions_bytes.store(functions as u64, Ordering::Relaxed);
+    }
+
+    /// After a script or load that ran out of memory: collects what it
+    /// left and gives the freed pages back to the system.
+    fn recover_from_memory_error(&self) {
+        // Until the heap stops shrinking: finalizers run in one cycle free
+        // more in the next, and Lua 5.1 halves its concatenation buffer
+        // (grown to the size of the failed concatenation) once per cycle.
+        let mut used = self.lua.used_memory();
+        for _ in 0..64 {
+            let _ = self.lua.gc_collect();
+            let now = self.lua.used_memory();
+            if now >= used {
+                break;
+            }
+            used = now;
+        }
+        super::return_free_memory();
+    }
+
+    /// The error a script that passed `lua-maxmemory` gets.
+    fn memory_error(&self) -> CmdError {
+        CmdError::err(format!(
+            "Lua script ran out of memory: it passed lua-maxmemory ({} bytes); what it allocated was freed",
+            self.memory_limit
+        ))
     }
 
     // ---- EVAL scripts ----
@@ -409,14 +477,24 @@ impl Vm {
             .set_name("@user_script")
             .set_mode(ChunkMode::Text)
             .set_environment(self.env.clone())
-            .into_function()
-            .map_err(|e| {
-                CmdError::err(format!(
+            .into_function();
+        let func = match func {
+            Ok(f) => f,
+            Err(mlua::Error::MemoryError(_)) => {
+                self.recover_from_memory_error();
+                self.update_memory_figures();
+                return Err(self.memory_error());
+            }
+            Err(e) => {
+                return Err(CmdError::err(format!(
                     "Error compiling script (new function): {}",
                     syntax_message(&e)
-                ))
-            })?;
+                )))
+            }
+        };
+        self.scripts_bytes += (body.len() + sha.len()) as u64;
         self.scripts.insert(sha.clone(), Script { func, shebang });
+        self.update_memory_figures();
         Ok(sha)
     }
 
@@ -428,7 +506,9 @@ impl Vm {
     /// Forgets every cached script (SCRIPT FLUSH).
     pub fn flush_scripts(&mut self) {
         self.scripts.clear();
+        self.scripts_bytes = 0;
         self.lua.gc_collect().ok();
+        self.update_memory_figures();
     }
 
     /// Runs the cached script `sha` (EVAL, EVALSHA and their _RO forms).
@@ -485,6 +565,16 @@ impl Vm {
         let result: mlua::Result<(bool, Value)> = self.load_fn.call(chunk);
         let timed_out = self.running.must_abort();
         self.running.stop();
+        let out_of_memory = match &result {
+            Err(mlua::Error::MemoryError(_)) => true,
+            Ok((false, v)) => is_memory_error(v),
+            _ => false,
+        };
+        if out_of_memory {
+            self.recover_from_memory_error();
+            self.update_memory_figures();
+            return Err(self.memory_error());
+        }
         let (ok, value) = result.map_err(lua_err)?;
         let list = match value {
             Value::Table(t) if ok => t,
@@ -559,6 +649,7 @@ impl Vm {
 
     fn update_counts(&self) {
         *self.running.counts.lock() = (self.libraries.len(), self.functions.len());
+        self.update_memory_figures();
     }
 
     /// Removes every library (FUNCTION FLUSH).
@@ -674,17 +765,37 @@ impl Vm {
         let result = self.slot.lend(&mut env, || {
             run_fn.call::<(bool, Value)>((func, keys_t, args_t, !kind.eval))
         });
+        let mut lua_out_of_memory = false;
         let result = result.map(|(ok, value)| {
+            lua_out_of_memory = !ok && is_memory_error(&value);
+            let counted = error_counted(&value);
             if ok {
+                // A script's own error reply is counted here; one made
+                // from a command's error was counted when it answered.
+                if let (Some(line), false) = (error_reply_line(&value), counted) {
+                    host.count_error(&line);
+                }
                 lua_to_reply(host.out(), &value, resp.load(Ordering::Relaxed));
                 Ok(())
             } else {
-                Err(script_error(&value, &kind.name, running.killed()))
+                let e = script_error(&value, &kind.name, running.killed());
+                if counted {
+                    host.out().error_bytes(&e.line_bytes());
+                    return Ok(());
+                }
+                Err(e)
             }
         });
         running.stop();
         self.scratch.trim();
         host.leave(saved);
+        let out_of_memory = lua_out_of_memory || matches!(result, Err(mlua::Error::MemoryError(_)));
+        if out_of_memory {
+            self.recover_from_memory_error();
+            self.update_memory_figures();
+            return Err(self.memory_error());
+        }
+        self.update_memory_figures();
         result.map_err(lua_err)?
     }
 }
@@ -707,8 +818,10 @@ struct RunKind<'n> {
 
 /// A Redis-style error raised from Rust (`redis.call`, `redis.setresp`, ...):
 /// the script's error handler turns it into an `{err=...}` table.
+/// The flag tells an error reply of a command run by `redis.call` (already
+/// counted in the error statistics when the command answered it).
 #[derive(Debug)]
-pub struct ScriptError(pub Vec<u8>);
+pub struct ScriptError(pub Vec<u8>, pub bool);
 
 impl std::fmt::Display for ScriptError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -720,15 +833,15 @@ impl std::error::Error for ScriptError {}
 
 /// A Redis-style error with `msg`, as `luaPushError` builds it (`ERR msg`).
 fn raise(msg: &str) -> mlua::Error {
-    mlua::Error::external(ScriptError(error_line(msg.as_bytes())))
+    mlua::Error::external(ScriptError(error_line(msg.as_bytes()), false))
 }
 
 /// The line of a [`ScriptError`] inside an mlua error, if it is one.
-fn script_error_line(e: &mlua::Error) -> Option<Vec<u8>> {
+fn script_error_line(e: &mlua::Error) -> Option<(Vec<u8>, bool)> {
     match e {
-        mlua::Error::ExternalError(inner) => {
-            inner.downcast_ref::<ScriptError>().map(|s| s.0.clone())
-        }
+        mlua::Error::ExternalError(inner) => inner
+            .downcast_ref::<ScriptError>()
+            .map(|s| (s.0.clone(), s.1)),
         mlua::Error::CallbackError { cause, .. } => script_error_line(cause),
         _ => None,
     }
@@ -838,6 +951,29 @@ fn error_message(v: &Value) -> String {
 }
 
 /// The error line of a failed script: its message and where it was raised.
+/// Whether `v` is an `{err=...}` table made from a command's error reply.
+fn error_counted(v: &Value) -> bool {
+    matches!(v, Value::Table(t) if matches!(t.raw_get::<Value>(COUNTED), Ok(Value::Boolean(true))))
+}
+
+/// The error line of a script's reply that is an `{err=...}` table.
+fn error_reply_line(v: &Value) -> Option<Vec<u8>> {
+    match v {
+        Value::Table(t) => match t.raw_get::<Value>("err") {
+            Ok(Value::String(s)) => Some(s.as_bytes().to_vec()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Whether a script's error is Lua's memory error: Lua 5.1 raises it
+/// without calling the script's error handler, so it arrives as the bare
+/// message (an `error("...")` of the script arrives as a table).
+fn is_memory_error(v: &Value) -> bool {
+    matches!(v, Value::String(s) if s.as_bytes().as_ref() == b"not enough memory")
+}
+
 fn script_error(v: &Value, name: &str, killed: bool) -> CmdError {
     let mut msg = if killed {
         KILLED.to_string()
@@ -962,10 +1098,11 @@ fn call_command(
 ) -> mlua::Result<Value> {
     match run_command(lua, env, running, call.resp, argv)? {
         Ok(v) => Ok(v),
-        Err(line) if call.raise_errors => Err(mlua::Error::external(ScriptError(line))),
+        Err(line) if call.raise_errors => Err(mlua::Error::external(ScriptError(line, true))),
         Err(line) => {
-            let t = lua.create_table_with_capacity(0, 1)?;
+            let t = lua.create_table_with_capacity(0, 2)?;
             t.raw_set("err", lua.create_string(line)?)?;
+            t.raw_set(COUNTED, true)?;
             Ok(Value::Table(t))
         }
     }

@@ -115,6 +115,7 @@ pub async fn serve(server: Arc<Server>, stream: TcpStream) {
         server.unblock_client(id, &b.keys);
         server.signal_ready(&b.keys);
     }
+    server.wake_client(server.pause.forget(id));
     commands::flush_stats(&server, &mut conn.client);
     commands::disconnect(&server, &mut conn.client);
     conn.info.outbox.close();
@@ -165,6 +166,10 @@ impl Conn {
             }
             if self.client.blocked.is_some() {
                 self.wait_unblocked().await?;
+                continue;
+            }
+            if self.client.postponed.is_some() {
+                self.wait_unpaused().await?;
                 continue;
             }
             self.read_more().await?;
@@ -300,7 +305,10 @@ impl Conn {
         let mut cache = commands::LockCache::new();
         let run = &mut self.run;
         let batch = loop {
-            if self.client.blocked.is_some() || self.client.close_after_reply {
+            if self.client.blocked.is_some()
+                || self.client.postponed.is_some()
+                || self.client.close_after_reply
+            {
                 break Batch::Done;
             }
             match self.parser.parse(&self.rbuf, limits) {
@@ -400,6 +408,65 @@ impl Conn {
             // Still nothing to take: keep waiting until the original deadline.
             Some(b) => b.deadline = block.deadline,
             None => self.leave_line(&block.keys),
+        }
+        Ok(())
+    }
+
+    /// Waits while CLIENT PAUSE holds the postponed command, then runs it.
+    /// Bytes arriving meanwhile are buffered, not run.
+    async fn wait_unpaused(&mut self) -> Result<(), Stop> {
+        // Until the pause is over (its time ran out, or CLIENT UNPAUSE),
+        // then until this client's turn: the clients it held run one after
+        // the other, in the order it held them.
+        let id = self.info.id;
+        loop {
+            let until = self.server.pause.until();
+            if until.is_none() && self.server.pause.take_turn(id) {
+                break;
+            }
+            let sleep = async {
+                match until {
+                    Some(u) => tokio::time::sleep_until(u.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            if self.rbuf.capacity() - self.rbuf.len() < 1024 {
+                self.rbuf.reserve(READ_CHUNK);
+            }
+            tokio::select! {
+                _ = self.info.wake.notified() => {
+                    if self.info.killed.load(Ordering::Acquire) {
+                        return Err(Stop::Close);
+                    }
+                }
+                _ = sleep => {}
+                _ = self.info.outbox.ready(), if self.receives_pushes() => {
+                    self.send().await?;
+                }
+                r = self.stream.read_buf(&mut self.rbuf) => match r {
+                    Ok(0) | Err(_) => return Err(Stop::Close),
+                    Ok(_) => {
+                        if self.rbuf.len() as u64 > self.server.query_buffer_limit.load(Ordering::Relaxed) {
+                            return Err(Stop::Close);
+                        }
+                    }
+                },
+                _ = self.shutdown.changed() => return Err(Stop::Close),
+            }
+        }
+        // Runs them through the dispatcher again: a pause made longer in
+        // the meantime postpones the first again, and the rest behind it.
+        let Some((queue, _)) = self.client.postponed.take() else {
+            return Ok(());
+        };
+        for args in queue {
+            let args: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+            self.client.clock.reset();
+            commands::execute(&self.server, &mut self.client, &mut self.out, &args);
+        }
+        // The next client's turn (unless a new pause holds them all).
+        if self.server.pause.until().is_none() {
+            self.server.wake_client(self.server.pause.next());
         }
         Ok(())
     }

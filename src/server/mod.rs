@@ -3,6 +3,7 @@
 //! commands live in `commands`.
 
 pub mod connection;
+pub mod logging;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -18,7 +19,9 @@ use crate::state::{unix_ms, Server};
 
 /// Binds every configured address, then serves until shutdown (SHUTDOWN,
 /// SIGTERM or Ctrl-C). Returns once every listener has stopped.
-pub async fn run(server: Arc<Server>) -> std::io::Result<()> {
+/// `listening` is called once every listener is bound (the daemonized
+/// parent exits then; see `main`).
+pub async fn run(server: Arc<Server>, listening: impl FnOnce()) -> std::io::Result<()> {
     let (binds, port) = {
         let c = server.config.read();
         (c.bind.clone(), c.port)
@@ -34,6 +37,7 @@ pub async fn run(server: Arc<Server>) -> std::io::Result<()> {
         tracing::info!("Ready to accept connections tcp on {}", l.local_addr()?);
         listeners.push(l);
     }
+    listening();
     spawn_cron(server.clone());
     spawn_signals(server.clone());
     let mut tasks = Vec::new();
@@ -128,10 +132,11 @@ fn spawn_cron(server: Arc<Server>) {
                 _ = shutdown.changed() => break,
             }
             // Keep going while much is due, but yield between rounds. An AOF
-            // rewrite pauses it (see persistence::rewrite); expired keys
-            // are logged to the AOF as DELs.
+            // rewrite pauses it (see persistence::rewrite), and so does
+            // CLIENT PAUSE (deleting is writing); expired keys are logged
+            // to the AOF as DELs.
             for _ in 0..16 {
-                if journal::expiry_paused(&server.aof) {
+                if journal::expiry_paused(&server.aof) || server.pause.until().is_some() {
                     break;
                 }
                 let (_, more) = server
@@ -160,6 +165,15 @@ fn spawn_signals(server: Arc<Server>) {
             let Ok(mut term) = signal(SignalKind::terminate()) else {
                 return;
             };
+            // SIGHUP: reopen the log file (logrotate).
+            if let Ok(mut hup) = signal(SignalKind::hangup()) {
+                tokio::spawn(async move {
+                    while hup.recv().await.is_some() {
+                        logging::reopen();
+                        tracing::info!("Received SIGHUP, log file reopened");
+                    }
+                });
+            }
             let mut int = match signal(SignalKind::interrupt()) {
                 Ok(s) => s,
                 Err(_) => return,

@@ -199,6 +199,9 @@ pub struct ClientState {
     pub pending_hits: u64,
     /// See [`ClientState::pending_hits`].
     pub pending_misses: u64,
+    /// Calls' latency buckets not yet added to the server's histograms:
+    /// (command slot, bucket).
+    pub pending_latency: Vec<(u32, u32)>,
     /// Set by a blocking command that found no data.
     pub blocked: Option<BlockState>,
     /// Blocking commands must answer at once (inside EXEC or a script).
@@ -227,6 +230,18 @@ pub struct ClientState {
     pub script_pushes: Vec<u8>,
     /// CLIENT TRACKING: the connection's own part.
     pub tracking: ClientTracking,
+    /// SCRIPT DEBUG YES/SYNC was asked: Rostrum has no Lua debugger, so the
+    /// next script this connection sends is refused rather than run
+    /// undebugged (`redis-cli --ldb` ignores SCRIPT DEBUG's reply).
+    pub script_debug: bool,
+    /// Commands postponed by CLIENT PAUSE (the first one it held, and
+    /// every later one of a pipeline already parsed), and when the pause
+    /// ends: the connection runs them then (or at CLIENT UNPAUSE), and
+    /// reads no further command meanwhile.
+    pub postponed: Option<(Vec<Vec<Vec<u8>>>, std::time::Instant)>,
+    /// CLIENT NO-TOUCH ON: this client's commands leave keys' access
+    /// times (OBJECT IDLETIME) as they were; TOUCH still updates them.
+    pub no_touch: bool,
 }
 
 impl ClientState {
@@ -246,6 +261,7 @@ impl ClientState {
             pending_slots: Vec::new(),
             pending_hits: 0,
             pending_misses: 0,
+            pending_latency: Vec::new(),
             blocked: None,
             deny_blocking: false,
             replaying: false,
@@ -256,6 +272,9 @@ impl ClientState {
             pubsub: Subscriptions::default(),
             script_pushes: Vec::new(),
             tracking: ClientTracking::default(),
+            script_debug: false,
+            postponed: None,
+            no_touch: false,
         }
     }
 

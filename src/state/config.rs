@@ -34,6 +34,11 @@ pub struct Config {
     pub slowlog_log_slower_than: i64,
     pub slowlog_max_len: u64,
     pub latency_monitor_threshold: u64,
+    /// `latency-tracking`: per-command latency histograms (INFO
+    /// latencystats).
+    pub latency_tracking: bool,
+    /// `latency-tracking-info-percentiles`, canonical text.
+    pub latency_tracking_info_percentiles: String,
     pub zset_max_listpack_entries: u64,
     pub zset_max_listpack_value: u64,
     pub set_max_intset_entries: u64,
@@ -55,6 +60,8 @@ pub struct Config {
     pub maxmemory: u64,
     pub maxmemory_policy: String,
     pub busy_reply_threshold: u64,
+    /// Most memory the Lua VM may hold (a Rostrum parameter); 0: no limit.
+    pub lua_maxmemory: u64,
     pub aof_load_truncated: bool,
     pub auto_aof_rewrite_percentage: u64,
     pub auto_aof_rewrite_min_size: u64,
@@ -90,6 +97,8 @@ impl Default for Config {
             slowlog_log_slower_than: 10000,
             slowlog_max_len: 128,
             latency_monitor_threshold: 0,
+            latency_tracking: true,
+            latency_tracking_info_percentiles: "50 99 99.9".into(),
             zset_max_listpack_entries: 128,
             zset_max_listpack_value: 64,
             set_max_intset_entries: 512,
@@ -108,6 +117,7 @@ impl Default for Config {
             maxmemory: 0,
             maxmemory_policy: "noeviction".into(),
             busy_reply_threshold: 5000,
+            lua_maxmemory: 256 * 1024 * 1024,
             aof_load_truncated: true,
             auto_aof_rewrite_percentage: 100,
             auto_aof_rewrite_min_size: 64 * 1024 * 1024,
@@ -139,6 +149,8 @@ pub enum Kind {
     KeyspaceEvents,
     /// `client-output-buffer-limit`: `class hard soft seconds` groups.
     BufferLimit,
+    /// `latency-tracking-info-percentiles`: numbers between 0 and 100.
+    Percentiles,
 }
 
 /// Where a parameter's value lives.
@@ -372,6 +384,15 @@ pub static PARAMS: &[Param] = &[
     text_field!("loglevel", Kind::Enum(LOGLEVELS), loglevel),
     immutable(text_field!("logfile", Kind::Text, logfile)),
     immutable(stored("syslog-enabled", &[], BOOL, "no")),
+    immutable(stored("syslog-ident", &[], Kind::Text, "redis")),
+    immutable(stored(
+        "syslog-facility",
+        &[],
+        Kind::Enum(&[
+            "user", "local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7",
+        ]),
+        "local0",
+    )),
     immutable(num_field!("databases", &[], int(1, INT_MAX), databases)),
     field(
         "hz",
@@ -428,7 +449,12 @@ pub static PARAMS: &[Param] = &[
         int(0, i64::MAX),
         latency_monitor_threshold
     ),
-    stored("latency-tracking", &[], BOOL, "yes"),
+    bool_field!("latency-tracking", latency_tracking),
+    text_field!(
+        "latency-tracking-info-percentiles",
+        Kind::Percentiles,
+        latency_tracking_info_percentiles
+    ),
     // Memory and eviction.
     num_field!("maxmemory", &[], MEMORY, maxmemory),
     text_field!("maxmemory-policy", Kind::Enum(POLICIES), maxmemory_policy),
@@ -542,6 +568,8 @@ pub static PARAMS: &[Param] = &[
         int(0, i64::MAX),
         busy_reply_threshold
     ),
+    // Rostrum's own: the Lua VM's memory limit, settable at run time.
+    num_field!("lua-maxmemory", &[], MEMORY, lua_maxmemory),
     stored("shutdown-timeout", &[], NON_NEG, "10"),
     // Replication (Rostrum is always a master without replicas).
     stored(
@@ -658,6 +686,12 @@ pub fn canonical(param: &Param, value: &str, current: &str) -> Result<String, St
             .map(super::notify::flags_spelled_out)
             .ok_or_else(|| "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
         Kind::BufferLimit => merge_buffer_limits(value, current),
+        Kind::Percentiles => super::latency::parse_percentiles(value).map(|ps| {
+            ps.iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        }),
     }
 }
 

@@ -47,6 +47,9 @@ pub struct Keys<'a> {
     /// them once the command's locks are released (Redis's lazy expiry;
     /// `expired` is raised at the read).
     pub stale: Vec<(usize, Bytes)>,
+    /// Whether reads update the keys' access time (OBJECT IDLETIME): not
+    /// for a client under CLIENT NO-TOUCH ON, except its TOUCH.
+    pub touch: bool,
 }
 
 fn not_locked() -> CmdError {
@@ -117,7 +120,12 @@ impl<'a> Keys<'a> {
     /// The live entry under `key` (counts a keyspace hit or miss; a miss
     /// raises `keymiss`).
     pub fn entry(&mut self, key: &[u8]) -> Result<Option<&Entry>, CmdError> {
-        let found = Self::part_of(&self.locked, self.ks, key, self.db)?.get(key, self.now_ms);
+        let part = Self::part_of(&self.locked, self.ks, key, self.db)?;
+        let found = if self.touch {
+            part.get(key, self.now_ms)
+        } else {
+            part.peek(key, self.now_ms)
+        };
         if found.is_some() {
             self.hits += 1;
         } else {
@@ -179,7 +187,11 @@ impl<'a> Keys<'a> {
     /// when the key is absent.
     pub fn value_read_by(&mut self, key: &[u8], calls: usize) -> Option<&Value> {
         let part = Self::part_of(&self.locked, self.ks, key, self.db).ok()?;
-        let found = part.get(key, self.now_ms)?;
+        let found = if self.touch {
+            part.get(key, self.now_ms)?
+        } else {
+            part.peek(key, self.now_ms)?
+        };
         self.hits += calls as u64;
         Some(&found.value)
     }

@@ -30,6 +30,110 @@ pub struct CommandStat {
     pub usec: AtomicU64,
     pub failed: AtomicU64,
     pub rejected: AtomicU64,
+    /// How long the calls took (INFO latencystats).
+    pub latency: super::latency::Histogram,
+}
+
+/// CLIENT PAUSE's state: while it lasts, commands of normal clients (every
+/// command under `ALL`; under `WRITE`, those that may write or be
+/// propagated: writes, EVAL, FCALL, PUBLISH, and EXEC of a transaction
+/// holding one) wait, postponed, and run once it ends (its time runs out,
+/// or CLIENT UNPAUSE).
+#[derive(Debug, Default)]
+pub struct ClientPause {
+    /// Whether a pause may be on (the one load a command pays otherwise).
+    on: AtomicBool,
+    /// (every command, until when).
+    state: Mutex<Option<(bool, Instant)>>,
+    /// Clients with postponed commands, in the order they were held: when
+    /// the pause ends they run their commands one client after the other
+    /// in this order, as Redis serves them.
+    waiting: Mutex<std::collections::VecDeque<u64>>,
+}
+
+impl ClientPause {
+    /// Pauses until `until` (`all`: every command, else writes only). A
+    /// pause already on keeps the later end and the stricter kind.
+    pub fn pause(&self, all: bool, until: Instant) {
+        let mut s = self.state.lock();
+        let next = match *s {
+            Some((a, u)) => (a || all, u.max(until)),
+            None => (all, until),
+        };
+        *s = Some(next);
+        self.on.store(true, Ordering::Release);
+    }
+
+    /// Ends the pause; returns the client to wake first (the others are
+    /// woken in turn, see [`ClientPause::take_turn`]).
+    pub fn unpause(&self) -> Option<u64> {
+        *self.state.lock() = None;
+        self.on.store(false, Ordering::Release);
+        self.waiting.lock().front().copied()
+    }
+
+    /// Whether client `id` may run its postponed commands now (it is the
+    /// first waiting, or not waiting); it then leaves the line and, once
+    /// done, calls [`ClientPause::next`] and wakes the client it returns.
+    pub fn take_turn(&self, id: u64) -> bool {
+        let mut w = self.waiting.lock();
+        match w.front() {
+            Some(&first) if first == id => {
+                w.pop_front();
+                true
+            }
+            Some(_) => !w.contains(&id),
+            None => true,
+        }
+    }
+
+    /// The client whose turn it is now, to wake.
+    pub fn next(&self) -> Option<u64> {
+        self.waiting.lock().front().copied()
+    }
+
+    /// A client that leaves (disconnects) leaves the line; returns the
+    /// client to wake if it was first.
+    pub fn forget(&self, id: u64) -> Option<u64> {
+        let mut w = self.waiting.lock();
+        let first = w.front() == Some(&id);
+        w.retain(|&c| c != id);
+        if first {
+            w.front().copied()
+        } else {
+            None
+        }
+    }
+
+    /// When the pause on now ends (`None`: none is on).
+    pub fn until(&self) -> Option<Instant> {
+        self.holds(|| true)
+    }
+
+    /// When a command must wait until (`None`: it may run now).
+    /// `may_write`: whether it may write or be propagated (asked only
+    /// while a pause is on).
+    pub fn holds(&self, may_write: impl FnOnce() -> bool) -> Option<Instant> {
+        if !self.on.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut s = self.state.lock();
+        let (all, until) = (*s)?;
+        if until <= Instant::now() {
+            *s = None;
+            self.on.store(false, Ordering::Release);
+            return None;
+        }
+        (all || may_write()).then_some(until)
+    }
+
+    /// Notes that client `id` waits for the pause to end.
+    pub fn wait(&self, id: u64) {
+        let mut w = self.waiting.lock();
+        if !w.contains(&id) {
+            w.push_back(id);
+        }
+    }
 }
 
 /// One slow log entry.
@@ -92,6 +196,8 @@ pub struct Server {
     pub config: RwLock<Config>,
     /// Hot copies of configuration read on every command.
     pub slowlog_threshold_us: AtomicI64,
+    /// `latency-tracking` (hot copy).
+    pub latency_tracking: AtomicBool,
     /// Hot copy of `proto-max-bulk-len`.
     pub proto_max_bulk_len: AtomicU64,
     /// Hot copy of `client-query-buffer-limit`.
@@ -109,6 +215,8 @@ pub struct Server {
     pub blocked_on: Mutex<HashMap<(usize, bytes::Bytes), Vec<u64>>>,
     /// Counters.
     pub stats: Stats,
+    /// CLIENT PAUSE: what is paused and until when.
+    pub pause: ClientPause,
     /// Per-command statistics, indexed by command slot (the command
     /// table's; sized by the first [`Server::command_stats`] call).
     command_stats: OnceLock<Box<[CommandStat]>>,
@@ -169,6 +277,7 @@ impl Server {
             aof: Aof::new(&config),
             keyspace: Keyspace::new(config.databases),
             slowlog_threshold_us: AtomicI64::new(config.slowlog_log_slower_than),
+            latency_tracking: AtomicBool::new(config.latency_tracking),
             proto_max_bulk_len: AtomicU64::new(config.proto_max_bulk_len),
             query_buffer_limit: AtomicU64::new(config.client_query_buffer_limit),
             park_spin_us: AtomicU64::new(config.park_spin_us),
@@ -184,6 +293,7 @@ impl Server {
             slowlog: Mutex::new(VecDeque::new()),
             slowlog_next_id: AtomicU64::new(0),
             started: Instant::now(),
+            pause: ClientPause::default(),
             started_unix_ms: now,
             port: AtomicU64::new(0),
             config_file,
@@ -227,6 +337,8 @@ impl Server {
         let c = self.config.read();
         self.slowlog_threshold_us
             .store(c.slowlog_log_slower_than, Ordering::Relaxed);
+        self.latency_tracking
+            .store(c.latency_tracking, Ordering::Relaxed);
         self.proto_max_bulk_len
             .store(c.proto_max_bulk_len, Ordering::Relaxed);
         self.query_buffer_limit
@@ -261,6 +373,13 @@ impl Server {
         let start = Instant::now();
         while start.elapsed() < Duration::from_micros(us) {
             std::hint::spin_loop();
+        }
+    }
+
+    /// Wakes client `id` (a postponed client whose turn came).
+    pub fn wake_client(&self, id: Option<u64>) {
+        if let Some(c) = id.and_then(|id| self.clients.get(&id)) {
+            c.wake.notify_one();
         }
     }
 

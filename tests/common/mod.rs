@@ -56,6 +56,12 @@ impl TestServer {
         for _attempt in 0..5 {
             let port = free_port();
             let mut cmd = Command::new(env!("CARGO_BIN_EXE_rostrum"));
+            // A config file goes first, as redis-server reads it.
+            let (file, extra) = match extra.split_first() {
+                Some((f, rest)) if !f.starts_with("--") => (Some(*f), rest),
+                _ => (None, extra),
+            };
+            cmd.args(file);
             cmd.arg("--port")
                 .arg(port.to_string())
                 .arg("--loglevel")

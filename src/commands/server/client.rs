@@ -110,6 +110,30 @@ pub const SUBCOMMANDS: &[CommandSpec] = &[
         "7.0.0",
     ),
     sub(
+        "pause",
+        -3,
+        ADMIN_FLAGS,
+        pause,
+        "Stop processing commands from clients for some time",
+        "3.0.0",
+    ),
+    sub(
+        "unpause",
+        2,
+        ADMIN_FLAGS,
+        unpause,
+        "Resume processing of clients that were paused",
+        "6.2.0",
+    ),
+    sub(
+        "no-touch",
+        3,
+        OWN,
+        no_touch,
+        "Controls whether commands sent by the client will alter the LRU/LFU of the keys they access.",
+        "7.2.0",
+    ),
+    sub(
         "reply",
         3,
         OWN,
@@ -231,6 +255,52 @@ fn setinfo(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 fn no_evict(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let on = on_off(a[2])?;
     ctx.client.info.no_evict.store(on, Ordering::Relaxed);
+    ctx.out.ok();
+    Ok(())
+}
+
+/// CLIENT PAUSE timeout [WRITE|ALL]: see `state::server::ClientPause`.
+fn pause(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    if a.len() > 4 {
+        return Err(CmdError::err(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+            text(a[1])
+        )));
+    }
+    let ms = match parse_i64(a[2]) {
+        Some(ms) if ms < 0 => return Err(CmdError::err("timeout is negative")),
+        Some(ms) => ms as u64,
+        None => return Err(CmdError::err("timeout is not an integer or out of range")),
+    };
+    let all = match a.get(3) {
+        None => true,
+        Some(m) if is(m, "all") => true,
+        Some(m) if is(m, "write") => false,
+        Some(_) => return Err(CmdError::err("CLIENT PAUSE mode must be WRITE or ALL")),
+    };
+    let now = std::time::Instant::now();
+    // A timeout past what the clock can add pauses for a century.
+    let until = now
+        .checked_add(std::time::Duration::from_millis(ms))
+        .or_else(|| now.checked_add(std::time::Duration::from_secs(100 * 365 * 86400)))
+        .unwrap_or(now);
+    ctx.server.pause.pause(all, until);
+    ctx.out.ok();
+    Ok(())
+}
+
+/// CLIENT UNPAUSE: the paused clients' commands run now.
+fn unpause(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
+    ctx.server.wake_client(ctx.server.pause.unpause());
+    ctx.out.ok();
+    Ok(())
+}
+
+/// CLIENT NO-TOUCH ON|OFF (Redis 7.2): while on, the client's commands
+/// leave the access time of the keys they read (OBJECT IDLETIME) as it
+/// was; TOUCH still updates it.
+fn no_touch(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    ctx.client.no_touch = on_off(a[2])?;
     ctx.out.ok();
     Ok(())
 }

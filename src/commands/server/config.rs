@@ -118,6 +118,7 @@ pub fn reset_stats(server: &Server, expired_now: u64) {
         s.usec.store(0, Ordering::Relaxed);
         s.failed.store(0, Ordering::Relaxed);
         s.rejected.store(0, Ordering::Relaxed);
+        s.latency.reset();
     }
     server.error_stats.lock().clear();
     let st = &server.stats;

@@ -110,10 +110,11 @@ fn section(ctx: &Ctx, name: &str, text: &mut String) {
                 l.put(&format!("errorstat_{code}"), format!("count={n}"));
             }
         }
+        "latencystats" => latencystats_section(server, &mut l),
         "cluster" => l.put("cluster_enabled", 0),
         "keyspace" => keyspace_section(ctx, &mut l),
         "leaderboards" => leaderboards_section(ctx, &mut l),
-        // modules, latencystats: Rostrum has none to report.
+        // modules: Rostrum has none to report.
         _ => {}
     }
 }
@@ -315,27 +316,7 @@ fn memory_section(server: &Server, l: &mut Lines) {
     l.put("allocator_resident", m.resident);
     l.put("total_system_memory", total_system);
     l.put("total_system_memory_human", human(total_system));
-    for name in [
-        "used_memory_lua",
-        "used_memory_vm_eval",
-        "used_memory_lua_human",
-        "used_memory_scripts_eval",
-        "number_of_cached_scripts",
-        "number_of_functions",
-        "number_of_libraries",
-        "used_memory_vm_functions",
-        "used_memory_vm_total",
-        "used_memory_vm_total_human",
-        "used_memory_functions",
-        "used_memory_scripts",
-        "used_memory_scripts_human",
-    ] {
-        if name.ends_with("_human") {
-            l.put(name, "0B");
-        } else {
-            l.put(name, 0);
-        }
-    }
+    scripting_memory(server, l);
     l.put("maxmemory", maxmemory);
     l.put("maxmemory_human", human(maxmemory));
     l.put("maxmemory_policy", policy);
@@ -374,6 +355,35 @@ fn memory_section(server: &Server, l: &mut Lines) {
     l.put("active_defrag_running", 0);
     l.put("lazyfree_pending_objects", 0);
     l.put("lazyfreed_objects", 0);
+}
+
+/// The scripting lines of the memory section. Rostrum runs EVAL scripts
+/// and functions in one Lua VM: its heap is reported as the eval VM's
+/// (`used_memory_lua`, `used_memory_vm_eval`) and as the total, with 0 for
+/// a separate functions VM.
+fn scripting_memory(server: &Server, l: &mut Lines) {
+    let running = &server.scripting.running;
+    let m = &running.memory;
+    let vm = m.vm_bytes.load(Ordering::Relaxed);
+    let scripts = m.scripts_bytes.load(Ordering::Relaxed);
+    let functions = m.functions_bytes.load(Ordering::Relaxed);
+    let (libraries, function_count) = *running.counts.lock();
+    l.put("used_memory_lua", vm);
+    l.put("used_memory_vm_eval", vm);
+    l.put("used_memory_lua_human", human(vm));
+    l.put("used_memory_scripts_eval", scripts);
+    l.put(
+        "number_of_cached_scripts",
+        m.scripts.load(Ordering::Relaxed),
+    );
+    l.put("number_of_functions", function_count);
+    l.put("number_of_libraries", libraries);
+    l.put("used_memory_vm_functions", 0);
+    l.put("used_memory_vm_total", vm);
+    l.put("used_memory_vm_total_human", human(vm));
+    l.put("used_memory_functions", functions);
+    l.put("used_memory_scripts", scripts + functions);
+    l.put("used_memory_scripts_human", human(scripts + functions));
 }
 
 fn persistence_section(server: &Server, l: &mut Lines) {
@@ -551,6 +561,38 @@ fn commandstats_section(server: &Server, l: &mut Lines) {
             format!(
                 "calls={calls},usec={usec},usec_per_call={per_call:.2},rejected_calls={rejected},failed_calls={failed}"
             ),
+        );
+    }
+}
+
+/// `latency_percentiles_usec_<command>:p50=...,p99=...` for every command
+/// called since the last CONFIG RESETSTAT, at the configured percentiles
+/// (nothing while `latency-tracking` is off).
+fn latencystats_section(server: &Server, l: &mut Lines) {
+    let ps = {
+        let c = server.config.read();
+        if !c.latency_tracking {
+            return;
+        }
+        crate::state::latency::parse_percentiles(&c.latency_tracking_info_percentiles)
+            .unwrap_or_default()
+    };
+    let stats = server.command_stats(table().slots());
+    for c in table().all_slots() {
+        let Some(h) = stats.get(c.id).map(|s| &s.latency) else {
+            continue;
+        };
+        if h.total() == 0 {
+            continue;
+        }
+        let values: Vec<String> = ps
+            .iter()
+            .zip(h.percentiles(&ps))
+            .map(|(p, ns)| format!("p{p}={:.3}", ns as f64 / 1000.0))
+            .collect();
+        l.put(
+            &format!("latency_percentiles_usec_{}", c.full_name),
+            values.join(","),
         );
     }
 }

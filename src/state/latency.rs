@@ -1,0 +1,213 @@
+//! Per-command latency histograms (INFO latencystats): how long each call
+//! took, in nanoseconds, in log-linear buckets (16 per power of two, so a
+//! reported percentile is within about 6% of the true one; Redis keeps an
+//! HdrHistogram of 2 significant digits for the same figures), up to
+//! 2^36 ns (69 s; longer calls count in the last bucket). A command's
+//! buckets are allocated as its calls need them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+/// Bits of sub-bucket precision: 16 buckets per power of two.
+const SUB_BITS: u32 = 4;
+const SUB: usize = 1 << SUB_BITS;
+/// Durations from 2^MAX_BITS ns up share the last bucket.
+const MAX_BITS: u32 = 36;
+/// Buckets up to 2^MAX_BITS ns.
+const BUCKETS: usize = (MAX_BITS - SUB_BITS + 1) as usize * SUB;
+
+/// The bucket of a duration of `ns` nanoseconds.
+pub fn bucket_of(ns: u64) -> usize {
+    if ns >= 1 << MAX_BITS {
+        return BUCKETS - 1;
+    }
+    if ns < SUB as u64 {
+        return ns as usize;
+    }
+    let msb = 63 - ns.leading_zeros();
+    let shift = msb - SUB_BITS;
+    let sub = (ns >> shift) as usize & (SUB - 1);
+    ((shift as usize + 1) << SUB_BITS) + sub
+}
+
+/// The highest duration bucket `b` holds (what a percentile reports).
+pub fn bucket_high(b: usize) -> u64 {
+    let group = b >> SUB_BITS;
+    let sub = (b & (SUB - 1)) as u64;
+    if group == 0 {
+        return sub;
+    }
+    let shift = group as u32 - 1;
+    (((SUB as u64) + sub) << shift) + ((1u64 << shift) - 1)
+}
+
+/// Buckets per group (one power of two), and groups.
+const GROUPS: usize = BUCKETS / SUB;
+
+/// One group of buckets, allocated on its first call.
+type Group = OnceLock<Box<[AtomicU64; SUB]>>;
+
+/// One command's histogram: its groups of buckets are allocated on first
+/// use, so a command costs 16 bytes a group (33) plus 128 bytes for each
+/// power of two its calls' durations fall in.
+#[derive(Debug)]
+pub struct Histogram {
+    groups: [Group; GROUPS],
+    total: AtomicU64,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            groups: std::array::from_fn(|_| OnceLock::new()),
+            total: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Histogram {
+    /// Counts one call that fell in bucket `b`.
+    pub fn record(&self, b: usize) {
+        let Some(group) = self.groups.get(b / SUB) else {
+            return;
+        };
+        let counts = group.get_or_init(|| Box::new(std::array::from_fn(|_| AtomicU64::new(0))));
+        counts[b % SUB].fetch_add(1, Ordering::Relaxed);
+        self.total.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Calls recorded.
+    pub fn total(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    /// Forgets every call (CONFIG RESETSTAT).
+    pub fn reset(&self) {
+        for counts in self.groups.iter().filter_map(|g| g.get()) {
+            for c in counts.iter() {
+                c.store(0, Ordering::Relaxed);
+            }
+        }
+        self.total.store(0, Ordering::Relaxed);
+    }
+
+    /// The count of bucket `b`.
+    fn count(&self, b: usize) -> u64 {
+        self.groups
+            .get(b / SUB)
+            .and_then(|g| g.get())
+            .map_or(0, |c| c[b % SUB].load(Ordering::Relaxed))
+    }
+
+    /// The duration (ns) under which `p` percent of the calls fell, for
+    /// each `p` (0 when nothing was recorded).
+    pub fn percentiles(&self, ps: &[f64]) -> Vec<u64> {
+        let total = self.total();
+        if total == 0 {
+            return vec![0; ps.len()];
+        }
+        ps.iter()
+            .map(|p| {
+                let want = ((p / 100.0) * total as f64).ceil().max(1.0) as u64;
+                let mut seen = 0;
+                for b in 0..BUCKETS {
+                    seen += self.count(b);
+                    if seen >= want {
+                        return bucket_high(b);
+                    }
+                }
+                bucket_high(BUCKETS - 1)
+            })
+            .collect()
+    }
+}
+
+/// Parses `latency-tracking-info-percentiles` (space-separated numbers
+/// between 0 and 100) into its canonical text.
+pub fn parse_percentiles(value: &str) -> Result<Vec<f64>, String> {
+    value
+        .split_whitespace()
+        .map(|w| {
+            let p: f64 = w
+                .parse()
+                .ok()
+                .filter(|p: &f64| p.is_finite())
+                .ok_or_else(|| {
+                    "Invalid latency-tracking-info-percentiles parameters".to_string()
+                })?;
+            if (0.0..=100.0).contains(&p) {
+                Ok(p)
+            } else {
+                Err(
+                    "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
+                        .to_string(),
+                )
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_hold_their_values() {
+        for ns in [
+            0,
+            1,
+            31,
+            32,
+            33,
+            63,
+            64,
+            65,
+            1000,
+            1003,
+            123_456,
+            (1 << 36) - 1,
+        ] {
+            let b = bucket_of(ns);
+            assert!(b < BUCKETS, "{ns}");
+            assert!(bucket_high(b) >= ns, "{ns}");
+            // Within 1/16 above the value.
+            assert!(
+                bucket_high(b) - ns <= ns / 16 + 1,
+                "{ns} -> {}",
+                bucket_high(b)
+            );
+            if b > 0 {
+                assert!(bucket_high(b - 1) < ns, "{ns}");
+            }
+        }
+    }
+
+    #[test]
+    fn percentiles_of_a_known_distribution() {
+        let h = Histogram::default();
+        assert_eq!(h.percentiles(&[50.0]), [0]);
+        for ns in 1..=1000u64 {
+            h.record(bucket_of(ns * 1000));
+        }
+        let p = h.percentiles(&[0.0, 50.0, 99.0, 99.9, 100.0]);
+        assert_eq!(bucket_of(u64::MAX), BUCKETS - 1);
+        let near = |got: u64, want: u64| got >= want && got <= want + want / 16 + 1;
+        assert!(near(p[0], 1000), "{p:?}");
+        assert!(near(p[1], 500_000), "{p:?}");
+        assert!(near(p[2], 990_000), "{p:?}");
+        assert!(near(p[3], 999_000), "{p:?}");
+        assert!(near(p[4], 1_000_000), "{p:?}");
+        h.reset();
+        assert_eq!(h.total(), 0);
+    }
+
+    #[test]
+    fn percentile_settings() {
+        assert_eq!(parse_percentiles("50 99 99.9"), Ok(vec![50.0, 99.0, 99.9]));
+        assert_eq!(parse_percentiles(""), Ok(vec![]));
+        assert!(parse_percentiles("101")
+            .unwrap_err()
+            .contains("[0.0,100.0]"));
+        assert!(parse_percentiles("abc").unwrap_err().contains("Invalid"));
+    }
+}
