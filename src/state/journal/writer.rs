@@ -1,9 +1,12 @@
 //! The AOF writer thread: takes what [`super::feed`] buffered, writes it to
 //! the file and fsyncs it per `appendfsync`, so no tokio worker ever waits
-//! for the disk. Under `always` one fsync covers every write buffered
-//! before it (group commit), and the durable offset is published for the
-//! clients waiting on it. Once a second it also fsyncs (`everysec`), retries
-//! and retries after a write error.
+//! for the disk. Replies wait for their commands' records: written
+//! (`everysec`, `no`: as Redis writes before it replies, a killed process
+//! loses no acknowledged write) or fsynced (`always`). One write(2), and
+//! under `always` one fsync, covers every command fed before it (group
+//! commit); the offset done is published for the clients waiting on it.
+//! Once a second it also fsyncs (`everysec`), and retries after a write
+//! error.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -86,15 +89,11 @@ fn fsync(aof: &Aof, t: &Target) -> io::Result<()> {
     t.file.sync_data()
 }
 
-/// Under `everysec` and `no`, the least time between two writes: what is
-/// fed meanwhile goes out in one write(2) instead of one per command (as
-/// Redis writes once per event loop turn), so a busy server does not wake
-/// this thread for every write command. `always` writes at once.
-const WRITE_EVERY: Duration = Duration::from_micros(500);
-
-/// Under `always`, how long fed writes may wait for an idle worker's kick
+/// How long fed writes may wait for an idle worker's kick
 /// ([`super::Aof::worker_idle`]) before the writer goes ahead anyway (a
-/// worker that never runs out of clients).
+/// worker that never runs out of clients). Until then, what is fed goes
+/// out in one write(2) per worker turn, as Redis writes once per event
+/// loop turn, not one per command.
 const KICK_WAIT: Duration = Duration::from_millis(1);
 
 /// The writer loop; returns when the server shuts down.
@@ -108,14 +107,7 @@ pub fn run(aof: &Aof) {
     let mut last_tick = Instant::now();
     let mut failing = false;
     let mut next_retry = Instant::now();
-    let mut last_write = Instant::now();
     loop {
-        if aof.fsync() != Fsync::Always {
-            let since = last_write.elapsed();
-            if since < WRITE_EVERY {
-                std::thread::sleep(WRITE_EVERY - since);
-            }
-        }
         let mut f = aof.feed.lock();
         if let Some((file, size)) = f.install.take() {
             // A rewrite replaced the file with one holding everything fed
@@ -148,9 +140,10 @@ pub fn run(aof: &Aof) {
             next_retry.saturating_duration_since(now)
         } else if f.main.buf.is_empty() && pending.is_empty() {
             Duration::from_millis(1000).saturating_sub(last_tick.elapsed())
-        } else if aof.fsync() == Fsync::Always && pending.is_empty() && f.kick_to <= pending_end {
+        } else if pending.is_empty() && f.kick_to <= pending_end {
             // Until a worker goes idle (`Aof::worker_idle`), at most
-            // KICK_WAIT: the writes of its turn share one fsync.
+            // KICK_WAIT: the writes of its turn share one write (and
+            // fsync).
             KICK_WAIT
         } else {
             Duration::ZERO
@@ -179,7 +172,6 @@ pub fn run(aof: &Aof) {
         let policy = aof.fsync();
         if let Some(t) = target.as_mut() {
             if !pending.is_empty() && retry_due {
-                last_write = Instant::now();
                 match write_out(aof, t, &mut pending) {
                     Ok(()) => {
                         unsynced = true;
@@ -200,9 +192,18 @@ pub fn run(aof: &Aof) {
                         } else {
                             recovered(aof, &mut failing);
                             aof.publish_synced(pending_end);
+                            aof.await_fresh_kick(pending_end);
                         }
                     }
-                    Err(e) => fail(aof, &e, &mut failing, &mut next_retry),
+                    Err(e) => {
+                        fail(aof, &e, &mut failing, &mut next_retry);
+                        if policy != Fsync::Always {
+                            // As Redis: the write was tried, the data stays
+                            // buffered for the retry, the replies go out
+                            // (later writes are refused while it fails).
+                            aof.publish_synced(pending_end);
+                        }
+                    }
                 }
             }
             let due = last_fsync.elapsed() >= Duration::from_secs(1);
@@ -216,8 +217,10 @@ pub fn run(aof: &Aof) {
                 }
             }
         } else {
-            // No file (AOF off, or waiting for its first rewrite).
+            // No file (AOF off, or waiting for its first rewrite): no
+            // reply waits for it.
             pending.clear();
+            aof.publish_synced(pending_end);
         }
         if stop {
             let mut f = aof.feed.lock();
