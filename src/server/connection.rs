@@ -20,6 +20,7 @@ use tokio::sync::watch;
 use crate::commands;
 use crate::protocol::{Limits, Parsed, Reply, RequestParser};
 use crate::state::client::{ClientInfo, ClientState, Unblock};
+use crate::state::journal::{self, Fsync};
 use crate::state::outbox::OutputLimit;
 use crate::state::{unix_ms, Server};
 
@@ -589,12 +590,21 @@ impl Conn {
         Ok(())
     }
 
-    /// `appendfsync always`: replies to writes go out only once the writes
-    /// are fsynced (one fsync serves every client waiting).
+    /// Replies to writes go out only once the writes are in the AOF:
+    /// written (`everysec`, `no`: this worker writes them now, with every
+    /// other record fed before them) or fsynced (`always`: one fsync
+    /// serves every client waiting).
     async fn wait_aof(&mut self) -> Result<(), Stop> {
         let target = std::mem::take(&mut self.client.aof_wait);
         if target == 0 {
             return Ok(());
+        }
+        if self.server.aof.fsync() != Fsync::Always && !self.server.aof.written(target) {
+            // The clients ready on this worker run their commands first,
+            // so that one write(2) takes all their records (as Redis
+            // writes once per event loop turn).
+            tokio::task::yield_now().await;
+            journal::writer::write_through(&self.server.aof, target);
         }
         let mut synced = self.server.aof.synced_watch();
         tokio::select! {

@@ -6,11 +6,12 @@
 //! - [`feed`] (called by the dispatcher while the command's shards are
 //!   still locked, so the log order is the apply order) turns what a
 //!   command changed into RESP in a buffer ([`encode`]);
-//! - the writer thread ([`writer`]) writes that buffer and fsyncs it as
-//!   `appendfsync` says, publishing the offset that clients' replies wait
-//!   for: written to the file (write(2)) under `everysec` and `no`, as
-//!   Redis writes before it replies, so a killed process loses no
-//!   acknowledged write; fsynced too under `always` (group commit);
+//! - [`writer`] writes that buffer and fsyncs it as `appendfsync` says,
+//!   publishing the offset that clients' replies wait for: written to the
+//!   file (write(2), by the worker about to reply) under `everysec` and
+//!   `no`, as Redis writes before it replies, so a killed process loses
+//!   no acknowledged write; fsynced too under `always` (the writer
+//!   thread's group commit);
 //! - [`snapshot`] is the rewrite's copy-before-write: a command about to
 //!   change a shard the running rewrite has not read yet writes it out
 //!   first ([`before_write`]).
@@ -146,6 +147,8 @@ pub struct Aof {
     fsync: AtomicU8,
     loading: AtomicBool,
     pub(crate) feed: Mutex<Feed>,
+    /// The file and what is being written to it (see `writer`).
+    pub(crate) output: Mutex<writer::Output>,
     pub(crate) wake_writer: Condvar,
     /// Writes were fed that no idle worker has handed to the writer yet.
     unkicked: AtomicBool,
@@ -185,6 +188,7 @@ impl Aof {
             fsync: AtomicU8::new(Fsync::parse(&config.appendfsync).as_u8()),
             loading: AtomicBool::new(false),
             feed: Mutex::new(Feed::default()),
+            output: Mutex::new(writer::Output::default()),
             wake_writer: Condvar::new(),
             unkicked: AtomicBool::new(false),
             synced,
@@ -256,6 +260,12 @@ impl Aof {
         let mut g = self.write_error.lock();
         self.write_failed.store(e.is_some(), Ordering::Release);
         *g = e;
+    }
+
+    /// Whether the fed stream is written (and under `always` fsynced) up
+    /// to `offset`.
+    pub fn written(&self, offset: u64) -> bool {
+        *self.synced.borrow() >= offset
     }
 
     /// A receiver of the durable offset (see [`wait_synced`]).
@@ -529,8 +539,10 @@ pub fn feed(aof: &Aof, keys: &mut Keys<'_>, db: usize, args: &[&[u8]]) -> u64 {
         encode::emit(rw, db, &expired, &group);
     }
     drop(f);
-    if wait > 0 {
-        // Handed to the writer when the worker goes idle.
+    if wait > 0 && aof.fsync() == Fsync::Always {
+        // Handed to the writer when the worker goes idle. (Under
+        // `everysec` and `no` the worker writes it before the replies go
+        // out: `writer::write_through`.)
         aof.unkicked.store(true, Ordering::Release);
     }
     wait
