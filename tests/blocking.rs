@@ -297,3 +297,31 @@ fn client_unblock() {
         Some("count=1")
     );
 }
+
+/// Waiters for another type do not hold up the line: a BLPOP behind a
+/// BZPOPMIN on the same key takes what an RPUSH gives it, and the BZPOPMIN
+/// stays blocked until the key holds a sorted set (Redis 7.0).
+#[test]
+fn waiters_for_another_type_do_not_hold_the_line() {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.conn();
+    let mut z = srv.raw();
+    z.write_all(&request(&["BZPOPMIN", "k", "0"])).unwrap();
+    wait_blocked(&mut c, 1);
+    let mut l = srv.raw();
+    l.write_all(&request(&["BLPOP", "k", "0"])).unwrap();
+    wait_blocked(&mut c, 2);
+    let _: () = redis::cmd("RPUSH").arg("k").arg("a").query(&mut c).unwrap();
+    assert_eq!(read_reply(&mut l, 5), "*2\r\n$1\r\nk\r\n$1\r\na\r\n");
+    wait_blocked(&mut c, 1);
+    let _: () = redis::cmd("ZADD")
+        .arg("k")
+        .arg(1)
+        .arg("m")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        read_reply(&mut z, 7),
+        "*3\r\n$1\r\nk\r\n$1\r\nm\r\n$1\r\n1\r\n"
+    );
+}

@@ -46,7 +46,8 @@ impl Ctx<'_, '_> {
             .collect();
         // A woken client that still finds nothing keeps its place in line.
         if !self.client.rerun {
-            self.server.block_client(self.client.id(), &keys);
+            let kind = args.first().map_or("", |name| waits_for(name));
+            self.server.block_client(self.client.id(), &keys, kind);
         }
         self.client.info.set_blocked(true, !self.client.rerun);
         self.client.blocked = Some(BlockState {
@@ -66,9 +67,32 @@ impl Ctx<'_, '_> {
         if self.client.deny_blocking {
             return true;
         }
+        // Only the waiters for what the key holds now are in line for it.
+        let kind = self
+            .keys
+            .part(key)
+            .ok()
+            .and_then(|p| p.peek(key, self.keys.now_ms))
+            .map(|e| e.value.type_name());
         self.server
-            .first_waiter(self.keys.db, key)
+            .first_waiter(self.keys.db, key, kind)
             .is_none_or(|id| id == self.client.id())
+    }
+}
+
+/// The type of value a blocking command waits for, by its name: "list"
+/// (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP), "zset" (BZPOPMIN, BZPOPMAX,
+/// BZMPOP), "stream" (XREAD, XREADGROUP), "" (any).
+fn waits_for(name: &[u8]) -> &'static str {
+    let lower = name.to_ascii_lowercase();
+    if lower.starts_with(b"bz") {
+        "zset"
+    } else if lower.starts_with(b"bl") || lower.starts_with(b"br") {
+        "list"
+    } else if lower.starts_with(b"xread") {
+        "stream"
+    } else {
+        ""
     }
 }
 
