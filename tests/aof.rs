@@ -41,7 +41,7 @@ struct Node {
 
 fn spawn(dir: &Path, extra: &[&str], env: &[(&str, &Path)], stderr: Stdio) -> (Child, u16) {
     let port = free_port();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rostrum"));
+    let mut cmd = Command::new(common::server_binary());
     cmd.arg("--port")
         .arg(port.to_string())
         .arg("--loglevel")
@@ -306,6 +306,129 @@ fn crash_with_fsync_everysec_loses_at_most_about_two_seconds() {
     let n = matching_prefix(&run, &state, 0);
     let n = n.unwrap_or_else(|| panic!("state after restart is no replay of a prefix"));
     assert!(n >= floor, "lost more than 2 s of writes: {n} < {floor}");
+}
+
+/// Counters a kill test increments: INCR on `n:K`, ZINCRBY 1 on member
+/// `m:K` of `z`.
+const COUNTERS: usize = 8;
+
+fn counter_op(i: usize) -> Vec<u8> {
+    let k = i % COUNTERS;
+    if i.is_multiple_of(2) {
+        resp(&[b"INCR", format!("n:{k}").as_bytes()])
+    } else {
+        resp(&[b"ZINCRBY", b"z", b"1", format!("m:{k}").as_bytes()])
+    }
+}
+
+/// The counters as the server has them: INCR ones, then ZINCRBY ones.
+fn read_counters(c: &mut redis::Connection) -> Vec<u64> {
+    let mut v = Vec::new();
+    for k in 0..COUNTERS {
+        let n: Option<u64> = redis::cmd("GET").arg(format!("n:{k}")).query(c).unwrap();
+        v.push(n.unwrap_or(0));
+    }
+    for k in 0..COUNTERS {
+        let s: Option<f64> = redis::cmd("ZSCORE")
+            .arg("z")
+            .arg(format!("m:{k}"))
+            .query(c)
+            .unwrap();
+        v.push(s.unwrap_or(0.0) as u64);
+    }
+    v
+}
+
+/// Which counter (index into `read_counters`) op `i` bumps.
+fn counter_of(i: usize) -> usize {
+    let k = i % COUNTERS;
+    if i.is_multiple_of(2) {
+        k
+    } else {
+        COUNTERS + k
+    }
+}
+
+/// Under `appendfsync everysec` each command's record is written to the
+/// file (write(2), not fsync) before its reply goes out, as Redis does: a
+/// SIGKILL of the process (not of the machine) at a random moment loses no
+/// acknowledged INCR or ZINCRBY, over 10 kills and restarts.
+#[test]
+fn kill_under_everysec_loses_no_acknowledged_write() {
+    let dir = Dir::new("aof-everysec-kill");
+    let mut base = vec![0u64; 2 * COUNTERS];
+    for round in 0..10 {
+        let mut node = Node::start(&dir.0, &["--appendfsync", "everysec"]);
+        let pid = node.child.id();
+        let delay = Duration::from_millis(rand::random_range(50..400));
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        });
+        let mut s = TcpStream::connect(("127.0.0.1", node.port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+        // Replies are counted in lines: INCR's take one, ZINCRBY's two.
+        let (mut sent, mut lines) = (0usize, 0usize);
+        let mut buf = vec![0u8; 64 * 1024];
+        let started = Instant::now();
+        'run: while started.elapsed() < Duration::from_secs(5) {
+            let mut batch = Vec::new();
+            for i in sent..sent + 32 {
+                batch.extend_from_slice(&counter_op(i));
+            }
+            if s.write_all(&batch).is_err() {
+                break;
+            }
+            sent += 32;
+            while lines < sent / 32 * 48 {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break 'run,
+                    Ok(n) => lines += buf[..n].iter().filter(|&&b| b == b'\n').count(),
+                }
+            }
+        }
+        killer.join().expect("killer");
+        node.kill();
+        let acked_ops = acked_ops(lines);
+        assert!(acked_ops > 0, "round {round}: nothing acknowledged");
+        let node = Node::start(&dir.0, &["--appendfsync", "everysec"]);
+        let mut c = node.conn();
+        let now = read_counters(&mut c);
+        let mut low = base.clone();
+        let mut high = base.clone();
+        for i in 0..sent {
+            if i < acked_ops {
+                low[counter_of(i)] += 1;
+            }
+            high[counter_of(i)] += 1;
+        }
+        for k in 0..now.len() {
+            assert!(
+                now[k] >= low[k] && now[k] <= high[k],
+                "round {round}: counter {k} is {} after the kill, acknowledged {} (sent {}): {} acknowledged writes lost",
+                now[k],
+                low[k] - base[k],
+                high[k] - base[k],
+                low[k].saturating_sub(now[k])
+            );
+        }
+        base = now;
+    }
+}
+
+/// Acknowledged ops from reply lines: ops alternate INCR (one line) and
+/// ZINCRBY (two lines), starting with INCR in every batch of 32.
+fn acked_ops(lines: usize) -> usize {
+    let (batches, rest) = (lines / 48, lines % 48);
+    let mut ops = batches * 32;
+    let mut l = 0;
+    while l < rest {
+        l += if ops.is_multiple_of(2) { 1 } else { 2 };
+        if l <= rest {
+            ops += 1;
+        }
+    }
+    ops
 }
 
 // ---------------------------------------------------------------------------

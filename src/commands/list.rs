@@ -23,6 +23,7 @@ use crate::engine::list::{Element, InsertWhere, ListLimits, ListValue};
 use crate::engine::Value;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Reply;
+use crate::state::ctx::found_when_blocked;
 use crate::state::notify::Class;
 
 /// BLPOP / BRPOP: every argument between the name and the timeout.
@@ -813,9 +814,10 @@ fn blocking_pop(
     end: End,
     count: Option<usize>,
 ) -> CmdResult {
+    let rerun = ctx.client.rerun;
     for &key in keys {
         let mine = ctx.may_serve(key);
-        if write_list(&mut ctx.keys, key)?.is_some() && mine {
+        if found_when_blocked(rerun, write_list(&mut ctx.keys, key))?.is_some() && mine {
             let Some(count) = count else {
                 let items = pop_values(ctx, key, end, 1)?;
                 let out = &mut *ctx.out;
@@ -870,7 +872,8 @@ fn blocking_move(
 ) -> CmdResult {
     let (src, dst) = (a[1], a[2]);
     let mine = ctx.may_serve(src);
-    if write_list(&mut ctx.keys, src)?.is_some() && mine {
+    let found = found_when_blocked(ctx.client.rerun, write_list(&mut ctx.keys, src))?;
+    if found.is_some() && mine {
         move_element(ctx, src, dst, from, to)?;
         let logged = if args::is(a[0], "brpoplpush") {
             vec![b"RPOPLPUSH".to_vec(), src.to_vec(), dst.to_vec()]

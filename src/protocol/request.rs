@@ -33,10 +33,11 @@ impl Default for Limits {
 
 /// Longest inline request or length line Redis waits for before giving up.
 pub const MAX_INLINE_LEN: usize = 64 * 1024;
-/// Bulk arguments at least this long get their full length reserved at once
-/// (bounded by [`Limits::max_bulk_len`] and by [`RESERVE_CAP`]).
+/// Bulk arguments at least this long report what they still need
+/// ([`RequestParser::wanted`], bounded by [`RESERVE_CAP`]); the connection
+/// grows its buffer towards it only as the bytes arrive.
 const BIG_ARG: usize = 32 * 1024;
-/// Most bytes reserved ahead of their arrival for one bulk argument.
+/// Most bytes [`RequestParser::wanted`] reports for one bulk argument.
 const RESERVE_CAP: usize = 16 * 1024 * 1024;
 
 /// A protocol violation: the connection gets this error line and is closed.
@@ -110,7 +111,8 @@ impl RequestParser {
         self.remaining > 0 || self.inline_scanned > 0
     }
 
-    /// How many more bytes the buffer should reserve for the bulk in progress.
+    /// How many more bytes the bulk in progress still needs (0 for small
+    /// ones), a hint for growing the buffer.
     pub fn wanted(&self, buffered: usize) -> usize {
         match self.bulk_len {
             Some(len) if len >= BIG_ARG => {

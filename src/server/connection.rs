@@ -8,6 +8,7 @@
 //! output, replies and outbox together, is held to its class of
 //! `client-output-buffer-limit`.
 
+use std::io::Read;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -18,7 +19,8 @@ use tokio::sync::watch;
 
 use crate::commands;
 use crate::protocol::{Limits, Parsed, Reply, RequestParser};
-use crate::state::client::{ClientInfo, ClientState};
+use crate::state::client::{ClientInfo, ClientState, Unblock};
+use crate::state::journal::{self, Fsync};
 use crate::state::outbox::OutputLimit;
 use crate::state::{unix_ms, Server};
 
@@ -26,6 +28,8 @@ use crate::state::{unix_ms, Server};
 const FLUSH_AT: usize = 64 * 1024;
 /// Read buffer size for ordinary traffic.
 const READ_CHUNK: usize = 16 * 1024;
+/// A read buffer emptied at this size or more is replaced by a small one.
+const BIG_IDLE_BUFFER: usize = 256 * 1024;
 /// How often a client stuck writing is checked against a soft output limit.
 const SOFT_LIMIT_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -49,6 +53,14 @@ enum Woke {
     /// Messages arrived in the outbox.
     Outbox,
     Shutdown,
+}
+
+/// What ended a blocked client's wait in [`Conn::wait_unblocked`].
+enum Ended {
+    /// A key it waits on changed: run the command again.
+    Woken,
+    /// Its timeout passed, or CLIENT UNBLOCK asked.
+    Unblock(Unblock),
 }
 
 /// Why the connection ends.
@@ -187,12 +199,33 @@ impl Conn {
             || self.info.outbox.pending() > 0
     }
 
-    /// Publishes the read buffer's figures (CLIENT LIST `qbuf`,
-    /// `qbuf-free`).
+    /// Publishes the buffers' figures (CLIENT LIST `qbuf`, `qbuf-free`;
+    /// INFO `mem_clients_normal`).
     fn note_qbuf(&self) {
         let (len, cap) = (self.rbuf.len(), self.rbuf.capacity());
         self.info.qbuf.store(len, Ordering::Relaxed);
         self.info.qbuf_free.store(cap - len, Ordering::Relaxed);
+        self.info
+            .obuf
+            .store(self.out.buf.capacity(), Ordering::Relaxed);
+    }
+
+    /// Makes room in the read buffer before a read. The room grows with
+    /// what has arrived, never with what a bulk header claims: a client
+    /// that declares 512 MB and sends 40 KB holds about 80 KB. The buffer
+    /// at most doubles each time, so a big argument that does arrive costs
+    /// few reallocations. An emptied buffer that grew large is let go.
+    fn make_room(&mut self) {
+        if self.rbuf.is_empty() && self.rbuf.capacity() > BIG_IDLE_BUFFER {
+            self.rbuf = BytesMut::with_capacity(READ_CHUNK);
+        }
+        let free = self.rbuf.capacity() - self.rbuf.len();
+        if free >= 1024 {
+            return;
+        }
+        let want = self.parser.wanted(self.rbuf.len());
+        let grow = want.min(self.rbuf.len()).max(READ_CHUNK);
+        self.rbuf.reserve(grow);
     }
 
     /// Checks the client's pending output against `limit`, `unwritten`
@@ -211,13 +244,7 @@ impl Conn {
     /// Reads at least one more chunk into the buffer, or returns early
     /// when messages arrive in the outbox.
     async fn read_more(&mut self) -> Result<(), Stop> {
-        if self.rbuf.capacity() - self.rbuf.len() < 1024 {
-            self.rbuf.reserve(READ_CHUNK);
-        }
-        let want = self.parser.wanted(self.rbuf.len());
-        if want > self.rbuf.capacity() - self.rbuf.len() {
-            self.rbuf.reserve(want);
-        }
+        self.make_room();
         loop {
             // Only a subscriber waits on its outbox: other clients' waits
             // stay exactly as they were.
@@ -364,18 +391,19 @@ impl Conn {
             }
         };
         tokio::pin!(sleep);
-        let timed_out = loop {
-            if self.rbuf.capacity() - self.rbuf.len() < 1024 {
-                self.rbuf.reserve(READ_CHUNK);
-            }
+        let ended = loop {
+            self.make_room();
             tokio::select! {
                 _ = self.info.wake.notified() => {
                     if self.info.killed.load(Ordering::Acquire) {
                         return Err(Stop::Close);
                     }
-                    break false;
+                    match self.info.take_unblock() {
+                        Some(how) => break Ended::Unblock(how),
+                        None => break Ended::Woken,
+                    }
                 }
-                _ = &mut sleep => break true,
+                _ = &mut sleep => break Ended::Unblock(Unblock::Timeout),
                 _ = self.info.outbox.ready(), if self.receives_pushes() => {
                     self.send().await?;
                     continue;
@@ -392,10 +420,27 @@ impl Conn {
             }
         };
         self.client.blocked = None;
-        if timed_out {
+        match ended {
+            Ended::Woken => {}
+            Ended::Unblock(how) => {
+                self.info.set_blocked(false, false);
+                self.leave_line(&block.keys);
+                match how {
+                    Unblock::Timeout => self.out.null_array(),
+                    Unblock::Error => {
+                        self.server.count_error("UNBLOCKED");
+                        self.out
+                            .error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
+                    }
+                }
+                return Ok(());
+            }
+        }
+        // A client that has gone takes nothing: what it would have popped
+        // stays for the next waiter (its departure wakes them).
+        if self.peer_gone() {
             self.leave_line(&block.keys);
-            self.out.null_array();
-            return Ok(());
+            return Err(Stop::Close);
         }
         // Run again while still registered, so that a client that finds
         // nothing (or finds an earlier waiter ahead of it) keeps its place.
@@ -407,7 +452,10 @@ impl Conn {
         match self.client.blocked.as_mut() {
             // Still nothing to take: keep waiting until the original deadline.
             Some(b) => b.deadline = block.deadline,
-            None => self.leave_line(&block.keys),
+            None => {
+                self.info.set_blocked(false, false);
+                self.leave_line(&block.keys);
+            }
         }
         Ok(())
     }
@@ -471,6 +519,34 @@ impl Conn {
         Ok(())
     }
 
+    /// Whether the peer has closed its side (or the socket failed), asked
+    /// of the socket itself, now: tokio's readiness may not have seen the
+    /// close yet. Bytes that arrived meanwhile (pipelined commands) are
+    /// moved into the read buffer on the way.
+    fn peer_gone(&mut self) -> bool {
+        let sock = socket2::SockRef::from(&self.stream);
+        let mut chunk = [0u8; 4096];
+        loop {
+            match (&*sock).read(&mut chunk) {
+                Ok(0) => return true,
+                Ok(n) => {
+                    self.rbuf.extend_from_slice(&chunk[..n]);
+                    self.server
+                        .stats
+                        .net_input_bytes
+                        .fetch_add(n as u64, Ordering::Relaxed);
+                    let limit = self.server.query_buffer_limit.load(Ordering::Relaxed);
+                    if self.rbuf.len() as u64 > limit {
+                        return true;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return true,
+            }
+        }
+    }
+
     /// Stops waiting on `keys`, and wakes the clients that waited behind
     /// this one: one that let data go by because this client was first in
     /// line gets its turn now.
@@ -508,6 +584,9 @@ impl Conn {
         if self.out.buf.capacity() > 1024 * 1024 {
             self.out.buf.shrink_to(64 * 1024);
         }
+        self.info
+            .obuf
+            .store(self.out.buf.capacity(), Ordering::Relaxed);
         Ok(())
     }
 
@@ -578,12 +657,21 @@ impl Conn {
         Ok(())
     }
 
-    /// `appendfsync always`: replies to writes go out only once the writes
-    /// are fsynced (one fsync serves every client waiting).
+    /// Replies to writes go out only once the writes are in the AOF:
+    /// written (`everysec`, `no`: this worker writes them now, with every
+    /// other record fed before them) or fsynced (`always`: one fsync
+    /// serves every client waiting).
     async fn wait_aof(&mut self) -> Result<(), Stop> {
         let target = std::mem::take(&mut self.client.aof_wait);
         if target == 0 {
             return Ok(());
+        }
+        if self.server.aof.fsync() != Fsync::Always && !self.server.aof.written(target) {
+            // The clients ready on this worker run their commands first,
+            // so that one write(2) takes all their records (as Redis
+            // writes once per event loop turn).
+            tokio::task::yield_now().await;
+            journal::writer::write_through(&self.server.aof, target);
         }
         let mut synced = self.server.aof.synced_watch();
         tokio::select! {

@@ -2,7 +2,9 @@
 //! database, protocol, auth, name, transaction), and the part of it other
 //! connections may see (CLIENT LIST, CLIENT KILL).
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -49,6 +51,9 @@ pub struct ClientInfo {
     pub qbuf: AtomicUsize,
     /// Room left in the read buffer (CLIENT LIST `qbuf-free`).
     pub qbuf_free: AtomicUsize,
+    /// Bytes allocated for the client's replies (INFO
+    /// `mem_clients_normal`).
+    pub obuf: AtomicUsize,
     /// Commands in the current MULTI, -1 when none (CLIENT LIST `multi`).
     pub multi: AtomicU64,
     /// Messages other clients send it (Pub/Sub), waiting to be written.
@@ -60,6 +65,20 @@ pub struct ClientInfo {
     pub tracking: TrackingFlags,
     /// In monitor mode (see `state::monitor`).
     monitor: AtomicBool,
+    /// Blocked by a blocking command (CLIENT UNBLOCK may end its wait).
+    blocked: AtomicBool,
+    /// How CLIENT UNBLOCK asked the wait to end (see [`Unblock`]), 0
+    /// when it did not.
+    unblock: AtomicU8,
+}
+
+/// How CLIENT UNBLOCK ends a blocked client's wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unblock {
+    /// As if its timeout had passed.
+    Timeout = 1,
+    /// With `-UNBLOCKED client unblocked via CLIENT UNBLOCK`.
+    Error = 2,
 }
 
 impl ClientInfo {
@@ -82,7 +101,10 @@ impl ClientInfo {
             no_evict: AtomicBool::new(false),
             qbuf: AtomicUsize::new(0),
             qbuf_free: AtomicUsize::new(0),
+            obuf: AtomicUsize::new(0),
             monitor: AtomicBool::new(false),
+            blocked: AtomicBool::new(false),
+            unblock: AtomicU8::new(0),
             multi: AtomicU64::new(u64::MAX),
             outbox: Outbox::new(),
             subscriptions: Default::default(),
@@ -105,6 +127,46 @@ impl ClientInfo {
         self.subscriptions
             .iter()
             .any(|n| n.load(Ordering::Relaxed) > 0)
+    }
+
+    /// Records whether the client is blocked. A `fresh` wait (not a woken
+    /// command blocking again) forgets a CLIENT UNBLOCK request that came
+    /// too late for the previous one.
+    pub fn set_blocked(&self, on: bool, fresh: bool) {
+        if fresh {
+            self.unblock.store(0, Ordering::Release);
+        }
+        self.blocked.store(on, Ordering::Release);
+    }
+
+    /// Whether the client is blocked (CLIENT LIST flag `b`).
+    pub fn is_blocked(&self) -> bool {
+        self.blocked.load(Ordering::Acquire)
+    }
+
+    /// CLIENT UNBLOCK: asks a blocked client to stop waiting, `how`.
+    /// Returns false when it is not blocked (or already asked).
+    pub fn request_unblock(&self, how: Unblock) -> bool {
+        if !self.is_blocked() {
+            return false;
+        }
+        let asked = self
+            .unblock
+            .compare_exchange(0, how as u8, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if asked {
+            self.wake.notify_one();
+        }
+        asked
+    }
+
+    /// Takes the CLIENT UNBLOCK request made while the client waited.
+    pub fn take_unblock(&self) -> Option<Unblock> {
+        match self.unblock.swap(0, Ordering::AcqRel) {
+            1 => Some(Unblock::Timeout),
+            2 => Some(Unblock::Error),
+            _ => None,
+        }
     }
 
     /// Asks the connection to close.

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use super::client::{BlockState, ClientState};
 use super::keys::Keys;
 use super::server::Server;
+use crate::error::CmdError;
 use crate::protocol::Reply;
 
 /// Everything a handler needs. Fields are public so a handler can read its
@@ -24,7 +25,10 @@ pub struct Ctx<'c, 'a> {
 impl Ctx<'_, '_> {
     /// Blocks the client on `keys` (of the selected database) until one of
     /// them changes or `timeout` passes (`None`: forever); the command is then
-    /// run again. Returns false when blocking is not allowed here (inside
+    /// run again, with `client.rerun` set, unless the client has gone by
+    /// then (what it would have taken stays for the next waiter). Clients
+    /// are woken in the order they blocked (see [`Ctx::may_serve`]); CLIENT
+    /// UNBLOCK ends the wait as a timeout or an error. Returns false when blocking is not allowed here (inside
     /// EXEC or a script): the handler must then reply as on timeout.
     pub fn block_on(
         &mut self,
@@ -42,8 +46,10 @@ impl Ctx<'_, '_> {
             .collect();
         // A woken client that still finds nothing keeps its place in line.
         if !self.client.rerun {
-            self.server.block_client(self.client.id(), &keys);
+            let kind = args.first().map_or("", |name| waits_for(name));
+            self.server.block_client(self.client.id(), &keys, kind);
         }
+        self.client.info.set_blocked(true, !self.client.rerun);
         self.client.blocked = Some(BlockState {
             args: args.iter().map(|a| a.to_vec()).collect(),
             keys,
@@ -61,8 +67,46 @@ impl Ctx<'_, '_> {
         if self.client.deny_blocking {
             return true;
         }
+        // Only the waiters for what the key holds now are in line for it.
+        let kind = self
+            .keys
+            .part(key)
+            .ok()
+            .and_then(|p| p.peek(key, self.keys.now_ms))
+            .map(|e| e.value.type_name());
         self.server
-            .first_waiter(self.keys.db, key)
+            .first_waiter(self.keys.db, key, kind)
             .is_none_or(|id| id == self.client.id())
+    }
+}
+
+/// The type of value a blocking command waits for, by its name: "list"
+/// (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP), "zset" (BZPOPMIN, BZPOPMAX,
+/// BZMPOP), "stream" (XREAD, XREADGROUP), "" (any).
+fn waits_for(name: &[u8]) -> &'static str {
+    let lower = name.to_ascii_lowercase();
+    if lower.starts_with(b"bz") {
+        "zset"
+    } else if lower.starts_with(b"bl") || lower.starts_with(b"br") {
+        "list"
+    } else if lower.starts_with(b"xread") {
+        "stream"
+    } else {
+        ""
+    }
+}
+
+/// What a blocking command found in one of its keys (`Keys::typed_mut` of
+/// its type). When the command runs again after a wake, a key that now
+/// holds another type counts as empty: the client stays blocked, as in
+/// Redis 7.0 (`MULTI; ZADD k 1 a; DEL k; SET k x; EXEC` does not answer a
+/// blocked BZPOPMIN with WRONGTYPE). On a first run the error stands.
+pub fn found_when_blocked<T>(
+    rerun: bool,
+    found: Result<Option<T>, CmdError>,
+) -> Result<Option<T>, CmdError> {
+    match found {
+        Err(CmdError::WrongType) if rerun => Ok(None),
+        other => other,
     }
 }

@@ -188,6 +188,10 @@ fn output_limit(c: &Config, class: &str) -> OutputLimit {
     OutputLimit::of_class(&value, class)
 }
 
+/// A blocked client in a key's line: its id and the type of value it
+/// waits for (`Value::type_name`, "" for any).
+pub type Waiter = (u64, &'static str);
+
 /// Everything connections share.
 pub struct Server {
     /// All the data.
@@ -211,8 +215,9 @@ pub struct Server {
     next_client_id: AtomicU64,
     /// Clients blocked on keys (BZPOPMIN, ...).
     pub blocked_clients: AtomicUsize,
-    /// Who waits on which (db, key), in the order they blocked.
-    pub blocked_on: Mutex<HashMap<(usize, bytes::Bytes), Vec<u64>>>,
+    /// Who waits on which (db, key), in the order they blocked, with the
+    /// type of value each waits for (see [`Server::block_client`]).
+    pub blocked_on: Mutex<HashMap<(usize, bytes::Bytes), Vec<Waiter>>>,
     /// Counters.
     pub stats: Stats,
     /// CLIENT PAUSE: what is paused and until when.
@@ -390,13 +395,15 @@ impl Server {
         let _ = self.shutdown.send(true);
     }
 
-    /// Registers client `id` as waiting on `keys`. Called by the blocking
-    /// handler while it still holds the keys' shard locks, so no write to
-    /// them can slip between its check and this registration.
-    pub fn block_client(&self, id: u64, keys: &[(usize, bytes::Bytes)]) {
+    /// Registers client `id` as waiting on `keys` for a value of type
+    /// `kind` (`Value::type_name`: "list", "zset", ...; "" for any).
+    /// Called by the blocking handler while it still holds the keys' shard
+    /// locks, so no write to them can slip between its check and this
+    /// registration.
+    pub fn block_client(&self, id: u64, keys: &[(usize, bytes::Bytes)], kind: &'static str) {
         let mut m = self.blocked_on.lock();
         for k in keys {
-            m.entry(k.clone()).or_default().push(id);
+            m.entry(k.clone()).or_default().push((id, kind));
         }
         self.blocked_clients.fetch_add(1, Ordering::SeqCst);
     }
@@ -406,7 +413,7 @@ impl Server {
         let mut m = self.blocked_on.lock();
         for k in keys {
             if let Some(v) = m.get_mut(k) {
-                v.retain(|&c| c != id);
+                v.retain(|&(c, _)| c != id);
                 if v.is_empty() {
                     m.remove(k);
                 }
@@ -415,15 +422,22 @@ impl Server {
         self.blocked_clients.fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// The client that has waited longest on `key` of database `db`, if any
-    /// waits on it (blocked clients are served in the order they blocked).
-    pub fn first_waiter(&self, db: usize, key: &[u8]) -> Option<u64> {
+    /// The client that has waited longest on `key` of database `db` for a
+    /// value of type `kind` (`None`: of any type), if any waits on it
+    /// (blocked clients are served in the order they blocked; a BLPOP
+    /// behind a BZPOPMIN on a key that holds a list is first for it, as in
+    /// Redis).
+    pub fn first_waiter(&self, db: usize, key: &[u8], kind: Option<&str>) -> Option<u64> {
         if self.blocked_clients.load(Ordering::SeqCst) == 0 {
             return None;
         }
         let m = self.blocked_on.lock();
         m.get(&(db, bytes::Bytes::copy_from_slice(key)))
-            .and_then(|ids| ids.first().copied())
+            .and_then(|ids| {
+                ids.iter()
+                    .find(|(_, k)| kind.is_none_or(|want| k.is_empty() || *k == want))
+            })
+            .map(|&(id, _)| id)
     }
 
     /// Wakes the clients waiting on keys that just changed.
@@ -431,7 +445,7 @@ impl Server {
         let m = self.blocked_on.lock();
         for k in ready {
             if let Some(ids) = m.get(k) {
-                for id in ids {
+                for (id, _) in ids {
                     if let Some(c) = self.clients.get(id) {
                         c.wake.notify_one();
                     }

@@ -18,6 +18,14 @@ pub fn info(c: &mut redis::Connection, section: &str) -> HashMap<String, String>
         .collect()
 }
 
+/// The binary the tests start: this build's, or the one named by
+/// `ROSTRUM_TEST_BIN` (to show that a test fails on an older build).
+pub fn server_binary() -> PathBuf {
+    std::env::var_os("ROSTRUM_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_rostrum")))
+}
+
 /// A running server process, killed on drop.
 pub struct TestServer {
     pub child: Child,
@@ -55,7 +63,7 @@ impl TestServer {
     pub fn start_in(dir: PathBuf, extra: &[&str]) -> TestServer {
         for _attempt in 0..5 {
             let port = free_port();
-            let mut cmd = Command::new(env!("CARGO_BIN_EXE_rostrum"));
+            let mut cmd = Command::new(server_binary());
             // A config file goes first, as redis-server reads it.
             let (file, extra) = match extra.split_first() {
                 Some((f, rest)) if !f.starts_with("--") => (Some(*f), rest),

@@ -13,7 +13,7 @@ use super::tracking;
 
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::number::parse_i64;
-use crate::state::client::{ClientInfo, ReplyMode};
+use crate::state::client::{ClientInfo, ReplyMode, Unblock};
 use crate::state::pubsub::Kind;
 use crate::state::unix_ms;
 
@@ -160,6 +160,17 @@ pub const SUBCOMMANDS: &[CommandSpec] = &[
         "Instruct the server about tracking or not keys in the next request",
         "6.0.0",
     ),
+    CommandSpec {
+        complexity: "O(log N) where N is the number of client connections",
+        ..sub(
+            "unblock",
+            -3,
+            ADMIN_FLAGS,
+            unblock,
+            "Unblock a client blocked in a blocking command from a different connection",
+            "5.0.0",
+        )
+    },
     sub(
         "getredir",
         2,
@@ -302,6 +313,35 @@ fn unpause(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
 fn no_touch(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     ctx.client.no_touch = on_off(a[2])?;
     ctx.out.ok();
+    Ok(())
+}
+
+/// `CLIENT UNBLOCK client-id [TIMEOUT|ERROR]`: ends a blocked client's
+/// wait as a timeout would, or with the UNBLOCKED error; 1 when that client
+/// was blocked, else 0.
+fn unblock(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    if a.len() > 4 {
+        return Err(CmdError::line(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+            String::from_utf8_lossy(a[1])
+        )));
+    }
+    let id = parse_i64(a[2]).ok_or(CmdError::NotInteger)?;
+    let how = match a.get(3) {
+        None => Unblock::Timeout,
+        Some(w) if is(w, "timeout") => Unblock::Timeout,
+        Some(w) if is(w, "error") => Unblock::Error,
+        Some(_) => {
+            return Err(CmdError::line(
+                "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR",
+            ))
+        }
+    };
+    let done = u64::try_from(id)
+        .ok()
+        .and_then(|id| ctx.server.clients.get(&id).map(|c| c.value().clone()))
+        .is_some_and(|c| c.request_unblock(how));
+    ctx.out.int(i64::from(done));
     Ok(())
 }
 
@@ -462,6 +502,9 @@ fn client_line(
     }
     if multi != u64::MAX {
         flags.push('x');
+    }
+    if c.is_blocked() {
+        flags.push('b');
     }
     flags.push_str(&c.tracking.letters());
     if no_evict {

@@ -197,6 +197,21 @@ fn clients_section(server: &Server, l: &mut Lines) {
     l.put("clients_in_timeout_table", 0);
 }
 
+/// Bytes the clients' buffers hold: read buffers, reply buffers and
+/// queued messages (INFO `mem_clients_normal`).
+fn client_buffers(server: &Server) -> usize {
+    server
+        .clients
+        .iter()
+        .map(|c| {
+            c.qbuf.load(Ordering::Relaxed)
+                + c.qbuf_free.load(Ordering::Relaxed)
+                + c.obuf.load(Ordering::Relaxed)
+                + c.outbox.pending()
+        })
+        .sum()
+}
+
 /// The process's memory figures, from jemalloc and /proc.
 pub struct MemoryFigures {
     /// Bytes held by live allocations (INFO used_memory): what Redis's
@@ -340,12 +355,12 @@ fn memory_section(server: &Server, l: &mut Lines) {
         format!("{:.2}", ratio(m.rss, m.used)),
     );
     l.put("mem_fragmentation_bytes", m.rss.saturating_sub(m.used));
+    l.put("mem_clients_normal", client_buffers(server));
     for name in [
         "mem_not_counted_for_evict",
         "mem_replication_backlog",
         "mem_total_replication_buffers",
         "mem_clients_slaves",
-        "mem_clients_normal",
         "mem_cluster_links",
         "mem_aof_buffer",
     ] {

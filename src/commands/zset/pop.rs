@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::args::MPop;
 use super::{after_removal, args, write_zset, Ctx};
 use crate::error::{CmdError, CmdResult};
+use crate::state::ctx::found_when_blocked;
 
 /// Which end of the set a pop takes from.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -139,9 +140,11 @@ fn blocking_pop(
     count: Option<usize>,
     shape: Shape,
 ) -> CmdResult {
+    let rerun = ctx.client.rerun;
     for (i, &key) in keys.iter().enumerate() {
         let mine = ctx.may_serve(key);
-        if write_zset(&mut ctx.keys, key)?.is_some_and(|z| !z.is_empty()) && mine {
+        let found = found_when_blocked(rerun, write_zset(&mut ctx.keys, key))?;
+        if found.is_some_and(|z| !z.is_empty()) && mine {
             return pop_first(ctx, &keys[i..=i], end, count, shape);
         }
     }

@@ -6,9 +6,12 @@
 //! - [`feed`] (called by the dispatcher while the command's shards are
 //!   still locked, so the log order is the apply order) turns what a
 //!   command changed into RESP in a buffer ([`encode`]);
-//! - the writer thread ([`writer`]) writes that buffer and fsyncs it as
-//!   `appendfsync` says, publishing the durable offset that clients wait
-//!   for under `always` (group commit);
+//! - [`writer`] writes that buffer and fsyncs it as `appendfsync` says,
+//!   publishing the offset that clients' replies wait for: written to the
+//!   file (write(2), by the worker about to reply) under `everysec` and
+//!   `no`, as Redis writes before it replies, so a killed process loses
+//!   no acknowledged write; fsynced too under `always` (the writer
+//!   thread's group commit);
 //! - [`snapshot`] is the rewrite's copy-before-write: a command about to
 //!   change a shard the running rewrite has not read yet writes it out
 //!   first ([`before_write`]).
@@ -110,8 +113,8 @@ pub(crate) struct Feed {
     pub(crate) stop: bool,
     /// The writer has stopped.
     pub(crate) stopped: bool,
-    /// `always`: the fed offset up to which the writer was asked to write
-    /// and fsync now ([`Aof::worker_idle`]).
+    /// The fed offset up to which the writer was asked to write (and
+    /// under `always` fsync) now ([`Aof::worker_idle`]).
     pub(crate) kick_to: u64,
 }
 
@@ -144,11 +147,13 @@ pub struct Aof {
     fsync: AtomicU8,
     loading: AtomicBool,
     pub(crate) feed: Mutex<Feed>,
+    /// The file and what is being written to it (see `writer`).
+    pub(crate) output: Mutex<writer::Output>,
     pub(crate) wake_writer: Condvar,
-    /// `always`: writes were fed that no idle worker has handed to the
-    /// writer yet.
+    /// Writes were fed that no idle worker has handed to the writer yet.
     unkicked: AtomicBool,
-    /// Offset of the fed stream known to be on disk (per the policy).
+    /// Offset of the fed stream known to be in the file (and fsynced
+    /// under `always`): replies to the writes before it may go out.
     pub(crate) synced: watch::Sender<u64>,
     /// The last write or fsync error, `None` when writes succeed.
     pub(crate) write_error: Mutex<Option<String>>,
@@ -183,6 +188,7 @@ impl Aof {
             fsync: AtomicU8::new(Fsync::parse(&config.appendfsync).as_u8()),
             loading: AtomicBool::new(false),
             feed: Mutex::new(Feed::default()),
+            output: Mutex::new(writer::Output::default()),
             wake_writer: Condvar::new(),
             unkicked: AtomicBool::new(false),
             synced,
@@ -256,18 +262,25 @@ impl Aof {
         *g = e;
     }
 
+    /// Whether the fed stream is written (and under `always` fsynced) up
+    /// to `offset`.
+    pub fn written(&self, offset: u64) -> bool {
+        *self.synced.borrow() >= offset
+    }
+
     /// A receiver of the durable offset (see [`wait_synced`]).
     pub fn synced_watch(&self) -> watch::Receiver<u64> {
         self.synced.subscribe()
     }
 
     /// Called by a tokio worker about to park (it has run every client
-    /// that was ready). Under `appendfsync always` the writer then writes
-    /// and fsyncs everything fed so far in one go, as Redis does before its
-    /// event loop sleeps: one fsync costs about the same for one write or
-    /// fifty, and starting it at the first write of a turn would leave the
-    /// rest of the turn's clients waiting for a second one. (The writer
-    /// does not wait for this longer than its `KICK_WAIT`.)
+    /// that was ready). The writer then writes (and under `appendfsync
+    /// always` fsyncs) everything fed so far in one go, as Redis does
+    /// before its event loop sleeps: one write(2) or fsync costs about the
+    /// same for one command or fifty, and starting it at the first write
+    /// of a turn would leave the rest of the turn's clients waiting for a
+    /// second one. (The writer does not wait for this longer than its
+    /// `KICK_WAIT`.)
     pub fn worker_idle(&self) {
         // The load first: a parking worker with nothing fed writes nothing.
         if self.unkicked.load(Ordering::Acquire) && self.unkicked.swap(false, Ordering::AcqRel) {
@@ -278,7 +291,7 @@ impl Aof {
         }
     }
 
-    /// After an fsync under `always`: forgets the kicks for writes fed past
+    /// After a write (an fsync under `always`): forgets the kicks for writes fed past
     /// `synced`, so the next fsync waits for a worker to go idle from now
     /// on. That worker first sends the replies this fsync released, and the
     /// commands those clients send back as it does join the next fsync,
@@ -472,8 +485,8 @@ fn take_expired(locked: &mut Locked<'_>) -> Vec<(usize, Bytes)> {
 
 /// Logs what a command changed, called by the dispatcher with the command's
 /// shards still locked. `db` is the database the command started in.
-/// Returns the offset the client's reply must wait for (`appendfsync
-/// always`), 0 when it need not wait.
+/// Returns the offset the client's reply must wait for (written under
+/// `everysec` and `no`, fsynced under `always`), 0 when it need not wait.
 pub fn feed(aof: &Aof, keys: &mut Keys<'_>, db: usize, args: &[&[u8]]) -> u64 {
     let expired = take_expired(&mut keys.locked);
     if let Some(t) = &mut keys.tracked {
@@ -513,7 +526,6 @@ pub fn feed(aof: &Aof, keys: &mut Keys<'_>, db: usize, args: &[&[u8]]) -> u64 {
             None => encode::Group::One(args),
         }
     };
-    let always = aof.fsync() == Fsync::Always;
     let mut f = aof.feed.lock();
     let mut wait = 0;
     if aof.state() == ON {
@@ -521,19 +533,17 @@ pub fn feed(aof: &Aof, keys: &mut Keys<'_>, db: usize, args: &[&[u8]]) -> u64 {
         encode::emit(&mut f.main, db, &expired, &group);
         let n = (f.main.buf.len() - before) as u64;
         f.fed += n;
-        if always {
-            wait = f.fed;
-        }
+        wait = f.fed;
     }
     if let Some(rw) = f.rewrite.as_mut() {
         encode::emit(rw, db, &expired, &group);
     }
     drop(f);
-    if always {
-        // Handed to the writer when the worker goes idle.
+    if wait > 0 && aof.fsync() == Fsync::Always {
+        // Handed to the writer when the worker goes idle. (Under
+        // `everysec` and `no` the worker writes it before the replies go
+        // out: `writer::write_through`.)
         aof.unkicked.store(true, Ordering::Release);
-    } else {
-        aof.wake_writer.notify_one();
     }
     wait
 }

@@ -1,14 +1,20 @@
-//! The AOF writer thread: takes what [`super::feed`] buffered, writes it to
-//! the file and fsyncs it per `appendfsync`, so no tokio worker ever waits
-//! for the disk. Under `always` one fsync covers every write buffered
-//! before it (group commit), and the durable offset is published for the
-//! clients waiting on it. Once a second it also fsyncs (`everysec`), retries
-//! and retries after a write error.
+//! Writing the AOF. Replies wait for their commands' records: written to
+//! the file (`everysec`, `no`), as Redis writes before it replies, so a
+//! killed process loses no acknowledged write; or fsynced too (`always`).
+//! Under `everysec` and `no` the worker about to send replies writes
+//! what was fed itself ([`write_through`], one write(2) for every command
+//! fed before it: a cheap syscall, no thread to wake); the writer thread
+//! fsyncs once a second, without holding up those writes, and retries
+//! after a write error. Under `always` the writer thread writes and
+//! fsyncs, one fsync covering every write buffered before it (group
+//! commit), so no tokio worker waits for the disk. Either way the offset
+//! done is published for the clients waiting on it.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Aof, Fsync};
@@ -39,10 +45,39 @@ pub(crate) fn check_fault(aof: &Aof) -> io::Result<()> {
 }
 
 /// The file being appended to.
-struct Target {
+pub(crate) struct Target {
     file: File,
+    /// A second handle on the same file, fsynced without holding
+    /// [`Output`]'s lock (`everysec`), so workers writing meanwhile do not
+    /// wait for the disk.
+    sync: Option<Arc<File>>,
     /// Bytes in the file.
     size: u64,
+}
+
+impl Target {
+    fn new(file: File, size: u64) -> Self {
+        let sync = file.try_clone().ok().map(Arc::new);
+        Target { file, sync, size }
+    }
+}
+
+/// The writing side of the AOF, shared by the writer thread and the
+/// workers that write their clients' records themselves before replying
+/// ([`write_through`]). Lock order: this, then `Aof::feed`.
+#[derive(Default)]
+pub(crate) struct Output {
+    target: Option<Target>,
+    /// Bytes taken from the feed but not yet written (kept across errors).
+    pending: Vec<u8>,
+    /// The fed offset `pending` ends at.
+    pending_end: u64,
+    /// Written since the last fsync.
+    unsynced: bool,
+    /// The last write or fsync failed: only the writer thread retries
+    /// (once a second).
+    failing: bool,
+    next_retry: Option<Instant>,
 }
 
 /// Writes `data` at the end of the file. On failure the file is cut back to
@@ -86,69 +121,127 @@ fn fsync(aof: &Aof, t: &Target) -> io::Result<()> {
     t.file.sync_data()
 }
 
-/// Under `everysec` and `no`, the least time between two writes: what is
-/// fed meanwhile goes out in one write(2) instead of one per command (as
-/// Redis writes once per event loop turn), so a busy server does not wake
-/// this thread for every write command. `always` writes at once.
-const WRITE_EVERY: Duration = Duration::from_micros(500);
-
 /// Under `always`, how long fed writes may wait for an idle worker's kick
 /// ([`super::Aof::worker_idle`]) before the writer goes ahead anyway (a
 /// worker that never runs out of clients).
 const KICK_WAIT: Duration = Duration::from_millis(1);
 
-/// The writer loop; returns when the server shuts down.
-pub fn run(aof: &Aof) {
-    let mut target: Option<Target> = None;
-    // Bytes taken from the feed but not yet written (kept across errors).
-    let mut pending: Vec<u8> = Vec::new();
-    let mut pending_end: u64 = 0;
-    let mut unsynced = false;
-    let mut last_fsync = Instant::now();
-    let mut last_tick = Instant::now();
-    let mut failing = false;
-    let mut next_retry = Instant::now();
-    let mut last_write = Instant::now();
-    loop {
-        if aof.fsync() != Fsync::Always {
-            let since = last_write.elapsed();
-            if since < WRITE_EVERY {
-                std::thread::sleep(WRITE_EVERY - since);
+/// Under `everysec` and `no`: writes what was fed up to `offset` (or
+/// more) to the file from the calling worker, as Redis writes before it
+/// replies; the writer thread only fsyncs once a second, and takes over
+/// while writes fail or a rewrite swaps the file. Returns once the
+/// offset is published (or left to the writer thread).
+pub fn write_through(aof: &Aof, offset: u64) {
+    if aof.written(offset) {
+        return;
+    }
+    let mut o = aof.output.lock();
+    if aof.written(offset) {
+        return;
+    }
+    let mut f = aof.feed.lock();
+    if o.failing || o.target.is_none() || f.install.is_some() || f.close || f.stop {
+        drop(f);
+        aof.wake_writer.notify_one();
+        return;
+    }
+    if !f.main.buf.is_empty() {
+        let o = &mut *o;
+        if o.pending.is_empty() {
+            std::mem::swap(&mut o.pending, &mut f.main.buf);
+        } else {
+            o.pending.append(&mut f.main.buf);
+        }
+        o.pending_end = f.fed;
+    }
+    drop(f);
+    write_pending(aof, &mut o, Fsync::Everysec);
+}
+
+/// Writes `o.pending`; under `always` fsyncs it too. Publishes the offset
+/// replies wait for: after the write (or its failure: as Redis, the
+/// replies go out, the data stays for the retry and later writes are
+/// refused) under `everysec` and `no`; after the fsync under `always`.
+fn write_pending(aof: &Aof, o: &mut Output, policy: Fsync) {
+    let Some(t) = o.target.as_mut() else {
+        return;
+    };
+    if o.pending.is_empty() {
+        return;
+    }
+    let end = o.pending_end;
+    match write_out(aof, t, &mut o.pending) {
+        Ok(()) => {
+            o.unsynced = true;
+            if policy == Fsync::Always {
+                match fsync(aof, t) {
+                    Ok(()) => {
+                        o.unsynced = false;
+                        recovered(aof, &mut o.failing);
+                        aof.publish_synced(end);
+                        // The next fsync waits for the worker to send
+                        // these replies and take the commands they bring
+                        // back.
+                        aof.await_fresh_kick(end);
+                    }
+                    Err(e) => fail(aof, &e, o),
+                }
+            } else {
+                recovered(aof, &mut o.failing);
+                aof.publish_synced(end);
             }
         }
+        Err(e) => {
+            fail(aof, &e, o);
+            if policy != Fsync::Always {
+                aof.publish_synced(end);
+            }
+        }
+    }
+}
+
+/// The writer loop; returns when the server shuts down.
+pub fn run(aof: &Aof) {
+    let mut last_fsync = Instant::now();
+    let mut last_tick = Instant::now();
+    loop {
+        let mut o = aof.output.lock();
         let mut f = aof.feed.lock();
         if let Some((file, size)) = f.install.take() {
             // A rewrite replaced the file with one holding everything fed
             // so far: what is pending belonged to the old one.
-            pending.clear();
-            target = Some(Target { file, size });
-            unsynced = false;
-            if failing {
-                recovered(aof, &mut failing);
+            o.pending.clear();
+            o.target = Some(Target::new(file, size));
+            o.unsynced = false;
+            if o.failing {
+                recovered(aof, &mut o.failing);
             }
         }
         if f.close {
             f.close = false;
-            if let Some(t) = target.as_mut() {
-                pending.append(&mut f.main.buf);
-                if write_out(aof, t, &mut pending).is_err() {
+            let o = &mut *o;
+            if let Some(t) = o.target.as_mut() {
+                o.pending.append(&mut f.main.buf);
+                if write_out(aof, t, &mut o.pending).is_err() {
                     tracing::warn!("Can't write the rest of the AOF before closing it");
                 }
                 let _ = fsync(aof, t);
             }
-            pending.clear();
+            o.pending.clear();
             f.main.buf.clear();
-            target = None;
-            failing = false;
+            o.target = None;
+            o.failing = false;
             continue;
         }
         let now = Instant::now();
-        let wait = if failing {
+        let policy = aof.fsync();
+        let wait = if o.failing {
             // After an error: retry once a second, whatever arrives.
-            next_retry.saturating_duration_since(now)
-        } else if f.main.buf.is_empty() && pending.is_empty() {
+            o.next_retry
+                .map_or(Duration::ZERO, |t| t.saturating_duration_since(now))
+        } else if f.main.buf.is_empty() && o.pending.is_empty() {
             Duration::from_millis(1000).saturating_sub(last_tick.elapsed())
-        } else if aof.fsync() == Fsync::Always && pending.is_empty() && f.kick_to <= pending_end {
+        } else if policy == Fsync::Always && o.pending.is_empty() && f.kick_to <= o.pending_end {
             // Until a worker goes idle (`Aof::worker_idle`), at most
             // KICK_WAIT: the writes of its turn share one fsync.
             KICK_WAIT
@@ -156,6 +249,8 @@ pub fn run(aof: &Aof) {
             Duration::ZERO
         };
         if !f.stop && !wait.is_zero() {
+            // Workers write meanwhile (`write_through`).
+            drop(o);
             aof.wake_writer.wait_for(&mut f, wait);
             // A rewrite may have swapped the file while we waited: what is
             // fed from now on belongs to the new file, so install it first
@@ -163,62 +258,59 @@ pub fn run(aof: &Aof) {
             if f.install.is_some() || f.close {
                 continue;
             }
+            drop(f);
+            o = aof.output.lock();
+            f = aof.feed.lock();
+            if f.install.is_some() || f.close {
+                continue;
+            }
         }
         let stop = f.stop;
-        let retry_due = !failing || Instant::now() >= next_retry || stop;
+        let retry_due = !o.failing || o.next_retry.is_none_or(|t| Instant::now() >= t) || stop;
         if retry_due && !f.main.buf.is_empty() {
-            if pending.is_empty() {
-                std::mem::swap(&mut pending, &mut f.main.buf);
+            let o = &mut *o;
+            if o.pending.is_empty() {
+                std::mem::swap(&mut o.pending, &mut f.main.buf);
             } else {
-                pending.append(&mut f.main.buf);
+                o.pending.append(&mut f.main.buf);
             }
-            pending_end = f.fed;
+            o.pending_end = f.fed;
         }
         drop(f);
 
         let policy = aof.fsync();
-        if let Some(t) = target.as_mut() {
-            if !pending.is_empty() && retry_due {
-                last_write = Instant::now();
-                match write_out(aof, t, &mut pending) {
-                    Ok(()) => {
-                        unsynced = true;
-                        if policy == Fsync::Always {
-                            match fsync(aof, t) {
-                                Ok(()) => {
-                                    unsynced = false;
-                                    last_fsync = Instant::now();
-                                    recovered(aof, &mut failing);
-                                    aof.publish_synced(pending_end);
-                                    // The next fsync waits for the worker
-                                    // to send these replies and take the
-                                    // commands they bring back.
-                                    aof.await_fresh_kick(pending_end);
-                                }
-                                Err(e) => fail(aof, &e, &mut failing, &mut next_retry),
-                            }
-                        } else {
-                            recovered(aof, &mut failing);
-                            aof.publish_synced(pending_end);
-                        }
-                    }
-                    Err(e) => fail(aof, &e, &mut failing, &mut next_retry),
-                }
+        if o.target.is_some() {
+            if retry_due {
+                write_pending(aof, &mut o, policy);
             }
             let due = last_fsync.elapsed() >= Duration::from_secs(1);
-            if unsynced && !failing && (stop || (policy == Fsync::Everysec && due)) {
-                match fsync(aof, t) {
-                    Ok(()) => {
-                        unsynced = false;
-                        last_fsync = Instant::now();
+            if o.unsynced && !o.failing && (stop || (policy == Fsync::Everysec && due)) {
+                // Fsynced through the second handle, without the lock:
+                // what was written before this point is covered.
+                o.unsynced = false;
+                let sync = o.target.as_ref().and_then(|t| t.sync.clone());
+                drop(o);
+                let r = match &sync {
+                    Some(file) => check_fault(aof).and_then(|()| file.sync_data()),
+                    None => Ok(()),
+                };
+                o = aof.output.lock();
+                match r {
+                    Ok(()) => last_fsync = Instant::now(),
+                    Err(e) => {
+                        o.unsynced = true;
+                        fail(aof, &e, &mut o);
                     }
-                    Err(e) => fail(aof, &e, &mut failing, &mut next_retry),
                 }
             }
         } else {
-            // No file (AOF off, or waiting for its first rewrite).
-            pending.clear();
+            // No file (AOF off, or waiting for its first rewrite): no
+            // reply waits for it.
+            o.pending.clear();
+            aof.publish_synced(o.pending_end);
         }
+        let failing = o.failing;
+        drop(o);
         if stop {
             let mut f = aof.feed.lock();
             if f.main.buf.is_empty() || failing {
@@ -233,13 +325,13 @@ pub fn run(aof: &Aof) {
     }
 }
 
-fn fail(aof: &Aof, e: &io::Error, failing: &mut bool, next_retry: &mut Instant) {
+fn fail(aof: &Aof, e: &io::Error, o: &mut Output) {
     let text = error_text(e);
-    if !*failing {
+    if !o.failing {
         tracing::warn!("Error writing to the AOF file: {text}");
     }
-    *failing = true;
-    *next_retry = Instant::now() + Duration::from_secs(1);
+    o.failing = true;
+    o.next_retry = Some(Instant::now() + Duration::from_secs(1));
     aof.set_write_error(Some(text));
 }
 
