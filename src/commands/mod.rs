@@ -5,6 +5,7 @@
 pub mod args;
 pub mod bitmap;
 pub mod connection;
+pub mod dump;
 pub mod hash;
 pub mod keys;
 pub mod leaderboard;
@@ -57,6 +58,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     pubsub::COMMANDS,
     sort::COMMANDS,
     leaderboard::COMMANDS,
+    dump::COMMANDS,
 ];
 
 /// Commands that run at once even inside MULTI.
