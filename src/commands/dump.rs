@@ -119,11 +119,11 @@ fn restore(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     if ttl < 0 {
         return Err(CmdError::err("Invalid TTL value, must be >= 0"));
     }
-    let Some(body) = decode::payload_body(a[3]) else {
+    if !decode::payload_ok(a[3]) {
         return Err(CmdError::err("DUMP payload version or checksum are wrong"));
-    };
+    }
     let limits = ctx.server.config.read().rdb_limits();
-    let value = match decode::payload_value(body, &limits) {
+    let value = match decode::payload_value(a[3], &limits) {
         Ok(Some(v)) => v,
         Ok(None) | Err(_) => return Err(CmdError::err("Bad data format")),
     };

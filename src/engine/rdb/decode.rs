@@ -455,32 +455,27 @@ fn hash_of(pairs: Vec<(Vec<u8>, Vec<u8>)>, lim: &Limits) -> Result<Value, String
     Ok(Value::Hash(h))
 }
 
-/// Checks a DUMP payload's trailer (version and CRC-64) and returns its
-/// value bytes; `None` when either is wrong (RESTORE's one error).
-pub fn payload_body(p: &[u8]) -> Option<&[u8]> {
+/// Whether a DUMP payload's trailer (version and CRC-64) is right: the
+/// check behind RESTORE's "payload version or checksum are wrong".
+pub fn payload_ok(p: &[u8]) -> bool {
     if p.len() < 10 {
-        return None;
+        return false;
     }
     let (rest, crc) = p.split_at(p.len() - 8);
     let version = u16::from_le_bytes([rest[rest.len() - 2], rest[rest.len() - 1]]);
-    if version > super::RDB_VERSION {
-        return None;
-    }
     let mut c = [0u8; 8];
     c.copy_from_slice(crc);
-    (crc64(0, rest) == u64::from_le_bytes(c)).then(|| &rest[..rest.len() - 2])
+    version <= super::RDB_VERSION && crc64(0, rest) == u64::from_le_bytes(c)
 }
 
-/// The value of a checked DUMP payload body; errors when it is malformed
-/// or has bytes left over.
-pub fn payload_value(body: &[u8], lim: &Limits) -> Result<Option<Value>, RdbError> {
-    let mut r = Reader::new(body, 0);
+/// The value of a DUMP payload whose trailer [`payload_ok`] accepted. As
+/// redis-server 7.0 (without `sanitize-dump-payload`) the value is read
+/// from the payload's start and may run into the trailer; bytes it leaves
+/// unread are ignored.
+pub fn payload_value(payload: &[u8], lim: &Limits) -> Result<Option<Value>, RdbError> {
+    let mut r = Reader::new(payload, 0);
     let t = r.u8()?;
-    let v = r.object(t, lim)?;
-    if !r.at_end() {
-        return Err(r.err("bytes after the value"));
-    }
-    Ok(v)
+    r.object(t, lim)
 }
 
 /// One key read from a file.
