@@ -182,6 +182,19 @@ fn main() {
         std::process::exit(1);
     }
     let result = runtime.block_on(server::run(server.clone()));
+    // SIGTERM / SIGINT with save points: the final save SHUTDOWN would make.
+    if result.is_ok()
+        && !server
+            .aof
+            .exit_saved
+            .load(std::sync::atomic::Ordering::Acquire)
+        && !server.config.read().save.is_empty()
+    {
+        tracing::info!("Saving the final RDB snapshot before exiting.");
+        if !journal::save_blocking(&server.aof) {
+            tracing::warn!("Error trying to save the DB before exiting.");
+        }
+    }
     journal::shutdown_flush(&server.aof);
     if let Err(e) = result {
         eprintln!("Could not create server TCP listening socket: {e}");
