@@ -474,9 +474,8 @@ pub fn save_blocking(aof: &Aof) -> bool {
     } else {
         st.rdb_finished + 1
     };
-    if st.rdb_requested || st.rdb_started.is_some() {
-        st.rdb_scheduled = true;
-    } else if st.requested || st.started.is_some() {
+    if snapshot_busy(&st) {
+        // After the running save or rewrite.
         st.rdb_scheduled = true;
     } else {
         st.rdb_requested = true;
