@@ -158,3 +158,6 @@ impl Default for Limits {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
