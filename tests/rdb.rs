@@ -662,3 +662,87 @@ fn shutdown_saves_unless_nosave() {
         .expect("dbsize");
     assert_eq!(n, 1, "NOSAVE left the file as it was");
 }
+
+#[test]
+fn migrate_both_ways_with_copy_replace_auth_and_keys() {
+    if !have_redis() {
+        return;
+    }
+    let rdir = temp_dir("rdb-migrate");
+    let redis = Redis::start(&rdir, &["--requirepass", "pw"]).expect("redis-server");
+    let mut rc = redis::Client::open(format!("redis://:pw@127.0.0.1:{}/", redis.port))
+        .expect("client")
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .expect("connect");
+    let node = TestServer::start(&[]);
+    let mut c = node.conn();
+    populate(&mut c);
+    let expected = contents(&mut c);
+    let port = redis.port.to_string();
+    let migrate = |c: &mut redis::Connection, db: i64, extra: &[&str], keys: &[Vec<u8>]| {
+        redis::cmd("MIGRATE")
+            .arg("127.0.0.1")
+            .arg(&port)
+            .arg("")
+            .arg(db)
+            .arg(5000)
+            .arg(extra)
+            .arg("KEYS")
+            .arg(keys)
+            .query::<String>(c)
+    };
+    for db in DBS {
+        let _: () = redis::cmd("SELECT").arg(db).query(&mut c).expect("select");
+        let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut c).expect("keys");
+        // Without AUTH the target refuses; nothing is removed here.
+        let e = migrate(&mut c, db, &[], &keys).expect_err("NOAUTH");
+        assert!(
+            e.to_string().contains("Target instance replied with error"),
+            "{e}"
+        );
+        // COPY keeps the keys here; a second COPY hits BUSYKEY; REPLACE moves them.
+        assert_eq!(
+            migrate(&mut c, db, &["COPY", "AUTH", "pw"], &keys).expect("copy"),
+            "OK"
+        );
+        let e = migrate(&mut c, db, &["COPY", "AUTH2", "default", "pw"], &keys).expect_err("busy");
+        assert!(e.to_string().contains("BUSYKEY"), "{e}");
+        assert_eq!(
+            migrate(&mut c, db, &["REPLACE", "AUTH", "pw"], &keys).expect("move"),
+            "OK"
+        );
+        let left: i64 = redis::cmd("DBSIZE").query(&mut c).expect("dbsize");
+        assert_eq!(left, 0);
+        assert_eq!(
+            migrate(&mut c, db, &["AUTH", "pw"], &keys).expect("nokey"),
+            "NOKEY"
+        );
+    }
+    let _: () = redis::cmd("SELECT").arg(0).query(&mut c).expect("select");
+    assert_eq!(contents(&mut rc), expected);
+    // And back: redis-server migrates one key to Rostrum.
+    let r: String = redis::cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(node.port)
+        .arg("d0:biglist")
+        .arg(0)
+        .arg(5000)
+        .query(&mut rc)
+        .expect("migrate to rostrum");
+    assert_eq!(r, "OK");
+    let n: i64 = redis::cmd("LLEN")
+        .arg("d0:biglist")
+        .query(&mut c)
+        .expect("llen");
+    assert_eq!(n, 1500);
+    // A closed port.
+    let e = redis::cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(free_port())
+        .arg("d0:biglist")
+        .arg(0)
+        .arg(500)
+        .query::<String>(&mut c)
+        .expect_err("IOERR");
+    assert_eq!(e.code(), Some("IOERR"));
+}
