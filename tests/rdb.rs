@@ -656,11 +656,23 @@ fn shutdown_saves_unless_nosave() {
     let mut node = node;
     let _ = node.child.wait();
     let last = take_dump(node, "rdb-shutdown-3");
-    let node = rostrum_in(&last, &[]);
+    let mut node = rostrum_in(&last, &["--save", "3600 1"]);
+    let mut c = node.conn();
+    let n: i64 = redis::cmd("DBSIZE").query(&mut c).expect("dbsize");
+    assert_eq!(n, 1, "NOSAVE left the file as it was");
+    // SIGTERM with save points saves too.
+    let _: () = redis::cmd("SET")
+        .arg("k3")
+        .arg("v")
+        .query(&mut c)
+        .expect("set");
+    node.terminate();
+    let after = take_dump(node, "rdb-shutdown-4");
+    let node = rostrum_in(&after, &[]);
     let n: i64 = redis::cmd("DBSIZE")
         .query(&mut node.conn())
         .expect("dbsize");
-    assert_eq!(n, 1, "NOSAVE left the file as it was");
+    assert_eq!(n, 2, "SIGTERM saved");
 }
 
 #[test]

@@ -123,6 +123,11 @@ pub fn object_type(v: &Value) -> u8 {
 /// Appends a value: its type id, then its payload.
 pub fn write_object(out: &mut Vec<u8>, v: &Value, o: EncodeOptions) {
     out.push(object_type(v));
+    write_payload(out, v, o);
+}
+
+/// Appends a value's payload (what follows its type id and key).
+fn write_payload(out: &mut Vec<u8>, v: &Value, o: EncodeOptions) {
     match v {
         Value::Str(s) => write_string(out, &s.as_bytes(), o.compress),
         Value::List(l) => write_list(out, l, o),
@@ -327,12 +332,9 @@ pub fn write_key(
         out.push(opcodes::EXPIRETIME_MS);
         out.extend_from_slice(&t.to_le_bytes());
     }
-    let start = out.len();
-    write_object(out, value, o);
-    // The type id goes before the key's name.
-    let body = out.split_off(start + 1);
+    out.push(object_type(value));
     write_string(out, key, o.compress);
-    out.extend_from_slice(&body);
+    write_payload(out, value, o);
 }
 
 /// Every live key of a shard, each database after its SELECTDB and
