@@ -154,10 +154,13 @@ proptest! {
         // ZSet members come back in score order; the model is in member order.
         let norm = |m: &Model| match m {
             Model::ZSet(p) => {
-                let mut p = p.clone();
+                // A listpack keeps -0 as 0, and -0 and 0 tie (member order).
+                let mut p: Vec<(Vec<u8>, f64)> = p
+                    .iter()
+                    .map(|(m, s)| (m.clone(), if *s == 0.0 { 0.0 } else { *s }))
+                    .collect();
                 p.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
-                // A listpack keeps -0 as 0.
-                Model::ZSet(p.into_iter().map(|(m, s)| (m, if s == 0.0 { 0.0 } else { s })).collect())
+                Model::ZSet(p)
             }
             other => other.clone(),
         };
