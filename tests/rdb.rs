@@ -286,6 +286,12 @@ fn redis_dump_rdb_loads_into_rostrum() {
         populate(&mut rc);
         let expected = contents(&mut rc);
         assert_eq!(expected.len(), 3 * 16);
+        let lib = "#!lua name=rdblib\nredis.register_function('rdbfn', function(keys, args) return 'from-rdb' end)";
+        let _: String = redis::cmd("FUNCTION")
+            .arg("LOAD")
+            .arg(lib)
+            .query(&mut rc)
+            .expect("function load");
         let _: () = redis::cmd("SAVE").query(&mut rc).expect("redis SAVE");
         drop(redis);
         let ours = temp_dir("rdb-into-rostrum");
@@ -295,6 +301,12 @@ fn redis_dump_rdb_loads_into_rostrum() {
         assert_eq!(contents(&mut c), expected, "limits {limits:?}");
         let info = common::info(&mut c, "persistence");
         assert_eq!(info["rdb_last_load_keys_loaded"], (3 * 16).to_string());
+        let r: String = redis::cmd("FCALL")
+            .arg("rdbfn")
+            .arg(0)
+            .query(&mut c)
+            .expect("fcall");
+        assert_eq!(r, "from-rdb", "the file's function library is loaded");
         let _ = std::fs::remove_dir_all(&rdir);
     }
 }
@@ -316,6 +328,12 @@ fn rostrum_rdb_passes_redis_check_rdb_and_loads_into_redis() {
             .expect("config");
         populate(&mut c);
         let expected = contents(&mut c);
+        let lib = "#!lua name=ourlib\nredis.register_function('ourfn', function(keys, args) return 'from-rostrum' end)";
+        let _: String = redis::cmd("FUNCTION")
+            .arg("LOAD")
+            .arg(lib)
+            .query(&mut c)
+            .expect("function load");
         let _: () = redis::cmd("SAVE").query(&mut c).expect("SAVE");
         drop(c);
         let rdir = take_dump(node, "rdb-ours-redis");
@@ -323,6 +341,12 @@ fn rostrum_rdb_passes_redis_check_rdb_and_loads_into_redis() {
         let redis = Redis::start(&rdir, limits).expect("redis-server loads Rostrum's file");
         let mut rc = redis.conn();
         assert_eq!(contents(&mut rc), expected, "limits {limits:?}");
+        let r: String = redis::cmd("FCALL")
+            .arg("ourfn")
+            .arg(0)
+            .query(&mut rc)
+            .expect("fcall in redis");
+        assert_eq!(r, "from-rostrum");
         // And Rostrum loads its own file back.
         let again = temp_dir("rdb-ours-again");
         std::fs::copy(rdir.join("dump.rdb"), again.join("dump.rdb")).expect("copy");
