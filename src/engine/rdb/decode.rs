@@ -622,3 +622,146 @@ pub fn read_file(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    //! The formats older Redis versions write, built by hand from their
+    //! layouts (no redis-server before 7.0 is at hand to write them).
+    use super::*;
+
+    /// A ziplist of raw entries (each: encoding byte(s) and data).
+    fn ziplist(entries: &[&[u8]]) -> Vec<u8> {
+        let mut body = Vec::new();
+        let mut prev = 0usize;
+        for e in entries {
+            let start = body.len();
+            if prev < 254 {
+                body.push(prev as u8);
+            } else {
+                body.push(254);
+                body.extend_from_slice(&(prev as u32).to_le_bytes());
+            }
+            body.extend_from_slice(e);
+            prev = body.len() - start;
+        }
+        let total = 10 + body.len() + 1;
+        let mut z = Vec::new();
+        z.extend_from_slice(&(total as u32).to_le_bytes());
+        z.extend_from_slice(&0u32.to_le_bytes());
+        z.extend_from_slice(&(entries.len() as u16).to_le_bytes());
+        z.extend_from_slice(&body);
+        z.push(0xff);
+        z
+    }
+
+    fn blob(out: &mut Vec<u8>, b: &[u8]) {
+        super::super::encode::write_len(out, b.len() as u64);
+        out.extend_from_slice(b);
+    }
+
+    fn read(t: u8, payload: &[u8]) -> Value {
+        let mut r = Reader::new(payload, 0);
+        let v = r.object(t, &Limits::default()).unwrap().unwrap();
+        assert!(r.at_end());
+        v
+    }
+
+    fn list_items(v: &Value) -> Vec<Vec<u8>> {
+        match v {
+            Value::List(l) => l.iter().map(|e| e.to_vec()).collect(),
+            _ => panic!("not a list"),
+        }
+    }
+
+    fn every_ziplist_encoding() -> Vec<u8> {
+        ziplist(&[
+            b"\x05hello",
+            b"\xf8",                                 // immediate 7
+            b"\xfe\xfb",                             // int8 -5
+            b"\xc0\x2c\x01",                         // int16 300
+            b"\xf0\xa0\x86\x01",                     // int24 100000
+            b"\xd0\x00\x5e\xd0\xb2",                 // int32 3000000000 as i32
+            b"\xe0\x00\x00\x00\x00\x00\x00\x00\x80", // int64 min
+            b"\x40\x03abc",                          // 14-bit length string
+        ])
+    }
+
+    #[test]
+    fn ziplist_lists_of_every_encoding() {
+        let mut p = Vec::new();
+        blob(&mut p, &every_ziplist_encoding());
+        let want: Vec<Vec<u8>> = [
+            "hello",
+            "7",
+            "-5",
+            "300",
+            "100000",
+            "-1294967296",
+            "-9223372036854775808",
+            "abc",
+        ]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+        assert_eq!(list_items(&read(types::LIST_ZIPLIST, &p)), want);
+        // The same ziplist as the one node of a (Redis 3.2-6.2) quicklist.
+        let mut q = vec![1];
+        blob(&mut q, &every_ziplist_encoding());
+        assert_eq!(list_items(&read(types::LIST_QUICKLIST, &q)), want);
+    }
+
+    #[test]
+    fn zipmap_hashes_and_ascii_scores() {
+        // zipmap: count, then len key len free value, end.
+        let zm = b"\x02\x01a\x02\x00xy\x01b\x01\x02z\x00\x00\xff";
+        let mut p = Vec::new();
+        blob(&mut p, zm);
+        let Value::Hash(h) = read(types::HASH_ZIPMAP, &p) else {
+            panic!("not a hash")
+        };
+        assert_eq!(h.get(b"a").unwrap().to_vec(), b"xy");
+        assert_eq!(h.get(b"b").unwrap().to_vec(), b"z");
+        // ZSET: count, then member and score as text (253 nan, 254 inf, 255 -inf).
+        let p = b"\x03\x01a\x031.5\x01b\xfe\x01c\xff";
+        let Value::ZSet(z) = read(types::ZSET, p) else {
+            panic!("not a zset")
+        };
+        let got: Vec<(Vec<u8>, f64)> = z.iter().map(|(m, s)| (m.to_vec(), s)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (b"c".to_vec(), f64::NEG_INFINITY),
+                (b"a".to_vec(), 1.5),
+                (b"b".to_vec(), f64::INFINITY)
+            ]
+        );
+        // A NaN score is refused.
+        assert!(Reader::new(b"\x01\x01a\xfd", 0)
+            .object(types::ZSET, &Limits::default())
+            .is_err());
+    }
+
+    #[test]
+    fn old_files_load_and_bad_ones_name_the_offset() {
+        let mut f = b"REDIS0006\xfe\x00\x00\x01k\x02hi".to_vec();
+        // An expiry in seconds (version < 7 style), then a ziplist hash.
+        f.extend_from_slice(b"\xfd\x00\x00\x00\x7f\x0d\x01h");
+        blob(&mut f, &ziplist(&[b"\x01f", b"\x01v"]));
+        f.push(0xff);
+        f.extend_from_slice(&0u64.to_le_bytes());
+        let loaded = read_file(&f, 16, 0, &Limits::default()).unwrap();
+        assert_eq!(loaded.version, 6);
+        assert_eq!(loaded.keys.len(), 2);
+        assert_eq!(loaded.keys[1].expire_ms, Some(0x7f00_0000u64 * 1000));
+        let e = read_file(&f[..20], 16, 0, &Limits::default()).unwrap_err();
+        assert_eq!(e.offset, 18);
+        let e = read_file(b"REDIS0013", 16, 0, &Limits::default()).unwrap_err();
+        assert!(e.what.contains("version 13"));
+        // A module value names the key and the type.
+        let e = read_file(b"REDIS0010\x07\x01m\x00", 16, 0, &Limits::default()).unwrap_err();
+        assert!(
+            e.what.contains("key 'm'") && e.what.contains("module"),
+            "{e}"
+        );
+    }
+}
