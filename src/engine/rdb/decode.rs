@@ -431,6 +431,9 @@ fn set_of(members: impl Iterator<Item = Vec<u8>>, lim: &Limits) -> Option<Value>
 fn zset_of(pairs: Vec<(Vec<u8>, f64)>, lim: &Limits) -> Result<Value, String> {
     let longest = pairs.iter().map(|(m, _)| m.len()).max().unwrap_or(0);
     let mut z = ZSet::with_encoding_for(pairs.len(), longest, lim.zset);
+    // A big set is sorted once at the end rather than kept in order
+    // through every insert (as the AOF loader does).
+    z.defer_order();
     for (m, s) in &pairs {
         if s.is_nan() {
             return Err("NaN score in a sorted set".into());
@@ -442,6 +445,7 @@ fn zset_of(pairs: Vec<(Vec<u8>, f64)>, lim: &Limits) -> Result<Value, String> {
             return Err("duplicate sorted set member".into());
         }
     }
+    z.restore_order();
     Ok(Value::ZSet(Box::new(z)))
 }
 
