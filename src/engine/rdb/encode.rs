@@ -6,7 +6,7 @@
 //! built by pushes at its tail.
 
 use super::crc64::crc64;
-use super::packed::{intset_bytes, ListpackWriter};
+use super::packed::{intset_bytes_width, ListpackWriter};
 use super::{lzf, opcodes, types, RDB_VERSION, TYPE_LEADERBOARD};
 use crate::engine::hash::HashValue;
 use crate::engine::keyspace::Shard;
@@ -139,9 +139,9 @@ fn write_payload(out: &mut Vec<u8>, v: &Value, o: EncodeOptions) {
 }
 
 fn write_set(out: &mut Vec<u8>, s: &SetValue, o: EncodeOptions) {
-    if s.encoding() == "intset" {
+    if let Some(width) = s.intset_width() {
         let ints: Vec<i64> = s.iter().filter_map(|m| m.as_int()).collect();
-        write_string(out, &intset_bytes(&ints), o.compress);
+        write_string(out, &intset_bytes_width(&ints, width), o.compress);
         return;
     }
     write_len(out, s.len() as u64);

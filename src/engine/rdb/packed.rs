@@ -310,6 +310,18 @@ pub fn intset_bytes(members: &[i64]) -> Vec<u8> {
     } else {
         8
     };
+    intset_bytes_width(members, width)
+}
+
+/// An intset of `members` in `width` bytes each (at least the smallest
+/// that holds them: a set that once held a wider member keeps its width).
+pub fn intset_bytes_width(members: &[i64], width: usize) -> Vec<u8> {
+    let fits = |lo: i64, hi: i64| members.iter().all(|&m| (lo..=hi).contains(&m));
+    let width = match width {
+        2 if fits(i16::MIN as i64, i16::MAX as i64) => 2,
+        2 | 4 if fits(i32::MIN as i64, i32::MAX as i64) => 4,
+        _ => 8,
+    };
     let mut out = Vec::with_capacity(8 + width * members.len());
     out.extend_from_slice(&(width as u32).to_le_bytes());
     out.extend_from_slice(&(members.len() as u32).to_le_bytes());
