@@ -349,6 +349,10 @@ impl<'a> Reader<'a> {
     fn leaderboard(&mut self, lim: &Limits) -> Result<Value, RdbError> {
         let at = self.offset();
         let bad = |what: &str| RdbError::new(at, format!("bad leaderboard: {what}"));
+        let version = self.u8()?;
+        if version != super::encode::LEADERBOARD_RECORD_VERSION {
+            return Err(bad(&format!("record version {version} is not supported")));
+        }
         let order = leaderboard::Order::from_name(&self.string()?).ok_or_else(|| bad("order"))?;
         let policy =
             leaderboard::Policy::from_name(&self.string()?).ok_or_else(|| bad("policy"))?;
@@ -761,6 +765,13 @@ mod tests {
         assert_eq!(e.offset, 18);
         let e = read_file(b"REDIS0013", 16, 0, &Limits::default()).unwrap_err();
         assert!(e.what.contains("version 13"));
+        // A leaderboard record of a later version is refused by number.
+        let e = Reader::new(b"\x02\x04DESC", 0)
+            .object(TYPE_LEADERBOARD, &Limits::default())
+            .err()
+            .map(|e| e.what)
+            .unwrap_or_default();
+        assert!(e.contains("record version 2"), "{e}");
         // A module value names the key and the type.
         let e = read_file(b"REDIS0010\x07\x01m\x00", 16, 0, &Limits::default()).unwrap_err();
         assert!(

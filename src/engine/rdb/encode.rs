@@ -252,9 +252,15 @@ fn write_list(out: &mut Vec<u8>, l: &ListValue, o: EncodeOptions) {
     }
 }
 
-/// A board: its options by name, its entries best first (member, score,
-/// subscore, time, metadata), then its dedup window's ids, oldest first.
+/// The version of the leaderboard record; a reader refuses newer ones
+/// (a later version adds what boards gain, such as seasons).
+pub const LEADERBOARD_RECORD_VERSION: u8 = 1;
+
+/// A board: the record version, its options by name, its entries best
+/// first (member, score, subscore, time, metadata), then its dedup window's
+/// ids, oldest first.
 fn write_leaderboard(out: &mut Vec<u8>, b: &Leaderboard, o: EncodeOptions) {
+    out.push(LEADERBOARD_RECORD_VERSION);
     let opts = b.options();
     for name in [
         opts.order.name(),
