@@ -7,8 +7,8 @@
 //! ```text
 //!  main.rs       the binary: command line, config file, runtime
 //!    server/       listener, connection loop, expiry cron, signals
-//!      persistence/  AOF start-up load and rewrite thread (drive the
-//!                    dispatcher / walk the keyspace), check-aof
+//!      persistence/  AOF and RDB start-up load, the snapshot thread
+//!                    (AOF rewrite, RDB saves), check-aof
 //!        commands/     the one table, dispatch, pipelined runs, one module
 //!                      per family; ScriptHost: redis.call's way back in
 //!          state/        Server (shared state, counters, slow log, blocked
@@ -20,7 +20,8 @@
 //!                        copy-before-write)
 //!            scripting/    the Lua VM; reaches commands only through the
 //!                          ScriptHost a command hands it
-//!              engine/       keyspace, expiry, data structures (no RESP)
+//!              engine/       keyspace, expiry, data structures (no RESP),
+//!                            the RDB codec (rdb/)
 //!                protocol/, error.rs   RESP in and out, error lines
 //! ```
 //!

@@ -423,6 +423,19 @@ fn main() {
         notify_supervisor(&supervised, "READY=1");
     }));
     notify_supervisor(&supervised, "STOPPING=1");
+    // SIGTERM / SIGINT with save points: the final save SHUTDOWN would make.
+    if result.is_ok()
+        && !server
+            .aof
+            .exit_saved
+            .load(std::sync::atomic::Ordering::Acquire)
+        && !server.config.read().save.is_empty()
+    {
+        tracing::info!("Saving the final RDB snapshot before exiting.");
+        if !journal::save_blocking(&server.aof) {
+            tracing::warn!("Error trying to save the DB before exiting.");
+        }
+    }
     journal::shutdown_flush(&server.aof);
     if let Err(e) = result {
         fail(

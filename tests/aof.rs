@@ -498,8 +498,9 @@ fn rewrite_under_load_keeps_the_data_and_shrinks_the_file() {
         .query(&mut c)
         .expect("bgrewriteaof");
     assert_eq!(r, "Background append only file rewriting started");
-    // SAVE answers once a rewrite that started after it is on disk.
+    // SAVE waits for the running rewrite, then writes its RDB file.
     let _: () = redis::cmd("SAVE").query(&mut c).expect("save");
+    assert!(dir.0.join("dump.rdb").exists());
     stop.store(true, Ordering::Relaxed);
     let models: Vec<Vec<Option<u64>>> = hs.into_iter().map(|h| h.join().expect("writer")).collect();
     let after = std::fs::metadata(dir.aof()).expect("aof").len();
@@ -1023,7 +1024,16 @@ fn rewrite_keeps_sparse_bitmaps_small() {
             .query(&mut c)
             .unwrap();
     }
-    let _: () = redis::cmd("SAVE").query(&mut c).unwrap();
+    let _: String = redis::cmd("BGREWRITEAOF").query(&mut c).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let info: String = redis::cmd("INFO").arg("persistence").query(&mut c).unwrap();
+        if info.contains("aof_rewrite_in_progress:0") && info.contains("aof_rewrites:1") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "rewrite not done: {info}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let size = std::fs::metadata(dir.aof()).expect("aof").len();
     assert!(size < 1_000_000, "rewritten AOF is {size} bytes");
     drop(c);

@@ -6,6 +6,7 @@ pub mod args;
 pub mod bitmap;
 pub mod cluster;
 pub mod connection;
+pub mod dump;
 pub mod hash;
 pub mod keys;
 pub mod leaderboard;
@@ -59,6 +60,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     sort::COMMANDS,
     leaderboard::COMMANDS,
     cluster::COMMANDS,
+    dump::COMMANDS,
 ];
 
 /// Commands that run at once even inside MULTI.
@@ -440,11 +442,24 @@ fn queued_may_write(client: &ClientState) -> bool {
         })
     })
 }
+/// Redis's error while the last background RDB save failed and
+/// `stop-writes-on-bgsave-error` is on.
+const RDB_MISCONF: &str = "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
 
 /// Refuses a write while the AOF cannot be written (Redis's MISCONF), before
 /// the command runs or is queued. For EXEC the transaction is discarded.
 fn refuse_write(server: &Server, client: &mut ClientState, spec: &CommandSpec) -> Option<CmdError> {
-    let reason = journal::misconf(&server.aof)?;
+    let line = match journal::misconf(&server.aof) {
+        Some(reason) => format!("MISCONF Errors writing to the AOF file: {reason}"),
+        None if server.aof.rdb_failed.load(Ordering::Acquire) && {
+            let c = server.config.read();
+            c.stop_writes_on_bgsave_error && !c.save.is_empty()
+        } =>
+        {
+            RDB_MISCONF.to_string()
+        }
+        None => return None,
+    };
     let exec_writes = spec.name == "exec"
         && client.multi.as_ref().is_some_and(|q| {
             q.iter().any(|c| {
@@ -455,7 +470,6 @@ fn refuse_write(server: &Server, client: &mut ClientState, spec: &CommandSpec) -
     if !(spec.has(flags::WRITE) || spec.name == "ping" || exec_writes) {
         return None;
     }
-    let line = format!("MISCONF Errors writing to the AOF file: {reason}");
     if exec_writes {
         client.multi = None;
         client.multi_error = false;

@@ -1,16 +1,15 @@
 //! Persistence commands: BGREWRITEAOF, SAVE, BGSAVE.
 //!
-//! Rostrum has no RDB snapshots: its only file is the AOF. So SAVE and
-//! BGSAVE save the way the AOF does, with a rewrite: a compact file of the
-//! current data (`dir`/`appendfilename`, fsynced, swapped in atomically),
-//! which is what a restart with `appendonly yes` loads. SAVE answers once
-//! that file is on disk (only the calling client waits; others are served
-//! meanwhile) and updates LASTSAVE; BGSAVE starts it and answers at once.
+//! SAVE and BGSAVE write an RDB snapshot (`dir`/`dbfilename`) on the
+//! snapshot thread (`persistence::rdb`), which also runs AOF rewrites, one
+//! at a time as Redis runs one child at a time. SAVE answers once the file
+//! is on disk (only the calling client waits; others are served meanwhile)
+//! and updates LASTSAVE; BGSAVE starts it and answers at once.
 
 use super::table::{flags::*, CommandSpec, KeySpec};
 use super::Ctx;
 use crate::error::{CmdError, CmdResult};
-use crate::state::journal::{self, RewriteStart};
+use crate::state::journal::{self, BgsaveStart, RewriteStart};
 
 const fn cmd(
     name: &'static str,
@@ -61,6 +60,9 @@ fn bgrewriteaof(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
         RewriteStart::Started => ctx
             .out
             .simple(b"Background append only file rewriting started"),
+        RewriteStart::Scheduled => ctx
+            .out
+            .simple(b"Background append only file rewriting scheduled"),
         RewriteStart::InProgress => {
             return Err(CmdError::err(
                 "Background append only file rewriting already in progress",
@@ -76,34 +78,38 @@ fn bgsave(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         2 if super::args::is(a[1], "schedule") => true,
         _ => return Err(CmdError::Syntax),
     };
-    if ctx.server.aof.rewriting()
-        || journal::request_rewrite(&ctx.server.aof) == RewriteStart::InProgress
-    {
-        if schedule {
-            journal::schedule_rewrite(&ctx.server.aof);
-            ctx.out.simple(b"Background saving scheduled");
-            return Ok(());
+    match journal::request_bgsave(&ctx.server.aof, schedule) {
+        BgsaveStart::Started => ctx.out.simple(b"Background saving started"),
+        BgsaveStart::Scheduled => ctx.out.simple(b"Background saving scheduled"),
+        BgsaveStart::InProgress => {
+            return Err(CmdError::err("Background save already in progress"))
         }
-        return Err(CmdError::err(
+        BgsaveStart::RewriteRunning => return Err(CmdError::err(
             "Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.",
-        ));
+        )),
     }
-    ctx.out.simple(b"Background saving started");
     Ok(())
 }
 
-fn save(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
-    // SAVE holds no shard lock; the rewrite thread needs the worker free
-    // of nothing else, so waiting here only holds up this client.
-    let server = ctx.server;
+/// Runs `f` (which blocks) off the async worker when on a multi-thread
+/// runtime, so the worker's other clients keep being served.
+pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
     let multi_thread = tokio::runtime::Handle::try_current()
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-    let ok = if multi_thread {
-        tokio::task::block_in_place(|| journal::save_blocking(&server.aof))
+    if multi_thread {
+        tokio::task::block_in_place(f)
     } else {
-        journal::save_blocking(&server.aof)
-    };
-    if !ok {
+        f()
+    }
+}
+
+fn save(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
+    let server = ctx.server;
+    if journal::bgsave_in_progress(&server.aof) {
+        return Err(CmdError::err("Background save already in progress"));
+    }
+    // SAVE holds no shard lock: waiting here only holds up this client.
+    if !blocking(|| journal::save_blocking(&server.aof)) {
         return Err(CmdError::line("ERR"));
     }
     ctx.out.ok();

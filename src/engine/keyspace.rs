@@ -72,6 +72,15 @@ impl Entry {
         now.wrapping_sub(self.lru.load(Ordering::Relaxed)) as u64
     }
 
+    /// Makes the entry look idle for `secs` seconds (RESTORE ... IDLETIME).
+    pub fn set_idle_secs(&self, secs: u64, now_ms: u64) {
+        let now = (now_ms / 1000) as u32;
+        self.lru.store(
+            now.wrapping_sub(secs.min(u32::MAX as u64) as u32),
+            Ordering::Relaxed,
+        );
+    }
+
     fn touch_lru(&self, now_ms: u64) {
         self.lru.store((now_ms / 1000) as u32, Ordering::Relaxed);
     }

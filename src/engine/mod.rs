@@ -9,6 +9,7 @@ pub mod keyspace;
 mod keytable;
 pub mod leaderboard;
 pub mod list;
+pub mod rdb;
 pub mod set;
 pub mod string;
 pub mod value;

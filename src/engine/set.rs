@@ -125,6 +125,15 @@ impl SetValue {
         self.len() == 0
     }
 
+    /// An `intset`'s bytes per member (2, 4 or 8; it only grows, as in
+    /// Redis), `None` for a `hashtable`.
+    pub fn intset_width(&self) -> Option<usize> {
+        match &self.enc {
+            Encoding::Ints(i) => Some(i.width()),
+            Encoding::Table(_) => None,
+        }
+    }
+
     /// The name OBJECT ENCODING answers: `intset` or `hashtable`.
     pub fn encoding(&self) -> &'static str {
         match &self.enc {
@@ -365,6 +374,15 @@ fn insert_exact<T>(v: &mut Vec<T>, at: usize, x: T) {
 }
 
 impl IntSet {
+    /// Bytes per member (2, 4 or 8): the width only grows, as Redis's.
+    fn width(&self) -> usize {
+        match self {
+            IntSet::I16(_) => 2,
+            IntSet::I32(_) => 4,
+            IntSet::I64(_) => 8,
+        }
+    }
+
     fn len(&self) -> usize {
         match self {
             IntSet::I16(v) => v.len(),

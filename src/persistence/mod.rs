@@ -6,10 +6,13 @@
 //!   dispatcher) and starts the writer and rewrite threads;
 //! - [`rewrite`] writes a compact file of the current data in the
 //!   background (BGREWRITEAOF, SAVE, automatic rewrite) and swaps it in;
+//! - [`rdb`] saves and loads `dir`/`dbfilename` (SAVE, BGSAVE, the save
+//!   points, start-up with `appendonly no`);
 //! - [`check`] is `rostrum check-aof`.
 
 pub mod check;
 pub mod load;
+pub mod rdb;
 pub mod rewrite;
 
 use std::path::PathBuf;
@@ -53,6 +56,12 @@ pub fn start(server: &Arc<Server>) -> Result<(), String> {
         server.aof.current_size.store(size, Ordering::Relaxed);
         server.aof.feed.lock().install = Some((file, size));
         server.aof.set_state_on();
+    } else {
+        // Without the AOF, the RDB file is the data (as Redis loads it).
+        server.aof.set_loading(true);
+        let r = rdb::load_at_start(server);
+        server.aof.set_loading(false);
+        r?;
     }
     let s = server.clone();
     let w = std::thread::Builder::new()

@@ -183,14 +183,22 @@ fn write_and_swap(
     Ok(size)
 }
 
-/// The rewrite thread: runs the rewrites asked for, one at a time.
+/// What the snapshot thread runs next.
+enum Next {
+    Rewrite,
+    RdbSave,
+}
+
+/// The snapshot thread: runs the AOF rewrites and RDB saves asked for, one
+/// at a time (as Redis runs one child at a time); a scheduled one starts
+/// when the running one ends.
 pub fn run(server: &Server) {
     let aof = &server.aof;
     loop {
-        {
+        let next = {
             let mut st = aof.rewrite.lock();
-            while !st.requested && !st.stop {
-                // Once a second: the automatic rewrite, when due.
+            while !st.requested && !st.rdb_requested && !st.stop {
+                // Once a second: the automatic rewrite and the save points.
                 if aof
                     .wake_rewriter
                     .wait_for(&mut st, Duration::from_secs(1))
@@ -204,38 +212,57 @@ pub fn run(server: &Server) {
             if st.stop {
                 return;
             }
-            st.requested = false;
-            st.started = Some(Instant::now());
+            if st.rdb_requested {
+                st.rdb_requested = false;
+                st.rdb_started = Some(Instant::now());
+                Next::RdbSave
+            } else {
+                st.requested = false;
+                st.started = Some(Instant::now());
+                Next::Rewrite
+            }
+        };
+        match next {
+            Next::RdbSave => super::rdb::run_save(server),
+            Next::Rewrite => run_rewrite(server),
         }
-        tracing::info!("Background append only file rewriting started");
-        let t = Instant::now();
-        let result = rewrite_once(server);
         let mut st = aof.rewrite.lock();
-        st.started = None;
-        st.finished += 1;
-        st.last_secs = t.elapsed().as_secs() as i64;
-        match result {
-            Ok(size) => {
-                st.last_ok = true;
-                st.count += 1;
-                st.failures = 0;
-                journal::saved(aof);
-                tracing::info!(
-                    "Background AOF rewrite finished successfully ({size} bytes, {:.3} seconds)",
-                    t.elapsed().as_secs_f64()
-                );
-            }
-            Err(e) => {
-                st.last_ok = false;
-                st.failures += 1;
-                tracing::warn!("Background AOF rewrite failed: {e}");
-            }
-        }
-        if st.scheduled {
+        if st.scheduled && !st.requested {
             st.scheduled = false;
             st.requested = true;
         }
+        if st.rdb_scheduled && !st.rdb_requested {
+            st.rdb_scheduled = false;
+            st.rdb_requested = true;
+        }
         aof.rewrite_done.notify_all();
+    }
+}
+
+fn run_rewrite(server: &Server) {
+    let aof = &server.aof;
+    tracing::info!("Background append only file rewriting started");
+    let t = Instant::now();
+    let result = rewrite_once(server);
+    let mut st = aof.rewrite.lock();
+    st.started = None;
+    st.finished += 1;
+    st.last_secs = t.elapsed().as_secs() as i64;
+    match result {
+        Ok(size) => {
+            st.last_ok = true;
+            st.count += 1;
+            st.failures = 0;
+            tracing::info!(
+                "Background AOF rewrite finished successfully ({size} bytes, {:.3} seconds)",
+                t.elapsed().as_secs_f64()
+            );
+        }
+        Err(e) => {
+            st.last_ok = false;
+            st.failures += 1;
+            tracing::warn!("Background AOF rewrite failed: {e}");
+        }
     }
 }
 
@@ -246,4 +273,6 @@ fn cron(server: &Server) {
         (c.auto_aof_rewrite_percentage, c.auto_aof_rewrite_min_size)
     };
     journal::auto_rewrite(&server.aof, perc, min);
+    let points = server.config.read().save_points();
+    journal::save_points_cron(&server.aof, &points);
 }

@@ -5,6 +5,11 @@
 use std::collections::BTreeMap;
 
 use super::notify;
+use crate::engine::hash::HashLimits;
+use crate::engine::list::ListLimits;
+use crate::engine::rdb::encode::EncodeOptions;
+use crate::engine::rdb::Limits;
+use crate::engine::zset::ZSetLimits;
 
 /// Every configuration value.
 #[derive(Debug, Clone)]
@@ -57,6 +62,13 @@ pub struct Config {
     pub dir: String,
     pub dbfilename: String,
     pub save: String,
+    /// `stop-writes-on-bgsave-error`: refuse writes while the last
+    /// background save failed (and save points are set).
+    pub stop_writes_on_bgsave_error: bool,
+    /// `rdbcompression`: LZF for RDB strings over 20 bytes.
+    pub rdbcompression: bool,
+    /// `rdbchecksum`: a CRC-64 at the end of RDB files (else 0).
+    pub rdbchecksum: bool,
     pub maxmemory: u64,
     pub maxmemory_policy: String,
     pub busy_reply_threshold: u64,
@@ -114,6 +126,9 @@ impl Default for Config {
             dir: ".".into(),
             dbfilename: "dump.rdb".into(),
             save: String::new(),
+            stop_writes_on_bgsave_error: true,
+            rdbcompression: true,
+            rdbchecksum: true,
             maxmemory: 0,
             maxmemory_policy: "noeviction".into(),
             busy_reply_threshold: 5000,
@@ -550,9 +565,9 @@ pub static PARAMS: &[Param] = &[
     protected(text_field!("dir", Kind::Text, dir)),
     protected(text_field!("dbfilename", Kind::Text, dbfilename)),
     text_field!("save", Kind::Save, save),
-    stored("stop-writes-on-bgsave-error", &[], BOOL, "yes"),
-    stored("rdbcompression", &[], BOOL, "yes"),
-    immutable(stored("rdbchecksum", &[], BOOL, "yes")),
+    bool_field!("stop-writes-on-bgsave-error", stop_writes_on_bgsave_error),
+    bool_field!("rdbcompression", rdbcompression),
+    immutable(bool_field!("rdbchecksum", rdbchecksum)),
     stored("rdb-save-incremental-fsync", &[], BOOL, "yes"),
     stored("rdb-del-sync-files", &[], BOOL, "no"),
     field(
@@ -771,6 +786,42 @@ pub enum SetError {
 }
 
 impl Config {
+    /// The limits values read from RDB (a file or RESTORE) are built with.
+    pub fn rdb_limits(&self) -> Limits {
+        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        Limits {
+            zset: ZSetLimits::new(self.zset_max_listpack_entries, self.zset_max_listpack_value),
+            hash: HashLimits {
+                max_listpack_entries: size(self.hash_max_listpack_entries),
+                max_listpack_value: size(self.hash_max_listpack_value),
+            },
+            list: ListLimits {
+                max_listpack_size: self.list_max_listpack_size,
+            },
+            max_intset: size(self.set_max_intset_entries),
+            lb_max_meta: size(self.lb_max_meta_bytes),
+            lb_dedup_window: size(self.lb_dedup_window),
+        }
+    }
+
+    /// How values are written to RDB (a file or DUMP).
+    pub fn rdb_options(&self) -> EncodeOptions {
+        EncodeOptions {
+            compress: self.rdbcompression,
+            list_fill: self.list_max_listpack_size,
+        }
+    }
+
+    /// The `save` points as (seconds, changes) pairs.
+    pub fn save_points(&self) -> Vec<(u64, u64)> {
+        let nums: Vec<u64> = self
+            .save
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        nums.chunks_exact(2).map(|p| (p[0], p[1])).collect()
+    }
+
     /// Applies one `name value...` setting (config file line or command
     /// line), validating it.
     pub fn apply(&mut self, name: &str, value: &str) -> Result<(), String> {

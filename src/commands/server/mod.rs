@@ -16,9 +16,12 @@ use super::table::{flags::*, CommandSpec, Handler, KeySpec};
 use super::Ctx;
 use crate::engine::keyspace::Shard;
 use crate::error::{CmdError, CmdResult};
+use crate::state::journal;
 use crate::state::unix_us;
+use std::sync::atomic::Ordering;
 
 pub use client::validate_client_name;
+pub use info::MemoryFigures;
 
 /// A command of the `server` group.
 const fn srv(
@@ -281,6 +284,19 @@ fn shutdown(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         return Err(CmdError::err("No shutdown in progress."));
     }
     tracing::warn!("User requested shutdown...");
+    // Saved here, before the server stops: SAVE, or save points without
+    // NOSAVE. A failed save keeps the server up unless FORCE is given.
+    let force = a[1..].iter().any(|x| is(x, "force"));
+    let server = ctx.server;
+    if !nosave && (save || !server.config.read().save.is_empty()) {
+        tracing::info!("Saving the final RDB snapshot before exiting.");
+        let ok = super::persistence::blocking(|| journal::save_blocking(&server.aof));
+        if !ok && !force {
+            tracing::warn!("Error trying to save the DB, can't exit.");
+            return Err(CmdError::err("Errors trying to SHUTDOWN. Check logs."));
+        }
+    }
+    server.aof.exit_saved.store(true, Ordering::Release);
     ctx.server.request_shutdown();
     ctx.client.close_after_reply = true;
     Ok(())

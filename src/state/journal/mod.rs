@@ -139,6 +139,24 @@ pub(crate) struct RewriteStatus {
     pub(crate) finished: u64,
     /// The server is exiting.
     pub(crate) stop: bool,
+    /// An RDB save was asked for (BGSAVE, SAVE, a save point) and not yet
+    /// started.
+    pub(crate) rdb_requested: bool,
+    /// BGSAVE SCHEDULE: start one once the running rewrite ends.
+    pub(crate) rdb_scheduled: bool,
+    /// When the running RDB save started.
+    pub(crate) rdb_started: Option<Instant>,
+    /// When the last RDB save was tried (a failed one is retried by the
+    /// save points only 5 seconds later, as Redis does).
+    pub(crate) rdb_last_try: Option<Instant>,
+    /// Duration of the last RDB save in seconds, -1 if none.
+    pub(crate) rdb_last_secs: i64,
+    /// Whether the last RDB save succeeded.
+    pub(crate) rdb_last_ok: bool,
+    /// RDB saves done (INFO rdb_saves).
+    pub(crate) rdb_saves: u64,
+    /// RDB saves finished, successful or not (SAVE waits on this).
+    pub(crate) rdb_finished: u64,
 }
 
 /// The AOF's shared state, one per server (`Server::aof`).
@@ -169,6 +187,15 @@ pub struct Aof {
     dirty_since_save: AtomicU64,
     /// Unix seconds of the last successful save (LASTSAVE).
     pub lastsave: AtomicU64,
+    /// The last background RDB save failed (for MISCONF under
+    /// `stop-writes-on-bgsave-error`).
+    pub rdb_failed: AtomicBool,
+    /// SHUTDOWN took care of the final save (or of not saving): the exit
+    /// after a signal must not save again.
+    pub exit_saved: AtomicBool,
+    /// Keys the last RDB load read, and those it dropped as expired.
+    pub rdb_loaded_keys: AtomicU64,
+    pub rdb_expired_keys: AtomicU64,
     /// Set once the writer and rewrite threads are started.
     pub started: AtomicBool,
     /// The writer thread, joined at shutdown.
@@ -206,6 +233,14 @@ impl Aof {
                 failures: 0,
                 finished: 0,
                 stop: false,
+                rdb_requested: false,
+                rdb_scheduled: false,
+                rdb_started: None,
+                rdb_last_try: None,
+                rdb_last_secs: -1,
+                rdb_last_ok: true,
+                rdb_saves: 0,
+                rdb_finished: 0,
             }),
             wake_rewriter: Condvar::new(),
             rewrite_done: Condvar::new(),
@@ -213,6 +248,10 @@ impl Aof {
             job: RwLock::new(None),
             dirty_since_save: AtomicU64::new(0),
             lastsave: AtomicU64::new(unix_ms() / 1000),
+            rdb_failed: AtomicBool::new(false),
+            exit_saved: AtomicBool::new(false),
+            rdb_loaded_keys: AtomicU64::new(0),
+            rdb_expired_keys: AtomicU64::new(0),
             started: AtomicBool::new(false),
             writer_thread: Mutex::new(None),
             fault: std::env::var_os("ROSTRUM_AOF_FAULT_FILE").map(PathBuf::from),
@@ -374,48 +413,133 @@ pub enum RewriteStart {
     Started,
     /// One is already running.
     InProgress,
+    /// An RDB save runs: the rewrite starts after it.
+    Scheduled,
+}
+
+fn snapshot_busy(st: &RewriteStatus) -> bool {
+    st.requested || st.started.is_some() || st.rdb_requested || st.rdb_started.is_some()
 }
 
 /// Asks the rewrite thread for a rewrite (BGREWRITEAOF, automatic rewrite,
-/// turning the AOF on).
+/// turning the AOF on); while an RDB save runs it is scheduled after it.
 pub fn request_rewrite(aof: &Aof) -> RewriteStart {
     let mut st = aof.rewrite.lock();
     if st.requested || st.started.is_some() {
         return RewriteStart::InProgress;
+    }
+    if st.rdb_requested || st.rdb_started.is_some() {
+        st.scheduled = true;
+        return RewriteStart::Scheduled;
     }
     st.requested = true;
     aof.wake_rewriter.notify_one();
     RewriteStart::Started
 }
 
-/// Starts another rewrite once the running one ends (BGSAVE SCHEDULE).
-pub fn schedule_rewrite(aof: &Aof) {
+/// What BGSAVE gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BgsaveStart {
+    /// Started.
+    Started,
+    /// An RDB save is already running.
+    InProgress,
+    /// An AOF rewrite runs (and SCHEDULE was not given).
+    RewriteRunning,
+    /// An AOF rewrite runs: the save starts after it (SCHEDULE).
+    Scheduled,
+}
+
+/// Asks the snapshot thread for an RDB save (BGSAVE, a save point).
+pub fn request_bgsave(aof: &Aof, schedule: bool) -> BgsaveStart {
     let mut st = aof.rewrite.lock();
+    if st.rdb_requested || st.rdb_started.is_some() {
+        return BgsaveStart::InProgress;
+    }
     if st.requested || st.started.is_some() {
-        st.scheduled = true;
+        if schedule {
+            st.rdb_scheduled = true;
+            return BgsaveStart::Scheduled;
+        }
+        return BgsaveStart::RewriteRunning;
+    }
+    st.rdb_requested = true;
+    aof.wake_rewriter.notify_one();
+    BgsaveStart::Started
+}
+
+/// Whether an RDB save runs or is about to.
+pub fn bgsave_in_progress(aof: &Aof) -> bool {
+    let st = aof.rewrite.lock();
+    st.rdb_requested || st.rdb_started.is_some()
+}
+
+/// SAVE (and the save at exit): runs an RDB save on the snapshot thread
+/// and waits for it (after a running rewrite); returns whether it
+/// succeeded. Blocks the calling thread only.
+pub fn save_blocking(aof: &Aof) -> bool {
+    let mut st = aof.rewrite.lock();
+    if st.stop {
+        return false;
+    }
+    let target = if st.rdb_requested || st.rdb_started.is_some() {
+        st.rdb_finished + 2
     } else {
-        st.requested = true;
+        st.rdb_finished + 1
+    };
+    if snapshot_busy(&st) {
+        // After the running save or rewrite.
+        st.rdb_scheduled = true;
+    } else {
+        st.rdb_requested = true;
+        aof.wake_rewriter.notify_one();
+    }
+    while st.rdb_finished < target && !st.stop {
+        aof.rewrite_done.wait(&mut st);
+    }
+    st.rdb_last_ok && st.rdb_finished >= target
+}
+
+/// Once a second: starts an RDB save when a `save` point is reached
+/// (`points` as (seconds, changes)): at least that many changes and that
+/// many seconds since the last save; after a failure, not within 5 seconds
+/// of the last try.
+pub fn save_points_cron(aof: &Aof, points: &[(u64, u64)]) {
+    if points.is_empty() {
+        return;
+    }
+    let dirty = aof.dirty_since_save.load(Ordering::Relaxed);
+    let now = unix_ms() / 1000;
+    let since = now.saturating_sub(aof.lastsave.load(Ordering::Relaxed));
+    let mut st = aof.rewrite.lock();
+    if snapshot_busy(&st) || st.stop {
+        return;
+    }
+    let retry_ok = st.rdb_last_ok || st.rdb_last_try.is_none_or(|t| t.elapsed().as_secs() >= 5);
+    let due = points
+        .iter()
+        .any(|&(secs, changes)| dirty >= changes && since >= secs);
+    if due && retry_ok {
+        tracing::info!("{dirty} changes in {since} seconds. Saving...");
+        st.rdb_requested = true;
         aof.wake_rewriter.notify_one();
     }
 }
 
-/// SAVE: waits until a rewrite that started after this call has finished;
-/// returns whether it succeeded. Blocks the calling thread.
-pub fn save_blocking(aof: &Aof) -> bool {
-    let mut st = aof.rewrite.lock();
-    // A rewrite already running started before us: wait for it, then ours.
-    let target = if st.requested || st.started.is_some() {
-        st.scheduled = true;
-        st.finished + 2
-    } else {
-        st.requested = true;
-        aof.wake_rewriter.notify_one();
-        st.finished + 1
-    };
-    while st.finished < target && !st.stop {
-        aof.rewrite_done.wait(&mut st);
-    }
-    st.last_ok && !st.stop
+/// Changes since the last successful save (INFO rdb_changes_since_last_save).
+pub fn dirty(aof: &Aof) -> u64 {
+    aof.dirty_since_save.load(Ordering::Relaxed)
+}
+
+/// Marks a successful RDB save of the data as it was when `dirty_at_start`
+/// changes were counted: LASTSAVE, and the changes made since stay counted.
+pub fn rdb_saved(aof: &Aof, dirty_at_start: u64) {
+    aof.lastsave.store(unix_ms() / 1000, Ordering::Relaxed);
+    let _ = aof
+        .dirty_since_save
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
+            Some(d.saturating_sub(dirty_at_start))
+        });
 }
 
 /// What the dispatcher saves before running a command, to collect the
@@ -646,18 +770,36 @@ pub fn info_fields(aof: &Aof) -> Vec<(&'static str, String)> {
             "rdb_changes_since_last_save",
             aof.dirty_since_save.load(Ordering::Relaxed).to_string(),
         ),
-        ("rdb_bgsave_in_progress", "0".into()),
+        (
+            "rdb_bgsave_in_progress",
+            ((st.rdb_started.is_some() || st.rdb_requested) as u8).to_string(),
+        ),
         (
             "rdb_last_save_time",
             aof.lastsave.load(Ordering::Relaxed).to_string(),
         ),
-        ("rdb_last_bgsave_status", "ok".into()),
-        ("rdb_last_bgsave_time_sec", "-1".into()),
-        ("rdb_current_bgsave_time_sec", "-1".into()),
-        ("rdb_saves", "0".into()),
+        (
+            "rdb_last_bgsave_status",
+            if st.rdb_last_ok { "ok" } else { "err" }.into(),
+        ),
+        ("rdb_last_bgsave_time_sec", st.rdb_last_secs.to_string()),
+        (
+            "rdb_current_bgsave_time_sec",
+            st.rdb_started
+                .map(|t| t.elapsed().as_secs() as i64)
+                .unwrap_or(-1)
+                .to_string(),
+        ),
+        ("rdb_saves", st.rdb_saves.to_string()),
         ("rdb_last_cow_size", "0".into()),
-        ("rdb_last_load_keys_expired", "0".into()),
-        ("rdb_last_load_keys_loaded", "0".into()),
+        (
+            "rdb_last_load_keys_expired",
+            aof.rdb_expired_keys.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "rdb_last_load_keys_loaded",
+            aof.rdb_loaded_keys.load(Ordering::Relaxed).to_string(),
+        ),
         ("aof_enabled", (aof.enabled() as u8).to_string()),
         ("aof_rewrite_in_progress", (in_progress as u8).to_string()),
         ("aof_rewrite_scheduled", (st.scheduled as u8).to_string()),
@@ -703,12 +845,6 @@ pub fn info_fields(aof: &Aof) -> Vec<(&'static str, String)> {
     v
 }
 
-/// Marks a successful save: LASTSAVE and the change counter.
-pub fn saved(aof: &Aof) {
-    aof.lastsave.store(unix_ms() / 1000, Ordering::Relaxed);
-    aof.dirty_since_save.store(0, Ordering::Relaxed);
-}
-
 /// Once a second (from the rewrite thread): the automatic rewrite when the
 /// file grew by `auto-aof-rewrite-percentage` over its size after the last
 /// rewrite and is over `auto-aof-rewrite-min-size`, and a retry of the
@@ -716,7 +852,7 @@ pub fn saved(aof: &Aof) {
 pub fn auto_rewrite(aof: &Aof, percentage: u64, min_size: u64) {
     {
         let st = aof.rewrite.lock();
-        if st.requested || st.started.is_some() || st.stop {
+        if snapshot_busy(&st) || st.stop {
             return;
         }
     }

@@ -1,4 +1,4 @@
-//! The rewrite's snapshot: the commands that recreate a shard's data, and
+//! The snapshot of the rewrite and of RDB saves: the commands that recreate a shard's data, and
 //! copy-before-write. A running rewrite ([`Job`]) reads the shards one at
 //! a time; a command about to change a shard it has not read yet first
 //! writes that shard out as it is ([`presave`]), so each shard is captured
@@ -17,6 +17,8 @@ use crate::engine::hash::HashValue;
 use crate::engine::keyspace::{Locked, Shard, ShardGuard, SHARD_COUNT};
 use crate::engine::leaderboard::Leaderboard;
 use crate::engine::list::ListValue;
+use crate::engine::rdb;
+use crate::engine::rdb::encode::EncodeOptions;
 use crate::engine::set::{Member, SetValue};
 use crate::engine::string::StrValue;
 use crate::engine::zset::ZSet;
@@ -28,8 +30,19 @@ use crate::state::clock::unix_ms;
 /// AOF_REWRITE_ITEMS_PER_CMD).
 pub const ITEMS_PER_COMMAND: usize = 64;
 
-/// A running rewrite, shared with the dispatcher.
+/// What a snapshot writes each shard as.
+#[derive(Debug, Clone, Copy)]
+pub enum Format {
+    /// Commands (the AOF rewrite).
+    Aof,
+    /// RDB key records (BGSAVE, SAVE).
+    Rdb(EncodeOptions),
+}
+
+/// A running rewrite or RDB save, shared with the dispatcher.
 pub struct Job {
+    /// How shards are written out.
+    pub format: Format,
     /// Shards already written out (by the rewrite or by [`presave`]).
     done: Vec<AtomicBool>,
     /// Shards written out by commands, waiting to go to the file.
@@ -47,7 +60,13 @@ impl Default for Job {
 impl Job {
     /// A rewrite that has read no shard yet.
     pub fn new() -> Self {
+        Self::with_format(Format::Aof)
+    }
+
+    /// A snapshot in `format` that has read no shard yet.
+    pub fn with_format(format: Format) -> Self {
         Job {
+            format,
             done: (0..SHARD_COUNT).map(|_| AtomicBool::new(false)).collect(),
             chunks: Mutex::new(Vec::new()),
             abort: AtomicBool::new(false),
@@ -404,7 +423,12 @@ pub fn presave(job: &Job, shards: Option<SmallVec<[usize; 4]>>, locked: &Locked<
             continue;
         };
         let mut chunk = Vec::new();
-        write_shard(&mut chunk, g, unix_ms());
+        match job.format {
+            Format::Aof => write_shard(&mut chunk, g, unix_ms()),
+            Format::Rdb(o) => {
+                rdb::encode::write_shard(&mut chunk, g, unix_ms(), o);
+            }
+        }
         job.chunks.lock().push(chunk);
         job.mark_done(i);
     }

@@ -1,0 +1,420 @@
+//! Writing values, and the pieces of a file, as redis-server 7.0 writes
+//! them. Encodings follow the value's own (OBJECT ENCODING): an `intset`
+//! set is written as an intset, a `listpack` sorted set or hash as a
+//! listpack, a bigger one element by element; every list as a quicklist of
+//! listpacks cut where Redis 7.0's `list-max-listpack-size` cuts a list
+//! built by pushes at its tail.
+
+use super::crc64::crc64;
+use super::packed::{intset_bytes_width, ListpackWriter};
+use super::{lzf, opcodes, types, RDB_VERSION, TYPE_LEADERBOARD};
+use crate::engine::hash::HashValue;
+use crate::engine::keyspace::Shard;
+use crate::engine::leaderboard::Leaderboard;
+use crate::engine::list::ListValue;
+use crate::engine::set::{Member, SetValue};
+use crate::engine::zset::ZSet;
+use crate::engine::Value;
+use crate::protocol::number::{format_double, parse_i64, MAX_DOUBLE_CHARS};
+
+/// How values are written.
+#[derive(Debug, Clone, Copy)]
+pub struct EncodeOptions {
+    /// `rdbcompression`: strings over 20 bytes are LZF-compressed when
+    /// that saves at least 4 bytes.
+    pub compress: bool,
+    /// `list-max-listpack-size`: where list nodes are cut.
+    pub list_fill: i64,
+}
+
+impl Default for EncodeOptions {
+    fn default() -> Self {
+        EncodeOptions {
+            compress: true,
+            list_fill: -2,
+        }
+    }
+}
+
+/// Appends an RDB length.
+pub fn write_len(out: &mut Vec<u8>, n: u64) {
+    if n < 1 << 6 {
+        out.push(n as u8);
+    } else if n < 1 << 14 {
+        out.push(0x40 | (n >> 8) as u8);
+        out.push(n as u8);
+    } else if let Ok(n) = u32::try_from(n) {
+        out.push(0x80);
+        out.extend_from_slice(&n.to_be_bytes());
+    } else {
+        out.push(0x81);
+        out.extend_from_slice(&n.to_be_bytes());
+    }
+}
+
+/// Appends a string: a canonical integer of at most 11 characters that
+/// fits 32 bits in 1, 2 or 4 bytes; else LZF when asked for and it saves
+/// room; else the bytes.
+pub fn write_string(out: &mut Vec<u8>, s: &[u8], compress: bool) {
+    if s.len() <= 11 {
+        if let Some(v) = parse_i64(s) {
+            if let Ok(v8) = i8::try_from(v) {
+                out.extend_from_slice(&[0xc0, v8 as u8]);
+                return;
+            } else if let Ok(v16) = i16::try_from(v) {
+                out.push(0xc1);
+                out.extend_from_slice(&v16.to_le_bytes());
+                return;
+            } else if let Ok(v32) = i32::try_from(v) {
+                out.push(0xc2);
+                out.extend_from_slice(&v32.to_le_bytes());
+                return;
+            }
+        }
+    }
+    if compress && s.len() > 20 {
+        if let Some(c) = lzf::compress(s, s.len() - 4) {
+            out.push(0xc3);
+            write_len(out, c.len() as u64);
+            write_len(out, s.len() as u64);
+            out.extend_from_slice(&c);
+            return;
+        }
+    }
+    write_len(out, s.len() as u64);
+    out.extend_from_slice(s);
+}
+
+/// A score as Redis's `d2string` writes it into a listpack: integral
+/// values below 2^52 in magnitude as integers, others as `%.17g`.
+pub fn score_text(score: f64, buf: &mut [u8; MAX_DOUBLE_CHARS]) -> usize {
+    if score == 0.0 {
+        // The listpack keeps -0 as the integer 0, as Redis's does.
+        buf[0] = b'0';
+        return 1;
+    }
+    if score > -4_503_599_627_370_495.0
+        && score < 4_503_599_627_370_496.0
+        && score == (score as i64) as f64
+    {
+        let mut b = itoa::Buffer::new();
+        let t = b.format(score as i64).as_bytes();
+        buf[..t.len()].copy_from_slice(t);
+        return t.len();
+    }
+    format_double(score, buf)
+}
+
+/// The type id a value is written with.
+pub fn object_type(v: &Value) -> u8 {
+    match v {
+        Value::Str(_) => types::STRING,
+        Value::List(_) => types::LIST_QUICKLIST_2,
+        Value::Set(s) if s.encoding() == "intset" => types::SET_INTSET,
+        Value::Set(_) => types::SET,
+        Value::ZSet(z) if z.is_listpack() => types::ZSET_LISTPACK,
+        Value::ZSet(_) => types::ZSET_2,
+        Value::Hash(h) if h.encoding() == "listpack" => types::HASH_LISTPACK,
+        Value::Hash(_) => types::HASH,
+        Value::Leaderboard(_) => TYPE_LEADERBOARD,
+    }
+}
+
+/// Appends a value: its type id, then its payload.
+pub fn write_object(out: &mut Vec<u8>, v: &Value, o: EncodeOptions) {
+    out.push(object_type(v));
+    write_payload(out, v, o);
+}
+
+/// Appends a value's payload (what follows its type id and key).
+fn write_payload(out: &mut Vec<u8>, v: &Value, o: EncodeOptions) {
+    match v {
+        Value::Str(s) => write_string(out, &s.as_bytes(), o.compress),
+        Value::List(l) => write_list(out, l, o),
+        Value::Set(s) => write_set(out, s, o),
+        Value::ZSet(z) => write_zset(out, z, o),
+        Value::Hash(h) => write_hash(out, h, o),
+        Value::Leaderboard(b) => write_leaderboard(out, b, o),
+    }
+}
+
+fn write_set(out: &mut Vec<u8>, s: &SetValue, o: EncodeOptions) {
+    if let Some(width) = s.intset_width() {
+        let ints: Vec<i64> = s.iter().filter_map(|m| m.as_int()).collect();
+        write_string(out, &intset_bytes_width(&ints, width), o.compress);
+        return;
+    }
+    write_len(out, s.len() as u64);
+    let mut buf = itoa::Buffer::new();
+    for m in s.iter() {
+        let b: &[u8] = match m {
+            Member::Int(_) => m.bytes(&mut buf),
+            Member::Bytes(b) => b,
+        };
+        write_string(out, b, o.compress);
+    }
+}
+
+fn write_zset(out: &mut Vec<u8>, z: &ZSet, o: EncodeOptions) {
+    let mut num = [0u8; MAX_DOUBLE_CHARS];
+    if z.is_listpack() {
+        let mut lp = ListpackWriter::new();
+        for (m, score) in z.iter() {
+            lp.push(m);
+            let n = score_text(score, &mut num);
+            lp.push(&num[..n]);
+        }
+        write_string(out, &lp.finish(), o.compress);
+        return;
+    }
+    // Highest first, as Redis 7.0 writes a skiplist.
+    write_len(out, z.len() as u64);
+    for (m, score) in z.range_by_rank(0, z.len().saturating_sub(1), true) {
+        write_string(out, m, o.compress);
+        out.extend_from_slice(&score.to_le_bytes());
+    }
+}
+
+fn write_hash(out: &mut Vec<u8>, h: &HashValue, o: EncodeOptions) {
+    if h.encoding() == "listpack" {
+        let mut lp = ListpackWriter::new();
+        for (f, v) in h.iter() {
+            lp.push(f);
+            lp.push(&v);
+        }
+        write_string(out, &lp.finish(), o.compress);
+        return;
+    }
+    write_len(out, h.len() as u64);
+    for (f, v) in h.iter() {
+        write_string(out, f, o.compress);
+        write_string(out, &v, o.compress);
+    }
+}
+
+/// Redis 7.0's node sizes for negative `list-max-listpack-size`.
+const NODE_BYTES: [usize; 5] = [4096, 8192, 16384, 32768, 65536];
+/// Redis's `SIZE_SAFETY_LIMIT` for count-limited nodes.
+const SAFETY_BYTES: usize = 8192;
+
+/// Whether Redis 7.0's quicklist lets an element of `sz` bytes join a node
+/// of `node_bytes` bytes and `count` elements (`_quicklistNodeAllowInsert`).
+fn node_allows(fill: i64, node_bytes: usize, count: usize, sz: usize) -> bool {
+    let mut overhead = if sz < 254 { 1 } else { 5 };
+    overhead += if sz < 64 {
+        1
+    } else if sz < 16384 {
+        2
+    } else {
+        5
+    };
+    let new_sz = node_bytes + sz + overhead;
+    if fill < 0 {
+        let level = (fill.unsigned_abs().min(5) - 1) as usize;
+        if new_sz <= NODE_BYTES[level] {
+            return true;
+        }
+    }
+    if new_sz > SAFETY_BYTES {
+        return false;
+    }
+    (count as i64) < fill.min(1 << 15)
+}
+
+fn write_list(out: &mut Vec<u8>, l: &ListValue, o: EncodeOptions) {
+    let mut nodes: Vec<Vec<u8>> = Vec::new();
+    let mut cur: Option<ListpackWriter> = None;
+    let mut elem = Vec::new();
+    for e in l.iter() {
+        elem.clear();
+        e.write_to(&mut elem);
+        let fits = cur
+            .as_ref()
+            .is_some_and(|w| node_allows(o.list_fill, w.bytes() + 1, w.count(), elem.len()));
+        if !fits {
+            if let Some(w) = cur.take() {
+                nodes.push(w.finish());
+            }
+            cur = Some(ListpackWriter::new());
+        }
+        if let Some(w) = cur.as_mut() {
+            w.push(&elem);
+        }
+    }
+    if let Some(w) = cur.take() {
+        nodes.push(w.finish());
+    }
+    write_len(out, nodes.len() as u64);
+    for n in nodes {
+        // 2: a packed (listpack) node.
+        write_len(out, 2);
+        write_string(out, &n, o.compress);
+    }
+}
+
+/// The version of the leaderboard record; a reader refuses newer ones
+/// (a later version adds what boards gain, such as seasons).
+pub const LEADERBOARD_RECORD_VERSION: u8 = 1;
+
+/// A board: the record version, its options by name, its entries best
+/// first (member, score, subscore, time, metadata), then its dedup window's
+/// ids, oldest first.
+fn write_leaderboard(out: &mut Vec<u8>, b: &Leaderboard, o: EncodeOptions) {
+    out.push(LEADERBOARD_RECORD_VERSION);
+    let opts = b.options();
+    for name in [
+        opts.order.name(),
+        opts.policy.name(),
+        opts.tiebreak.name(),
+        opts.ranking.name(),
+    ] {
+        write_string(out, name.as_bytes(), false);
+    }
+    write_len(out, opts.capacity);
+    write_len(out, b.len() as u64);
+    for (_, e) in b.iter() {
+        write_string(out, e.member, o.compress);
+        out.extend_from_slice(&e.score.to_le_bytes());
+        out.extend_from_slice(&e.subscore.to_le_bytes());
+        out.extend_from_slice(&e.time.to_le_bytes());
+        match e.meta {
+            Some(m) => {
+                out.push(1);
+                write_string(out, m, o.compress);
+            }
+            None => out.push(0),
+        }
+    }
+    write_len(out, b.ids.len() as u64);
+    for id in b.ids.iter() {
+        write_string(out, id, o.compress);
+    }
+}
+
+/// A DUMP payload: the value, the RDB version (2 bytes, little-endian)
+/// and the CRC-64 of both (8 bytes, little-endian).
+pub fn dump_payload(v: &Value, o: EncodeOptions) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_object(&mut out, v, o);
+    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    let crc = crc64(0, &out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// `REDIS0010`.
+pub fn write_magic(out: &mut Vec<u8>) {
+    out.extend_from_slice(format!("REDIS{RDB_VERSION:04}").as_bytes());
+}
+
+/// An AUX field with a text value.
+pub fn write_aux(out: &mut Vec<u8>, key: &str, value: &[u8]) {
+    out.push(opcodes::AUX);
+    write_string(out, key.as_bytes(), false);
+    write_string(out, value, false);
+}
+
+/// An AUX field with an integer value (written as its text, which the
+/// string encoding turns into an integer when it fits).
+pub fn write_aux_int(out: &mut Vec<u8>, key: &str, value: i64) {
+    write_aux(out, key, itoa::Buffer::new().format(value).as_bytes());
+}
+
+/// A function library (`FUNCTION2`: its code).
+pub fn write_function(out: &mut Vec<u8>, code: &[u8]) {
+    out.push(opcodes::FUNCTION2);
+    write_string(out, code, false);
+}
+
+/// One key: its expiry, type, name and value.
+pub fn write_key(
+    out: &mut Vec<u8>,
+    key: &[u8],
+    value: &Value,
+    expire_ms: Option<u64>,
+    o: EncodeOptions,
+) {
+    if let Some(t) = expire_ms {
+        out.push(opcodes::EXPIRETIME_MS);
+        out.extend_from_slice(&t.to_le_bytes());
+    }
+    out.push(object_type(value));
+    write_string(out, key, o.compress);
+    write_payload(out, value, o);
+}
+
+/// Every live key of a shard, each database after its SELECTDB and
+/// RESIZEDB (the shard's part of that database: a loader's size hint).
+pub fn write_shard(out: &mut Vec<u8>, shard: &Shard, now_ms: u64, o: EncodeOptions) -> u64 {
+    let mut keys = 0;
+    for (i, db) in shard.dbs.iter().enumerate() {
+        if db.is_empty() {
+            continue;
+        }
+        out.push(opcodes::SELECTDB);
+        write_len(out, i as u64);
+        out.push(opcodes::RESIZEDB);
+        write_len(out, db.len() as u64);
+        write_len(out, db.expires_len() as u64);
+        for (key, entry) in db.iter() {
+            let at = entry.expire_at();
+            if at.is_some_and(|t| t <= now_ms) {
+                continue;
+            }
+            write_key(out, key, &entry.value, at, o);
+            keys += 1;
+        }
+    }
+    keys
+}
+
+/// The end: EOF, then the checksum of everything before it (`crc` so far
+/// over the file, or 0 when `rdbchecksum` is off).
+pub fn write_eof(out: &mut Vec<u8>) {
+    out.push(opcodes::EOF);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::string::StrValue;
+
+    fn dump(v: Value) -> Vec<u8> {
+        dump_payload(&v, EncodeOptions::default())
+    }
+
+    #[test]
+    fn strings_as_redis_dumps_them() {
+        // redis-server 7.0.15: DUMP of SET k 5 / 300 / 100000 / hello.
+        assert_eq!(
+            dump(Value::Str(StrValue::from_bytes(b"5"))),
+            b"\x00\xc0\x05\x0a\x00\x63\x2f\x5f\x66\x83\x2f\xb3\x51"
+        );
+        let d = dump(Value::Str(StrValue::from_bytes(b"hello")));
+        assert_eq!(&d[..9], &b"\x00\x05hello\x0a\x00"[..]);
+    }
+
+    #[test]
+    fn lengths() {
+        let mut o = Vec::new();
+        write_len(&mut o, 63);
+        write_len(&mut o, 64);
+        write_len(&mut o, 16384);
+        assert_eq!(o, [63, 0x40, 64, 0x80, 0, 0, 0x40, 0]);
+    }
+
+    #[test]
+    fn scores_as_d2string() {
+        let mut b = [0u8; MAX_DOUBLE_CHARS];
+        let mut t = |d: f64| {
+            let n = score_text(d, &mut b);
+            String::from_utf8_lossy(&b[..n]).into_owned()
+        };
+        assert_eq!(t(1.0), "1");
+        assert_eq!(t(-3.0), "-3");
+        assert_eq!(t(1.5), "1.5");
+        assert_eq!(t(0.1), "0.10000000000000001");
+        assert_eq!(t(1e20), "1e+20");
+        assert_eq!(t(f64::INFINITY), "inf");
+    }
+}

@@ -1,0 +1,310 @@
+//! RDB files: `dir`/`dbfilename` written by SAVE, BGSAVE, the `save`
+//! points and SHUTDOWN, and loaded at start-up when `appendonly` is off.
+//!
+//! A save shows the data as it was at one instant: it takes every shard
+//! lock for a moment (T0), then writes the shards one at a time with the
+//! same copy-before-write as the AOF rewrite (`state::journal::snapshot`,
+//! here in RDB format): a command about to change a shard not written yet
+//! writes it out first. The file is written to `temp-<pid>.rdb`, fsynced,
+//! renamed over the old one and the directory fsynced, so a crash at any
+//! moment leaves the previous file whole. The bytes are `engine::rdb`'s.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::commands;
+use crate::commands::server::MemoryFigures;
+use crate::engine::keyspace::SHARD_COUNT;
+use crate::engine::rdb::crc64::crc64;
+use crate::engine::rdb::{decode, encode};
+use crate::protocol::Reply;
+use crate::state::client::{ClientInfo, ClientState};
+use crate::state::journal::snapshot::{Format, Job};
+use crate::state::journal::{self, Aof};
+use crate::state::{unix_ms, Server};
+
+/// Where the RDB file lives: `dir`/`dbfilename`.
+pub fn rdb_path(server: &Server) -> PathBuf {
+    let c = server.config.read();
+    PathBuf::from(&c.dir).join(&c.dbfilename)
+}
+
+/// A file writer that keeps the CRC-64 of what went through it.
+struct Sink {
+    w: BufWriter<File>,
+    crc: u64,
+    checksum: bool,
+}
+
+impl Sink {
+    fn put(&mut self, data: &[u8]) -> Result<(), String> {
+        if self.checksum {
+            self.crc = crc64(self.crc, data);
+        }
+        self.w
+            .write_all(data)
+            .map_err(|e| format!("Write error saving DB on disk: {e}"))
+    }
+}
+
+fn flush_chunks(job: &Job, sink: &mut Sink) -> Result<(), String> {
+    let chunks = std::mem::take(&mut *job.chunks.lock());
+    for c in chunks {
+        sink.put(&c)?;
+    }
+    Ok(())
+}
+
+/// Ends a snapshot: the dispatcher stops copying shards out.
+fn end_snapshot(aof: &Aof) {
+    *aof.job.write() = None;
+    aof.set_rewriting(false);
+}
+
+fn fsync_dir(path: &Path) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    File::open(dir)?.sync_all()
+}
+
+/// Writes one RDB file of the current data to `path`; returns its size
+/// and the change count at T0. Runs on the snapshot thread (or alone).
+pub fn save(server: &Server, path: &Path) -> Result<(u64, u64), String> {
+    let aof = &server.aof;
+    let temp = path.with_file_name(format!("temp-{}.rdb", std::process::id()));
+    let file = File::create(&temp).map_err(|e| {
+        format!(
+            "Failed opening the temp RDB file {} (in server root dir {}) for saving: {e}",
+            temp.display(),
+            std::env::current_dir()
+                .map(|d| d.display().to_string())
+                .unwrap_or_default()
+        )
+    })?;
+    let (opts, checksum) = {
+        let c = server.config.read();
+        (c.rdb_options(), c.rdbchecksum)
+    };
+    let job = Arc::new(Job::with_format(Format::Rdb(opts)));
+    let libraries;
+    let dirty_at_start;
+    {
+        // T0: no command runs while the snapshot starts.
+        let _all = server.keyspace.lock_all(true);
+        libraries = server.scripting.library_codes();
+        dirty_at_start = journal::dirty(aof);
+        *aof.job.write() = Some(job.clone());
+        aof.set_rewriting(true);
+    }
+    let mut sink = Sink {
+        w: BufWriter::with_capacity(1 << 20, file),
+        crc: 0,
+        checksum,
+    };
+    let result = write_all(server, &job, &libraries, &mut sink);
+    end_snapshot(aof);
+    let finish = result.and_then(|()| {
+        let crc = if checksum { sink.crc } else { 0 };
+        sink.w
+            .write_all(&crc.to_le_bytes())
+            .map_err(|e| format!("Write error saving DB on disk: {e}"))?;
+        let file = sink
+            .w
+            .into_inner()
+            .map_err(|e| format!("Write error saving DB on disk: {}", e.error()))?;
+        file.sync_all()
+            .map_err(|e| format!("Write error saving DB on disk (fsync): {e}"))?;
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        std::fs::rename(&temp, path).map_err(|e| {
+            format!(
+                "Error moving temp DB file {} on the final destination {}: {e}",
+                temp.display(),
+                path.display()
+            )
+        })?;
+        fsync_dir(path)
+            .map_err(|e| format!("Failed to fsync the directory of {}: {e}", path.display()))?;
+        Ok(size)
+    });
+    match finish {
+        Ok(size) => Ok((size, dirty_at_start)),
+        Err(e) => {
+            let _ = std::fs::remove_file(&temp);
+            Err(e)
+        }
+    }
+}
+
+fn write_all(
+    server: &Server,
+    job: &Job,
+    libraries: &[Vec<u8>],
+    sink: &mut Sink,
+) -> Result<(), String> {
+    let mut head = Vec::new();
+    encode::write_magic(&mut head);
+    encode::write_aux(
+        &mut head,
+        "redis-ver",
+        commands::connection::REDIS_VERSION.as_bytes(),
+    );
+    encode::write_aux_int(&mut head, "redis-bits", 64);
+    encode::write_aux_int(&mut head, "ctime", (unix_ms() / 1000) as i64);
+    encode::write_aux_int(
+        &mut head,
+        "used-mem",
+        MemoryFigures::read(server).used as i64,
+    );
+    let replid: String = server.run_id.chars().rev().collect();
+    encode::write_aux(&mut head, "repl-id", replid.as_bytes());
+    encode::write_aux_int(&mut head, "repl-offset", 0);
+    encode::write_aux_int(&mut head, "aof-base", 0);
+    for code in libraries {
+        encode::write_function(&mut head, code);
+    }
+    sink.put(&head)?;
+    let Format::Rdb(opts) = job.format else {
+        return Err("internal error: not an RDB snapshot".into());
+    };
+    let mut chunk = Vec::new();
+    for i in 0..SHARD_COUNT {
+        if job.abort.load(Ordering::Acquire) {
+            return Err("save aborted".into());
+        }
+        flush_chunks(job, sink)?;
+        if job.is_done(i) {
+            continue;
+        }
+        {
+            let g = server.keyspace.lock_one(i, false);
+            if !job.is_done(i) {
+                encode::write_shard(&mut chunk, g.shard(), unix_ms(), opts);
+                job.mark_done(i);
+            }
+        }
+        sink.put(&chunk)?;
+        chunk.clear();
+    }
+    flush_chunks(job, sink)?;
+    let mut tail = Vec::new();
+    encode::write_eof(&mut tail);
+    sink.put(&tail)
+}
+
+/// One RDB save on the snapshot thread, with its bookkeeping (INFO,
+/// LASTSAVE, the change counter, MISCONF).
+pub fn run_save(server: &Server) {
+    let aof = &server.aof;
+    let path = rdb_path(server);
+    let t = Instant::now();
+    tracing::info!("Background saving started");
+    let result = save(server, &path);
+    let mut st = aof.rewrite.lock();
+    st.rdb_started = None;
+    st.rdb_finished += 1;
+    st.rdb_last_secs = t.elapsed().as_secs() as i64;
+    st.rdb_last_try = Some(Instant::now());
+    match result {
+        Ok((size, dirty_at_start)) => {
+            st.rdb_last_ok = true;
+            st.rdb_saves += 1;
+            journal::rdb_saved(aof, dirty_at_start);
+            aof.rdb_failed.store(false, Ordering::Release);
+            tracing::info!(
+                "DB saved on disk ({size} bytes, {:.3} seconds)",
+                t.elapsed().as_secs_f64()
+            );
+        }
+        Err(e) => {
+            st.rdb_last_ok = false;
+            aof.rdb_failed.store(true, Ordering::Release);
+            tracing::warn!("Background saving error: {e}");
+        }
+    }
+}
+
+/// Start-up with `appendonly no`: loads `dir`/`dbfilename` when it exists.
+/// The whole file is read and checked before any key is stored; an error
+/// (naming the offset, and the key for a value it can't read) means the
+/// server must not start.
+pub fn load_at_start(server: &Server) -> Result<(), String> {
+    let path = rdb_path(server);
+    let data = match std::fs::read(&path) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => {
+            return Err(format!(
+                "Fatal error loading the DB {}: {e}. Exiting.",
+                path.display()
+            ))
+        }
+    };
+    let t = Instant::now();
+    let (limits, databases) = {
+        let c = server.config.read();
+        (c.rdb_limits(), c.databases)
+    };
+    let loaded = decode::read_file(&data, databases, unix_ms(), &limits).map_err(|e| {
+        format!(
+            "Fatal error loading the DB {}: {e}. Exiting.",
+            path.display()
+        )
+    })?;
+    drop(data);
+    load_functions(server, &loaded.functions).map_err(|e| {
+        format!(
+            "Fatal error loading the DB {}: {e}. Exiting.",
+            path.display()
+        )
+    })?;
+    let now = unix_ms();
+    let count = loaded.keys.len() as u64;
+    for k in loaded.keys {
+        let mut g = server
+            .keyspace
+            .lock_one(server.keyspace.shard_of(&k.key), true);
+        if let Some(db) = g.shard_mut().and_then(|s| s.dbs.get_mut(k.db)) {
+            db.insert_with_expiry(&k.key, k.value, k.expire_ms, now);
+        }
+    }
+    server.aof.rdb_loaded_keys.store(count, Ordering::Relaxed);
+    server
+        .aof
+        .rdb_expired_keys
+        .store(loaded.expired, Ordering::Relaxed);
+    tracing::info!(
+        "Done loading RDB, keys loaded: {count}, keys expired: {}. DB loaded from disk: {:.3} seconds",
+        loaded.expired,
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Loads function libraries as FUNCTION LOAD REPLACE does.
+fn load_functions(server: &Server, codes: &[Vec<u8>]) -> Result<(), String> {
+    if codes.is_empty() {
+        return Ok(());
+    }
+    let info = Arc::new(ClientInfo::new(0, String::new(), String::new(), unix_ms()));
+    let mut client = ClientState::new(info, true);
+    let mut out = Reply::new(false);
+    for code in codes {
+        out.buf.clear();
+        let args: [&[u8]; 4] = [b"FUNCTION", b"LOAD", b"REPLACE", code];
+        commands::execute(server, &mut client, &mut out, &args);
+        if out.buf.first() == Some(&b'-') {
+            let line = String::from_utf8_lossy(&out.buf);
+            return Err(format!(
+                "a function library failed to load: {}",
+                line.trim_end()
+            ));
+        }
+    }
+    Ok(())
+}
