@@ -10,6 +10,7 @@ mod keytable;
 pub mod leaderboard;
 pub mod list;
 pub mod set;
+pub mod stream;
 pub mod string;
 pub mod value;
 pub mod zset;
