@@ -17,6 +17,7 @@ pub mod scripting;
 pub mod server;
 pub mod set;
 pub mod sort;
+pub mod stream;
 pub mod string;
 pub mod table;
 pub mod transaction;
@@ -57,6 +58,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     pubsub::COMMANDS,
     sort::COMMANDS,
     leaderboard::COMMANDS,
+    stream::COMMANDS,
 ];
 
 /// Commands that run at once even inside MULTI.

@@ -250,6 +250,9 @@ impl Stream {
         if self.len == 0 || self.max_deleted_id.is_zero() {
             return false;
         }
+        if self.first_id() > self.max_deleted_id {
+            return false;
+        }
         start <= self.max_deleted_id && self.max_deleted_id <= end
     }
 
