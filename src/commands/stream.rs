@@ -416,6 +416,16 @@ fn write_stream<'k>(
     })
 }
 
+/// The time stream commands stamp deliveries and consumers with: the
+/// command's clock, or the wall clock while the AOF loads (where the
+/// command clock reads 0 and XCLAIM's TIME must not be clamped to it).
+fn stream_now(ctx: &Ctx) -> u64 {
+    match ctx.keys.now_ms {
+        0 => crate::state::clock::unix_ms(),
+        t => t,
+    }
+}
+
 /// Entries copied out of a stream, with their ids.
 type Entries = Vec<(StreamId, Vec<Vec<u8>>)>;
 
@@ -619,7 +629,7 @@ fn xadd(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
             ));
         }
     }
-    let now = ctx.keys.now_ms;
+    let now = stream_now(ctx);
     let existed = write_stream(&mut ctx.keys, key)?.is_some();
     if !existed {
         if t.nomkstream {
@@ -1085,7 +1095,7 @@ fn serve_group(
     consumer: &[u8],
     noack: bool,
 ) -> Result<bool, CmdError> {
-    let now = ctx.keys.now_ms;
+    let now = stream_now(ctx);
     let resp3 = ctx.out.resp3;
     let mut replies: Vec<(usize, Reply)> = Vec::new();
     let mut logged: Vec<Vec<Vec<u8>>> = Vec::new();
@@ -1344,7 +1354,7 @@ fn xgroup_destroy(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 
 fn xgroup_createconsumer(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let (key, group, consumer) = (a[2], a[3], a[4]);
-    let now = ctx.keys.now_ms;
+    let now = stream_now(ctx);
     let s = group_target(&mut ctx.keys, key, group)?;
     let created = s
         .groups
@@ -1419,7 +1429,7 @@ fn xpending(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         let end = interval_end(a[at + 1])?;
         range = (start, end, count, a.get(at + 3).copied());
     }
-    let now = ctx.keys.now_ms;
+    let now = stream_now(ctx);
     let s = read_stream(&mut ctx.keys, key)?;
     let Some(g) = s.and_then(|s| s.groups.get(group)) else {
         return Err(nogroup(key, group));
@@ -1510,7 +1520,7 @@ fn xclaim(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         }
         j += 1;
     }
-    let now = ctx.keys.now_ms as i64;
+    let now = stream_now(ctx) as i64;
     let (mut force, mut justid) = (false, false);
     let mut delivery: Option<i64> = None;
     let mut retry: Option<i64> = None;
@@ -1669,7 +1679,7 @@ fn xautoclaim(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     if !exists {
         return Err(nogroup(key, group));
     }
-    let now = ctx.keys.now_ms;
+    let now = stream_now(ctx);
     let Some(s) = write_stream(&mut ctx.keys, key)? else {
         return Err(nogroup(key, group));
     };
@@ -1934,7 +1944,7 @@ fn xinfo_groups(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 
 fn xinfo_consumers(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let (key, group) = (a[2], a[3]);
-    let now = ctx.keys.now_ms;
+    let now = stream_now(ctx);
     let s = info_target(&mut ctx.keys, key)?;
     let g = s
         .groups
