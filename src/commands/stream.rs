@@ -697,10 +697,6 @@ fn exact_trim_command(key: &[u8], len: u64) -> Vec<Vec<u8>> {
 
 fn xtrim(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let key = a[1];
-    if write_stream(&mut ctx.keys, key)?.is_none() {
-        ctx.out.int(0);
-        return Ok(());
-    }
     let (t, _) = parse_trim_args(a, false)?;
     let Some(s) = write_stream(&mut ctx.keys, key)? else {
         ctx.out.int(0);
@@ -722,21 +718,9 @@ fn xtrim(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 
 fn range_command(ctx: &mut Ctx, a: &[&[u8]], rev: bool) -> CmdResult {
     let (sa, ea) = if rev { (a[3], a[2]) } else { (a[2], a[3]) };
-    let (start, sx) = interval_id(sa, 0)?;
-    let (end, ex) = interval_id(ea, u64::MAX)?;
-    let start = if sx {
-        start
-            .next()
-            .ok_or_else(|| CmdError::err("invalid start ID for the interval"))?
-    } else {
-        start
-    };
-    let end = if ex {
-        end.prev()
-            .ok_or_else(|| CmdError::err("invalid end ID for the interval"))?
-    } else {
-        end
-    };
+    // The start is read (and moved past an exclusive bound) before the end.
+    let start = interval_start(sa)?;
+    let end = interval_end(ea)?;
     let mut count: Option<usize> = None;
     let mut j = 4;
     while j < a.len() {
@@ -1002,7 +986,13 @@ fn read_command(ctx: &mut Ctx, a: &[&[u8]], group_cmd: bool) -> CmdResult {
             }
             from.push(ReadFrom::New);
         } else {
-            from.push(ReadFrom::After(strict_id(arg)?));
+            let id = strict_id(arg)?;
+            // Redis marks `>` as the largest id: that id, given, is `>`.
+            if group_cmd && id == StreamId::MAX {
+                from.push(ReadFrom::New);
+            } else {
+                from.push(ReadFrom::After(id));
+            }
         }
     }
     let served = match r.group {
@@ -1107,12 +1097,20 @@ fn serve_group(
         let Some(mut g) = s.groups.remove(group) else {
             continue;
         };
-        if g.create_consumer(consumer, now) {
-            created.push(k);
-            logged.push(createconsumer_command(key, group, consumer));
-        }
-        if let Some(c) = g.consumers.get_mut(consumer) {
-            c.seen_time = now;
+        // The consumer is created (and seen) only when the read is served
+        // now, as in Redis: a `>` with nothing new leaves it alone.
+        let serve_now = match from[k] {
+            ReadFrom::After(_) => true,
+            ReadFrom::New => !s.is_empty() && s.last_entry_id() > g.last_id,
+        };
+        if serve_now {
+            if g.create_consumer(consumer, now) {
+                created.push(k);
+                logged.push(createconsumer_command(key, group, consumer));
+            }
+            if let Some(c) = g.consumers.get_mut(consumer) {
+                c.seen_time = now;
+            }
         }
         let mut out = Reply::new(resp3);
         let served = match from[k] {
@@ -1390,7 +1388,12 @@ fn xgroup_delconsumer(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 
 fn xack(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let (key, group) = (a[1], a[2]);
-    read_stream(&mut ctx.keys, key)?;
+    // No key or group: nothing to ack, whatever the ids (Redis answers
+    // before parsing them).
+    if !read_stream(&mut ctx.keys, key)?.is_some_and(|s| s.groups.contains_key(group)) {
+        ctx.out.int(0);
+        return Ok(());
+    }
     let ids = a[3..]
         .iter()
         .map(|x| strict_id(x))
@@ -1691,10 +1694,11 @@ fn xautoclaim(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let mut deleted = Vec::new();
     let mut logged = Vec::new();
     let mut created = false;
-    let mut cursor = start;
+    // The next PEL id to look at (None: past the largest id).
+    let mut cursor = Some(start);
     let mut next: Option<StreamId>;
     loop {
-        next = g.pel.range(cursor..).next().map(|(id, _)| *id);
+        next = cursor.and_then(|c| g.pel.range(c..).next().map(|(id, _)| *id));
         if attempts <= 0 || count <= 0 {
             break;
         }
@@ -1702,13 +1706,7 @@ fn xautoclaim(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         let Some(id) = next else {
             break;
         };
-        cursor = match id.next() {
-            Some(n) => n,
-            None => {
-                next = None;
-                break;
-            }
-        };
+        cursor = id.next();
         let Some(fields) = s.get(id) else {
             g.ack(id);
             logged.push(vec![
@@ -1807,7 +1805,7 @@ fn entries_read_reply(out: &mut Reply, g: &Group) {
 
 fn lag_reply(out: &mut Reply, s: &Stream, g: &Group) {
     match s.lag(g) {
-        Some(n) => out.int(n as i64),
+        Some(n) => out.int(n),
         None => out.null(),
     }
 }

@@ -282,17 +282,20 @@ impl Stream {
     }
 
     /// A group's lag (XINFO): entries not yet delivered to it, when known.
-    pub fn lag(&self, g: &Group) -> Option<u64> {
+    /// Negative when ENTRIESREAD / XSETID set counters past each other, as
+    /// Redis reports it.
+    pub fn lag(&self, g: &Group) -> Option<i64> {
+        let added = self.entries_added as i64;
         if self.entries_added == 0 {
             return Some(0);
         }
         if let Some(read) = g.entries_read {
             if !self.range_has_tombstones(g.last_id, StreamId::MAX) {
-                return Some(self.entries_added.saturating_sub(read));
+                return Some(added.wrapping_sub(read as i64));
             }
         }
         self.entries_read_at(g.last_id)
-            .map(|read| self.entries_added.saturating_sub(read))
+            .map(|read| added.wrapping_sub(read as i64))
     }
 
     /// Moves a group's last-delivered id to `id` on delivering it, keeping
