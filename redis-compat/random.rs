@@ -64,6 +64,10 @@ pub const FAMILIES: &[Family] = &[
         name: "sort",
         generate: sort,
     },
+    Family {
+        name: "streams",
+        generate: streams,
+    },
 ];
 
 /// The families a filter selects: all of them for no filter or `random`,
@@ -1642,5 +1646,209 @@ pub fn sort(r: &mut Rng) -> Cmd {
             w(if r.chance(50) { "SCARD" } else { "ZCARD" }),
             r.word(&["si", "sbig", "sz", "szbig"]),
         ]),
+    }
+}
+
+/// A stream id over a small space, so ids collide: explicit `ms-seq`,
+/// `ms` alone, sometimes `ms-*` (where `auto` allows) or not an id at all.
+fn stream_id(r: &mut Rng, auto: bool) -> Vec<u8> {
+    let ms = r.below(30);
+    match r.below(12) {
+        0 if auto => format!("{ms}-*").into_bytes(),
+        1 => format!("{ms}").into_bytes(),
+        2 => r.word(&[
+            "0-0",
+            "bad",
+            "-1",
+            "18446744073709551615-18446744073709551615",
+        ]),
+        _ => format!("{ms}-{}", r.below(3)).into_bytes(),
+    }
+}
+
+/// One end of an XRANGE interval.
+fn stream_bound(r: &mut Rng) -> Vec<u8> {
+    match r.below(6) {
+        0 => w("-"),
+        1 => w("+"),
+        2 => {
+            let mut v = w("(");
+            v.extend(stream_id(r, false));
+            v
+        }
+        _ => stream_id(r, false),
+    }
+}
+
+/// Stream commands with explicit ids only (a generated id holds the
+/// time), no `~` trimming (it depends on node boundaries), no BLOCK, and
+/// nothing that replies with times or idle (XPENDING's extended form,
+/// XINFO CONSUMERS / STREAM FULL); claims use min-idle 0.
+pub fn streams(r: &mut Rng) -> Cmd {
+    let group = || w("g");
+    let consumer = |r: &mut Rng| r.word(&["c1", "c2", "c3"]);
+    match r.below(24) {
+        0..=5 => {
+            let mut c = vec![w("XADD"), key(r)];
+            match r.below(6) {
+                0 => c.extend([w("MAXLEN"), r.range(0, 4).to_string().into_bytes()]),
+                1 => c.extend([w("MINID"), w("="), stream_id(r, false)]),
+                2 => c.push(w("NOMKSTREAM")),
+                _ => {}
+            }
+            c.push(stream_id(r, true));
+            for _ in 0..1 + r.below(2) {
+                c.push(r.word(&["f", "g", "user"]));
+                c.push(value(r));
+            }
+            c
+        }
+        6 | 7 => {
+            let rev = r.chance(40);
+            let mut c = vec![
+                w(if rev { "XREVRANGE" } else { "XRANGE" }),
+                key(r),
+                stream_bound(r),
+                stream_bound(r),
+            ];
+            if r.chance(40) {
+                c.extend([w("COUNT"), int_arg(r)]);
+            }
+            c
+        }
+        8 => cmd([w("XLEN"), key(r)]),
+        9 => cmd([w("XDEL"), key(r), stream_id(r, false), stream_id(r, false)]),
+        10 => cmd([
+            w("XTRIM"),
+            key(r),
+            w(if r.chance(50) { "MAXLEN" } else { "MINID" }),
+            if r.chance(50) {
+                r.range(0, 4).to_string().into_bytes()
+            } else {
+                stream_id(r, false)
+            },
+        ]),
+        11 => {
+            let mut c = vec![w("XSETID"), key(r), stream_id(r, false)];
+            if r.chance(40) {
+                c.extend([w("ENTRIESADDED"), int_arg(r)]);
+            }
+            if r.chance(30) {
+                c.extend([w("MAXDELETEDID"), stream_id(r, false)]);
+            }
+            c
+        }
+        12 => {
+            let mut c = vec![w("XREAD")];
+            if r.chance(50) {
+                c.extend([w("COUNT"), int_arg(r)]);
+            }
+            c.extend([w("STREAMS"), key(r), key(r)]);
+            c.push(if r.chance(30) {
+                w("$")
+            } else {
+                stream_id(r, false)
+            });
+            c.push(stream_id(r, false));
+            c
+        }
+        13 => {
+            let id = if r.chance(30) {
+                w("$")
+            } else {
+                stream_id(r, false)
+            };
+            let mut c = vec![w("XGROUP"), w("CREATE"), key(r), group(), id];
+            if r.chance(50) {
+                c.push(w("MKSTREAM"));
+            }
+            if r.chance(30) {
+                c.extend([w("ENTRIESREAD"), int_arg(r)]);
+            }
+            c
+        }
+        14 => match r.below(4) {
+            0 => cmd([
+                w("XGROUP"),
+                w("SETID"),
+                key(r),
+                group(),
+                stream_id(r, false),
+            ]),
+            1 => cmd([w("XGROUP"), w("DESTROY"), key(r), group()]),
+            2 => cmd([
+                w("XGROUP"),
+                w("CREATECONSUMER"),
+                key(r),
+                group(),
+                consumer(r),
+            ]),
+            _ => cmd([w("XGROUP"), w("DELCONSUMER"), key(r), group(), consumer(r)]),
+        },
+        15..=17 => {
+            let mut c = vec![w("XREADGROUP"), w("GROUP"), group(), consumer(r)];
+            if r.chance(50) {
+                c.extend([w("COUNT"), r.range(0, 3).to_string().into_bytes()]);
+            }
+            if r.chance(20) {
+                c.push(w("NOACK"));
+            }
+            c.extend([w("STREAMS"), key(r)]);
+            c.push(if r.chance(70) {
+                w(">")
+            } else {
+                stream_id(r, false)
+            });
+            c
+        }
+        18 => cmd([
+            w("XACK"),
+            key(r),
+            group(),
+            stream_id(r, false),
+            stream_id(r, false),
+        ]),
+        19 => {
+            let mut c = vec![w("XPENDING"), key(r), group()];
+            if r.chance(30) {
+                // The extended form's idle column is a time: only an empty
+                // or missing consumer's, which replies an empty array.
+                c.extend([w("-"), w("+"), w("10"), w("nobody")]);
+            }
+            c
+        }
+        20 => {
+            let mut c = vec![w("XCLAIM"), key(r), group(), consumer(r), w("0")];
+            c.push(stream_id(r, false));
+            c.push(stream_id(r, false));
+            c.push(w("JUSTID"));
+            if r.chance(30) {
+                c.push(w("FORCE"));
+            }
+            if r.chance(30) {
+                c.extend([w("RETRYCOUNT"), r.range(0, 5).to_string().into_bytes()]);
+            }
+            if r.chance(20) {
+                c.extend([w("LASTID"), stream_id(r, false)]);
+            }
+            c
+        }
+        21 => {
+            let mut c = vec![
+                w("XAUTOCLAIM"),
+                key(r),
+                group(),
+                consumer(r),
+                w("0"),
+                stream_bound(r),
+            ];
+            if r.chance(50) {
+                c.extend([w("COUNT"), int_arg(r)]);
+            }
+            c.push(w("JUSTID"));
+            c
+        }
+        22 => cmd([w("XINFO"), w("GROUPS"), key(r)]),
+        _ => cmd([w("TYPE"), key(r)]),
     }
 }

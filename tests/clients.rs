@@ -247,3 +247,10 @@ fn python_redis_py_lb_commands() {
 fn node_ioredis_lb_commands() {
     own_server_through(&NODE, "tests/clients/node/lb.js", "lb");
 }
+
+/// Scenario 3 (the board fed from a stream, a consumer killed mid-batch,
+/// its entries claimed with XAUTOCLAIM) through redis-py, RESP2 and RESP3.
+#[test]
+fn python_redis_py_stream_pipeline() {
+    own_server_through(&PYTHON, "tests/clients/python/stream_check.py", "streams");
+}

@@ -19,6 +19,7 @@ pub mod scripting;
 pub mod server;
 pub mod set;
 pub mod sort;
+pub mod stream;
 pub mod string;
 pub mod table;
 pub mod transaction;
@@ -61,6 +62,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     leaderboard::COMMANDS,
     cluster::COMMANDS,
     dump::COMMANDS,
+    stream::COMMANDS,
 ];
 
 /// Commands that run at once even inside MULTI.

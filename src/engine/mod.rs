@@ -11,6 +11,7 @@ pub mod leaderboard;
 pub mod list;
 pub mod rdb;
 pub mod set;
+pub mod stream;
 pub mod string;
 pub mod value;
 pub mod zset;

@@ -4,6 +4,7 @@ use super::hash::HashValue;
 use super::leaderboard::Leaderboard;
 use super::list::ListValue;
 use super::set::SetValue;
+use super::stream::Stream;
 use super::string::StrValue;
 use super::zset::ZSet;
 
@@ -23,6 +24,8 @@ pub enum Value {
     Hash(HashValue),
     /// A leaderboard (issue 16, the LB.* commands).
     Leaderboard(Box<Leaderboard>),
+    /// A stream (issue 15, the X* commands).
+    Stream(Box<Stream>),
 }
 
 impl Value {
@@ -35,6 +38,7 @@ impl Value {
             Value::List(_) => "list",
             Value::Hash(_) => "hash",
             Value::Leaderboard(_) => "leaderboard",
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -48,6 +52,7 @@ impl Value {
             Value::Hash(h) => h.encoding(),
             // One encoding: the counted B+tree over an entry arena.
             Value::Leaderboard(_) => "btree",
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -60,6 +65,7 @@ impl Value {
             Value::List(l) => Value::List(Box::new(l.duplicate())),
             Value::Hash(h) => Value::Hash(h.duplicate()),
             Value::Leaderboard(b) => Value::Leaderboard(b.clone()),
+            Value::Stream(s) => Value::Stream(Box::new(s.duplicate())),
         }
     }
 
@@ -72,6 +78,7 @@ impl Value {
             Value::List(l) => l.memory_usage(),
             Value::Hash(h) => h.memory_usage(),
             Value::Leaderboard(b) => b.memory_usage(),
+            Value::Stream(s) => s.memory_usage(),
         }
     }
 }

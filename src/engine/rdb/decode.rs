@@ -7,12 +7,13 @@ use super::crc64::crc64;
 use super::packed::{intset_members, listpack_elements, ziplist_elements, zipmap_pairs, Elem};
 use super::{
     lzf, opcodes, type_name, types, Limits, RdbError, MAX_READ_VERSION, MIN_READ_VERSION,
-    TYPE_LEADERBOARD,
+    TYPE_LEADERBOARD, TYPE_STREAM_ROSTRUM,
 };
 use crate::engine::hash::HashValue;
 use crate::engine::leaderboard::{self, EntryRef, Leaderboard};
 use crate::engine::list::ListValue;
 use crate::engine::set::SetValue;
+use crate::engine::stream::{Consumer, Group, Pending, Stream, StreamId};
 use crate::engine::string::StrValue;
 use crate::engine::zset::ZSet;
 use crate::engine::Value;
@@ -337,6 +338,7 @@ impl<'a> Reader<'a> {
                 hash_of(pairs, lim).map_err(|e| self.err_at(at, e))?
             }
             TYPE_LEADERBOARD => self.leaderboard(lim)?,
+            TYPE_STREAM_ROSTRUM => self.stream()?,
             _ => {
                 return Err(
                     self.err_at(at, format!("unsupported value type {t} ({})", type_name(t)))
@@ -344,6 +346,87 @@ impl<'a> Reader<'a> {
             }
         };
         Ok((!is_empty(&v)).then_some(v))
+    }
+
+    fn stream_id(&mut self) -> Result<StreamId, RdbError> {
+        Ok(StreamId::new(self.length()?, self.length()?))
+    }
+
+    /// Rostrum's stream record (see `encode::write_stream`). Entry ids must
+    /// rise, and pending entries name consumers of their group.
+    fn stream(&mut self) -> Result<Value, RdbError> {
+        let at = self.offset();
+        let bad = |what: &str| RdbError::new(at, format!("bad stream: {what}"));
+        let mut st = Stream::new();
+        let n = self.count(3)?;
+        let mut last: Option<StreamId> = None;
+        for _ in 0..n {
+            let id = self.stream_id()?;
+            if last.is_some_and(|l| l >= id) {
+                return Err(bad("entry ids out of order"));
+            }
+            last = Some(id);
+            let k = self.count(1)?;
+            if k == 0 || k % 2 != 0 {
+                return Err(bad("an entry's fields and values are not in pairs"));
+            }
+            let mut fields = Vec::with_capacity(k);
+            for _ in 0..k {
+                fields.push(self.string()?);
+            }
+            let refs: Vec<&[u8]> = fields.iter().map(Vec::as_slice).collect();
+            st.append(id, &refs);
+        }
+        let last_id = self.stream_id()?;
+        if last.is_some_and(|l| l > last_id) {
+            return Err(bad("last id below an entry's"));
+        }
+        st.last_id = last_id;
+        st.max_deleted_id = self.stream_id()?;
+        st.entries_added = self.length()?;
+        let groups = self.count(4)?;
+        for _ in 0..groups {
+            let name = self.string()?;
+            let last_id = self.stream_id()?;
+            let entries_read = self.length()?.checked_sub(1);
+            let mut g = Group::new(last_id, entries_read);
+            let consumers = self.count(2)?;
+            for _ in 0..consumers {
+                let cname = self.string()?;
+                let seen_time = self.length()?;
+                g.consumers.insert(
+                    cname.into(),
+                    Consumer {
+                        seen_time,
+                        ..Consumer::default()
+                    },
+                );
+            }
+            let pending = self.count(5)?;
+            for _ in 0..pending {
+                let id = self.stream_id()?;
+                let cname = self.string()?;
+                let delivery_time = self.length()?;
+                let delivery_count = self.length()?;
+                let Some((key, _)) = g.consumers.get_key_value(cname.as_slice()) else {
+                    return Err(bad("a pending entry names no consumer of its group"));
+                };
+                let consumer = key.clone();
+                if let Some(c) = g.consumers.get_mut(cname.as_slice()) {
+                    c.pel.insert(id);
+                }
+                g.pel.insert(
+                    id,
+                    Pending {
+                        consumer,
+                        delivery_time,
+                        delivery_count,
+                    },
+                );
+            }
+            st.groups.insert(name, g);
+        }
+        Ok(Value::Stream(Box::new(st)))
     }
 
     fn leaderboard(&mut self, lim: &Limits) -> Result<Value, RdbError> {
@@ -409,7 +492,7 @@ fn is_empty(v: &Value) -> bool {
         Value::Set(s) => s.is_empty(),
         Value::ZSet(z) => z.is_empty(),
         Value::Hash(h) => h.is_empty(),
-        Value::Leaderboard(_) => false,
+        Value::Leaderboard(_) | Value::Stream(_) => false,
     }
 }
 

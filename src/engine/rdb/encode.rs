@@ -7,12 +7,13 @@
 
 use super::crc64::crc64;
 use super::packed::{intset_bytes_width, ListpackWriter};
-use super::{lzf, opcodes, types, RDB_VERSION, TYPE_LEADERBOARD};
+use super::{lzf, opcodes, types, RDB_VERSION, TYPE_LEADERBOARD, TYPE_STREAM_ROSTRUM};
 use crate::engine::hash::HashValue;
 use crate::engine::keyspace::Shard;
 use crate::engine::leaderboard::Leaderboard;
 use crate::engine::list::ListValue;
 use crate::engine::set::{Member, SetValue};
+use crate::engine::stream::{Stream, StreamId};
 use crate::engine::zset::ZSet;
 use crate::engine::Value;
 use crate::protocol::number::{format_double, parse_i64, MAX_DOUBLE_CHARS};
@@ -117,6 +118,7 @@ pub fn object_type(v: &Value) -> u8 {
         Value::Hash(h) if h.encoding() == "listpack" => types::HASH_LISTPACK,
         Value::Hash(_) => types::HASH,
         Value::Leaderboard(_) => TYPE_LEADERBOARD,
+        Value::Stream(_) => TYPE_STREAM_ROSTRUM,
     }
 }
 
@@ -135,6 +137,7 @@ fn write_payload(out: &mut Vec<u8>, v: &Value, o: EncodeOptions) {
         Value::ZSet(z) => write_zset(out, z, o),
         Value::Hash(h) => write_hash(out, h, o),
         Value::Leaderboard(b) => write_leaderboard(out, b, o),
+        Value::Stream(st) => write_stream(out, st, o),
     }
 }
 
@@ -288,6 +291,49 @@ fn write_leaderboard(out: &mut Vec<u8>, b: &Leaderboard, o: EncodeOptions) {
     write_len(out, b.ids.len() as u64);
     for id in b.ids.iter() {
         write_string(out, id, o.compress);
+    }
+}
+
+fn write_id(out: &mut Vec<u8>, id: StreamId) {
+    write_len(out, id.ms);
+    write_len(out, id.seq);
+}
+
+/// A stream as Rostrum's own record: the entries (id, then the field and
+/// value strings), the last id, the largest deleted id, entries-added, then
+/// each group (name, last delivered id, entries-read + 1 or 0 when
+/// unknown, consumers with their seen time, pending entries with consumer,
+/// delivery time and count).
+fn write_stream(out: &mut Vec<u8>, st: &Stream, o: EncodeOptions) {
+    write_len(out, st.len());
+    st.for_each_in(StreamId::MIN, StreamId::MAX, false, |id, fields| {
+        write_id(out, id);
+        write_len(out, fields.len() as u64);
+        for f in fields {
+            write_string(out, f, o.compress);
+        }
+        true
+    });
+    write_id(out, st.last_id);
+    write_id(out, st.max_deleted_id);
+    write_len(out, st.entries_added);
+    write_len(out, st.groups.len() as u64);
+    for (name, g) in &st.groups {
+        write_string(out, name, o.compress);
+        write_id(out, g.last_id);
+        write_len(out, g.entries_read.map_or(0, |n| n.saturating_add(1)));
+        write_len(out, g.consumers.len() as u64);
+        for (cname, c) in &g.consumers {
+            write_string(out, cname, o.compress);
+            write_len(out, c.seen_time);
+        }
+        write_len(out, g.pel.len() as u64);
+        for (id, p) in &g.pel {
+            write_id(out, *id);
+            write_string(out, &p.consumer, o.compress);
+            write_len(out, p.delivery_time);
+            write_len(out, p.delivery_count);
+        }
     }
 }
 

@@ -71,6 +71,12 @@ pub mod types {
 /// unknown-type error instead of misreading it.
 pub const TYPE_LEADERBOARD: u8 = 200;
 
+/// Rostrum's own type id for a stream, until streams are written in Redis's
+/// listpack layout: every entry, the stream's ids and counters, and its
+/// groups with consumers and pending entries (see `encode::write_stream`).
+/// Redis refuses it by number, as it does a leaderboard.
+pub const TYPE_STREAM_ROSTRUM: u8 = 201;
+
 /// Opcodes of the file layout.
 pub mod opcodes {
     pub const SLOT_INFO: u8 = 244;
@@ -102,6 +108,7 @@ pub fn type_name(t: u8) -> &'static str {
             "hash with field expiry"
         }
         TYPE_LEADERBOARD => "leaderboard",
+        TYPE_STREAM_ROSTRUM => "stream (Rostrum's record)",
         _ => "unknown",
     }
 }

@@ -20,6 +20,7 @@ use crate::engine::list::ListValue;
 use crate::engine::rdb;
 use crate::engine::rdb::encode::EncodeOptions;
 use crate::engine::set::{Member, SetValue};
+use crate::engine::stream::{Stream, StreamId};
 use crate::engine::string::StrValue;
 use crate::engine::zset::ZSet;
 use crate::engine::Value;
@@ -243,6 +244,111 @@ pub fn write_value(out: &mut Vec<u8>, key: &[u8], value: &Value) {
         Value::List(l) => write_rpushes(out, key, l),
         Value::Hash(h) => write_hsets(out, key, h),
         Value::Leaderboard(b) => write_leaderboard(out, key, b),
+        Value::Stream(st) => write_stream(out, key, st),
+    }
+}
+
+/// A stream as Redis's rewrite writes one: its entries as XADDs (an empty
+/// stream as an XADD trimmed away at once), then XSETID with the last id,
+/// entries-added and max-deleted-id; each group as XGROUP CREATE with its
+/// last-delivered id and entries-read, each consumer as XGROUP
+/// CREATECONSUMER, and each pending entry as an XCLAIM ... FORCE JUSTID
+/// that restores its owner, delivery time and count.
+fn write_stream(out: &mut Vec<u8>, key: &[u8], st: &Stream) {
+    if st.is_empty() {
+        let id = st.last_id.max(StreamId::new(0, 1)).to_string();
+        write_command(
+            out,
+            [
+                &b"XADD"[..],
+                key,
+                b"MAXLEN",
+                b"0",
+                id.as_bytes(),
+                b"x",
+                b"y",
+            ]
+            .into_iter(),
+        );
+    } else {
+        st.for_each_in(StreamId::MIN, StreamId::MAX, false, |id, fields| {
+            let id = id.to_string();
+            let args: Vec<&[u8]> = [&b"XADD"[..], key, id.as_bytes()]
+                .into_iter()
+                .chain(fields.iter().copied())
+                .collect();
+            write_command(out, args.into_iter());
+            true
+        });
+    }
+    let (last, added, deleted) = (
+        st.last_id.to_string(),
+        st.entries_added.to_string(),
+        st.max_deleted_id.to_string(),
+    );
+    write_command(
+        out,
+        [
+            &b"XSETID"[..],
+            key,
+            last.as_bytes(),
+            b"ENTRIESADDED",
+            added.as_bytes(),
+            b"MAXDELETEDID",
+            deleted.as_bytes(),
+        ]
+        .into_iter(),
+    );
+    for (name, g) in &st.groups {
+        let last = g.last_id.to_string();
+        let read = g.entries_read.map_or(-1, |n| n as i64).to_string();
+        write_command(
+            out,
+            [
+                &b"XGROUP"[..],
+                b"CREATE",
+                key,
+                name,
+                last.as_bytes(),
+                b"ENTRIESREAD",
+                read.as_bytes(),
+            ]
+            .into_iter(),
+        );
+        for (cname, c) in &g.consumers {
+            write_command(
+                out,
+                [&b"XGROUP"[..], b"CREATECONSUMER", key, name, cname].into_iter(),
+            );
+            for id in &c.pel {
+                let Some(p) = g.pel.get(id) else {
+                    continue;
+                };
+                let (id, time, count) = (
+                    id.to_string(),
+                    p.delivery_time.to_string(),
+                    p.delivery_count.to_string(),
+                );
+                write_command(
+                    out,
+                    [
+                        &b"XCLAIM"[..],
+                        key,
+                        name,
+                        cname,
+                        b"0",
+                        id.as_bytes(),
+                        b"TIME",
+                        time.as_bytes(),
+                        b"RETRYCOUNT",
+                        count.as_bytes(),
+                        b"JUSTID",
+                        b"FORCE",
+                    ]
+                    .into_iter(),
+                );
+            }
+        }
     }
 }
 
