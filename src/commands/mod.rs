@@ -36,6 +36,7 @@ use crate::error::CmdError;
 use crate::protocol::Reply;
 use crate::state::client::{ClientState, Queued, ReplyMode};
 use crate::state::journal;
+use crate::state::memory;
 use crate::state::notify;
 use crate::state::pubsub::Own;
 use crate::state::Server;
@@ -227,6 +228,13 @@ fn admit<'s>(
         client.multi_error |= client.multi.is_some();
         reject(server, client, out, Some(cmd), &e);
         return None;
+    }
+    // maxmemory: evict first, then refuse what would grow memory.
+    if server.memory.maxmemory() != 0 && !server.aof.loading() {
+        if let Some(e) = refuse_oom(server, client, spec, cache) {
+            reject(server, client, out, Some(cmd), &e);
+            return None;
+        }
     }
     let write = spec.has(flags::WRITE) || spec.lock_write;
     let ks = &server.keyspace;
@@ -430,6 +438,56 @@ fn refuse_write(server: &Server, client: &mut ClientState, spec: &CommandSpec) -
     }
     Some(CmdError::line(line))
 }
+
+/// Redis's memory check before a command, when `maxmemory` is set: over
+/// the limit, keys are evicted first (holding no lock: the pipelined locks
+/// go); if that cannot bring memory under the limit, DENYOOM commands are
+/// refused, EXEC with a queued one is aborted, and inside MULTI every
+/// command but EXEC, DISCARD, QUIT and RESET is refused (queueing takes
+/// memory too), flagging the transaction.
+fn refuse_oom<'s>(
+    server: &'s Server,
+    client: &mut ClientState,
+    spec: &CommandSpec,
+    cache: &mut LockCache<'s>,
+) -> Option<CmdError> {
+    if !server.memory.over_limit() {
+        return None;
+    }
+    cache.clear();
+    let out_of_memory = memory::perform_evictions(server) == memory::Outcome::Fail;
+    if !out_of_memory {
+        return None;
+    }
+    let in_multi = client.multi.is_some();
+    let is_exec = spec.name == "exec";
+    let denyoom = spec.has(flags::DENYOOM)
+        || (is_exec
+            && client.multi.as_ref().is_some_and(|q| {
+                q.iter().any(|c| {
+                    let args: Vec<&[u8]> = c.args.iter().map(|a| a.as_slice()).collect();
+                    resolve(&args).is_ok_and(|cmd| cmd.spec.has(flags::DENYOOM))
+                })
+            }));
+    let queued_refused = in_multi && !matches!(spec.name, "exec" | "discard" | "quit" | "reset");
+    if !(denyoom || queued_refused) {
+        return None;
+    }
+    let e = CmdError::line(OOM_LINE);
+    if is_exec && in_multi {
+        transaction::abort(server, client);
+        return Some(CmdError::line(format!(
+            "EXECABORT Transaction discarded because of: {OOM_LINE}"
+        )));
+    }
+    if in_multi {
+        client.multi_error = true;
+    }
+    Some(e)
+}
+
+/// Redis's error for a command refused over `maxmemory`.
+const OOM_LINE: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 
 /// The shards a command may change, for the rewrite's copy-before-write:
 /// none for a command that cannot write, `None` for every shard.

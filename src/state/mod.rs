@@ -18,6 +18,7 @@ pub mod config;
 pub mod ctx;
 pub mod journal;
 pub mod keys;
+pub mod memory;
 pub mod monitor;
 pub mod notify;
 pub mod outbox;
