@@ -230,11 +230,18 @@ fn admit<'s>(
         return None;
     }
     // maxmemory: evict first, then refuse what would grow memory.
+    let mut out_of_memory = false;
     if server.memory.maxmemory() != 0 && !server.aof.loading() {
-        if let Some(e) = refuse_oom(server, client, spec, cache) {
-            reject(server, client, out, Some(cmd), &e);
-            return None;
+        match refuse_oom(server, client, spec, cache) {
+            Err(e) => {
+                reject(server, client, out, Some(cmd), &e);
+                return None;
+            }
+            Ok(oom) => out_of_memory = oom,
         }
+    }
+    if matches!(spec.name, "eval" | "evalsha" | "fcall" | "fcall_ro") {
+        client.script_oom = out_of_memory;
     }
     let write = spec.has(flags::WRITE) || spec.lock_write;
     let ks = &server.keyspace;
@@ -444,20 +451,21 @@ fn refuse_write(server: &Server, client: &mut ClientState, spec: &CommandSpec) -
 /// go); if that cannot bring memory under the limit, DENYOOM commands are
 /// refused, EXEC with a queued one is aborted, and inside MULTI every
 /// command but EXEC, DISCARD, QUIT and RESET is refused (queueing takes
-/// memory too), flagging the transaction.
+/// memory too), flagging the transaction. Otherwise says whether memory
+/// is still over the limit with nothing to evict (for scripts).
 fn refuse_oom<'s>(
     server: &'s Server,
     client: &mut ClientState,
     spec: &CommandSpec,
     cache: &mut LockCache<'s>,
-) -> Option<CmdError> {
+) -> Result<bool, CmdError> {
     if !server.memory.over_limit() {
-        return None;
+        return Ok(false);
     }
     cache.clear();
     let out_of_memory = memory::perform_evictions(server) == memory::Outcome::Fail;
     if !out_of_memory {
-        return None;
+        return Ok(false);
     }
     let in_multi = client.multi.is_some();
     let is_exec = spec.name == "exec";
@@ -471,23 +479,22 @@ fn refuse_oom<'s>(
             }));
     let queued_refused = in_multi && !matches!(spec.name, "exec" | "discard" | "quit" | "reset");
     if !(denyoom || queued_refused) {
-        return None;
+        return Ok(true);
     }
-    let e = CmdError::line(OOM_LINE);
     if is_exec && in_multi {
         transaction::abort(server, client);
-        return Some(CmdError::line(format!(
+        return Err(CmdError::line(format!(
             "EXECABORT Transaction discarded because of: {OOM_LINE}"
         )));
     }
     if in_multi {
         client.multi_error = true;
     }
-    Some(e)
+    Err(CmdError::line(OOM_LINE))
 }
 
 /// Redis's error for a command refused over `maxmemory`.
-const OOM_LINE: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+pub(crate) const OOM_LINE: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 
 /// The shards a command may change, for the rewrite's copy-before-write:
 /// none for a command that cannot write, `None` for every shard.
