@@ -109,10 +109,42 @@ pub fn idle_secs(clock: &AtomicU32, now_ms: u64) -> u64 {
     now.wrapping_sub(clock.load(Ordering::Relaxed)) as u64
 }
 
+thread_local! {
+    /// Set while a command that must not touch runs on this thread.
+    static NO_TOUCH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// While alive, accesses on this thread leave the clocks alone: what a
+/// command of a client in CLIENT NO-TOUCH mode runs under (the dispatcher
+/// holds one for the command's whole run, which stays on one thread).
+#[must_use]
+pub struct NoTouch {
+    prev: bool,
+}
+
+impl NoTouch {
+    /// Stops (`on`) or allows accesses touching the clocks until dropped.
+    pub fn new(on: bool) -> NoTouch {
+        NoTouch {
+            prev: NO_TOUCH.with(|t| t.replace(on)),
+        }
+    }
+}
+
+impl Drop for NoTouch {
+    fn drop(&mut self) {
+        let prev = self.prev;
+        NO_TOUCH.with(|t| t.set(prev));
+    }
+}
+
 /// Records an access at `now_ms`: the time (LRU) or a probabilistic
-/// increment of the decayed counter (LFU).
+/// increment of the decayed counter (LFU); nothing under a [`NoTouch`].
 #[inline]
 pub fn touch(clock: &AtomicU32, now_ms: u64) {
+    if NO_TOUCH.with(|t| t.get()) {
+        return;
+    }
     match mode() {
         Mode::Lru => clock.store((now_ms / 1000) as u32, Ordering::Relaxed),
         Mode::Lfu {
@@ -189,6 +221,18 @@ mod tests {
         assert_eq!(lfu_decayed(clock, 4 * 60_000, 2), 19);
         assert_eq!(lfu_decayed(clock, 4 * 60_000, 0), 20);
         assert_eq!(lfu_decayed(clock, 1000 * 60_000, 1), 0);
+    }
+
+    #[test]
+    fn no_touch_leaves_the_clock() {
+        let clock = AtomicU32::new(7);
+        {
+            let _g = NoTouch::new(true);
+            touch(&clock, 3_600_000);
+            assert_eq!(clock.load(Ordering::Relaxed), 7);
+        }
+        touch(&clock, 3_600_000);
+        assert_ne!(clock.load(Ordering::Relaxed), 7);
     }
 
     #[test]
