@@ -63,9 +63,11 @@ fn set_keys(
             if let Some(t) = ttl(i) {
                 cmd.arg("EX").arg(t);
             }
-            cmd.ignore();
         }
-        let _: () = p.query(c).expect("SET pipeline");
+        let replies: Vec<redis::Value> = p.query(c).expect("SET pipeline");
+        for r in replies {
+            assert_eq!(r, redis::Value::Okay, "SET {prefix}");
+        }
     }
 }
 

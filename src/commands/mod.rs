@@ -229,20 +229,6 @@ fn admit<'s>(
         reject(server, client, out, Some(cmd), &e);
         return None;
     }
-    // maxmemory: evict first, then refuse what would grow memory.
-    let mut out_of_memory = false;
-    if server.memory.maxmemory() != 0 && !server.aof.loading() {
-        match refuse_oom(server, client, spec, cache) {
-            Err(e) => {
-                reject(server, client, out, Some(cmd), &e);
-                return None;
-            }
-            Ok(oom) => out_of_memory = oom,
-        }
-    }
-    if matches!(spec.name, "eval" | "evalsha" | "fcall" | "fcall_ro") {
-        client.script_oom = out_of_memory;
-    }
     let write = spec.has(flags::WRITE) || spec.lock_write;
     let ks = &server.keyspace;
     // The shards of a keyed command, ascending; locks still held from the
@@ -255,7 +241,7 @@ fn admit<'s>(
         }
         KeySpec::None | KeySpec::All => None,
     };
-    let reused = match &shards {
+    let mut reused = match &shards {
         Some(idx) if client.multi.is_none() => cache.take_covering(idx, write),
         _ => None,
     };
@@ -267,6 +253,24 @@ fn admit<'s>(
             reject(server, client, out, Some(cmd), &e);
             return None;
         }
+    }
+    // maxmemory: evict first, then refuse what would grow memory.
+    let mut out_of_memory = false;
+    // (After the wait for a busy script, so that eviction does not wait
+    // for its locks.)
+    if server.memory.maxmemory() != 0 && !server.aof.loading() && server.memory.over_limit() {
+        // Eviction locks shards: nothing may be held.
+        reused = None;
+        match refuse_oom(server, client, spec, cache) {
+            Err(e) => {
+                reject(server, client, out, Some(cmd), &e);
+                return None;
+            }
+            Ok(oom) => out_of_memory = oom,
+        }
+    }
+    if matches!(spec.name, "eval" | "evalsha" | "fcall" | "fcall_ro") {
+        client.script_oom = out_of_memory;
     }
     if client.multi.is_some() && !MULTI_IMMEDIATE.contains(&spec.name) {
         if spec.has(flags::NO_MULTI) {
@@ -446,8 +450,8 @@ fn refuse_write(server: &Server, client: &mut ClientState, spec: &CommandSpec) -
     Some(CmdError::line(line))
 }
 
-/// Redis's memory check before a command, when `maxmemory` is set: over
-/// the limit, keys are evicted first (holding no lock: the pipelined locks
+/// Redis's memory check before a command, over `maxmemory`: keys are
+/// evicted first (holding no lock: the pipelined locks
 /// go); if that cannot bring memory under the limit, DENYOOM commands are
 /// refused, EXEC with a queued one is aborted, and inside MULTI every
 /// command but EXEC, DISCARD, QUIT and RESET is refused (queueing takes
@@ -459,9 +463,6 @@ fn refuse_oom<'s>(
     spec: &CommandSpec,
     cache: &mut LockCache<'s>,
 ) -> Result<bool, CmdError> {
-    if !server.memory.over_limit() {
-        return Ok(false);
-    }
     cache.clear();
     let out_of_memory = memory::perform_evictions(server) == memory::Outcome::Fail;
     if !out_of_memory {

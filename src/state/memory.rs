@@ -144,8 +144,9 @@ pub struct Memory {
     tenacity: AtomicU64,
     /// Keys evicted since start (INFO evicted_keys).
     pub evicted_keys: AtomicU64,
-    /// The eviction pool; held while evicting, so one thread evicts at once.
-    pool: Mutex<Vec<Candidate>>,
+    /// The eviction pool and the policy its scores were taken under; held
+    /// while evicting, so one thread evicts at once.
+    pool: Mutex<(u8, Vec<Candidate>)>,
 }
 
 #[derive(Debug)]
@@ -167,7 +168,7 @@ impl Memory {
             samples: AtomicU64::new(5),
             tenacity: AtomicU64::new(10),
             evicted_keys: AtomicU64::new(0),
-            pool: Mutex::new(Vec::with_capacity(POOL_SIZE + 8)),
+            pool: Mutex::new((0, Vec::with_capacity(POOL_SIZE + 8))),
         };
         m.configure(config);
         m
@@ -175,11 +176,8 @@ impl Memory {
 
     /// Takes the settings of `config` (at start and after CONFIG SET).
     pub fn configure(&self, c: &Config) {
+        // (The pool is not locked here: the caller may hold the config.)
         let policy = Policy::parse(&c.maxmemory_policy);
-        if policy.code() != self.policy.load(Ordering::Relaxed) {
-            // Candidates ranked under another policy are worth nothing.
-            self.pool.lock().clear();
-        }
         self.maxmemory.store(c.maxmemory, Ordering::Relaxed);
         self.policy.store(policy.code(), Ordering::Relaxed);
         self.samples
@@ -273,7 +271,13 @@ pub fn perform_evictions(server: &Server) -> Outcome {
         Policy::AllKeys(e) => (e, false),
         Policy::Volatile(e) => (e, true),
     };
-    let mut pool = mem.pool.lock();
+    let mut guard = mem.pool.lock();
+    let (pool_policy, pool) = &mut *guard;
+    if *pool_policy != policy.code() {
+        // Candidates ranked under another policy are worth nothing.
+        pool.clear();
+        *pool_policy = policy.code();
+    }
     // Another thread may have evicted while this one waited.
     let used = mem.used();
     let max = mem.maxmemory();
@@ -289,20 +293,20 @@ pub fn perform_evictions(server: &Server) -> Outcome {
     let samples = mem.samples.load(Ordering::Relaxed) as usize;
     let mut outcome = Outcome::Ok;
     while freed < to_free {
-        let Some(c) = next_candidate(server, &mut pool, eviction, volatile, samples) else {
+        let Some(c) = next_candidate(server, pool, eviction, volatile, samples) else {
             outcome = Outcome::Fail;
             break;
         };
         if evict(server, c.db, c.key) {
             evicted += 1;
             freed = (thread_net_freed() - base).max(0) as u64;
-            if evicted % 16 == 0 && limit.is_some_and(|l| start.elapsed() > l) {
+            if evicted.is_multiple_of(16) && limit.is_some_and(|l| start.elapsed() > l) {
                 outcome = Outcome::Running;
                 break;
             }
         }
     }
-    drop(pool);
+    drop(guard);
     mem.freed(freed);
     if outcome == Outcome::Fail && evicted > 0 && mem.used() <= max {
         outcome = Outcome::Ok;
