@@ -407,6 +407,7 @@ impl Db {
                     got += 1;
                     offer(e.eviction_score(policy, now_ms), k);
                 }
+                got < n
             });
             if got >= n {
                 return;

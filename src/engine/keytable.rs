@@ -153,14 +153,22 @@ impl KeyTable {
     /// lookup compares only the entries whose 7-bit tag (`h`'s top bits)
     /// matches; a lookup of every tag at one place, each refusing every
     /// candidate, thus visits every entry there. Visits nothing when the
-    /// place holds no entry: the caller tries another `seed`.
-    pub fn sample_at(&self, seed: u64, f: &mut dyn FnMut(&[u8], &Entry)) {
+    /// place holds no entry: the caller tries another `seed`. Stops once
+    /// `f` returns false (it has enough); the tags are visited from one
+    /// the seed picks, so an early stop favours no tag.
+    pub fn sample_at(&self, seed: u64, f: &mut dyn FnMut(&[u8], &Entry) -> bool) {
         let place = seed & ((1 << 57) - 1);
-        for tag in 0..128u64 {
+        let first = seed >> 57;
+        let mut more = true;
+        for step in 0..128u64 {
+            let tag = (first + step) & 127;
             let _ = self.table.find(tag << 57 | place, |n| {
-                f(n.key.as_bytes(), &n.entry);
+                more = more && f(n.key.as_bytes(), &n.entry);
                 false
             });
+            if !more {
+                return;
+            }
         }
     }
 
@@ -294,6 +302,7 @@ mod tests {
                 assert_eq!(t.get(k).map(tag), Some(tag(e)));
                 seen.insert(k.to_vec());
                 visits += 1;
+                true
             });
         }
         // About a dozen entries a place, and nearly every key reached.

@@ -51,12 +51,17 @@ pub fn allocator_used() -> (u64, u64) {
 }
 
 /// Bytes this thread has freed less those it has allocated since start
-/// (jemalloc's per-thread counters: two reads of thread-local memory).
+/// (jemalloc's per-thread counters: two reads of thread-local memory; the
+/// counters' addresses are looked up once per thread).
 fn thread_net_freed() -> i64 {
-    use tikv_jemalloc_ctl::thread;
-    let alloc = thread::allocatedp::read().map(|p| p.get()).unwrap_or(0);
-    let dealloc = thread::deallocatedp::read().map(|p| p.get()).unwrap_or(0);
-    dealloc as i64 - alloc as i64
+    use tikv_jemalloc_ctl::thread::{self, ThreadLocal};
+    thread_local! {
+        static COUNTERS: Option<(ThreadLocal<u64>, ThreadLocal<u64>)> =
+            thread::allocatedp::read()
+                .and_then(|a| thread::deallocatedp::read().map(|d| (a, d)))
+                .ok();
+    }
+    COUNTERS.with(|c| c.map_or(0, |(a, d)| d.get() as i64 - a.get() as i64))
 }
 
 /// The `maxmemory-policy` values.
