@@ -1119,9 +1119,6 @@ fn object_idletime(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// Redis's starting LFU counter of a new key (LFU_INIT_VAL).
-const LFU_INIT_VAL: u64 = 5;
-
 fn object_freq(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let lfu = lfu_policy(ctx);
     let now = ctx.keys.now_ms;
@@ -1134,10 +1131,7 @@ fn object_freq(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
             "An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
         ));
     }
-    // No access counter is kept: report a new key's counter, decayed by one
-    // per idle minute as Redis does with the default lfu-decay-time.
-    let freq = LFU_INIT_VAL.saturating_sub(e.idle_secs(now) / 60);
-    ctx.out.int(freq as i64);
+    ctx.out.int(e.frequency(now) as i64);
     Ok(())
 }
 

@@ -39,6 +39,7 @@ use crate::error::CmdError;
 use crate::protocol::Reply;
 use crate::state::client::{ClientState, Queued, ReplyMode};
 use crate::state::journal;
+use crate::state::memory;
 use crate::state::notify;
 use crate::state::pubsub::Own;
 use crate::state::Server;
@@ -256,7 +257,7 @@ fn admit<'s>(
         }
         KeySpec::None | KeySpec::All => None,
     };
-    let reused = match &shards {
+    let mut reused = match &shards {
         Some(idx) if client.multi.is_none() => cache.take_covering(idx, write),
         _ => None,
     };
@@ -268,6 +269,24 @@ fn admit<'s>(
             reject(server, client, out, Some(cmd), &e);
             return None;
         }
+    }
+    // maxmemory: evict first, then refuse what would grow memory.
+    let mut out_of_memory = false;
+    // (After the wait for a busy script, so that eviction does not wait
+    // for its locks.)
+    if server.memory.maxmemory() != 0 && !server.aof.loading() && server.memory.over_limit() {
+        // Eviction locks shards: nothing may be held.
+        reused = None;
+        match refuse_oom(server, client, spec, cache) {
+            Err(e) => {
+                reject(server, client, out, Some(cmd), &e);
+                return None;
+            }
+            Ok(oom) => out_of_memory = oom,
+        }
+    }
+    if matches!(spec.name, "eval" | "evalsha" | "fcall" | "fcall_ro") {
+        client.script_oom = out_of_memory;
     }
     // CLIENT PAUSE: the command waits (the connection runs it again when
     // the pause ends), as Redis postpones it before queueing or running.
@@ -486,6 +505,53 @@ fn refuse_write(server: &Server, client: &mut ClientState, spec: &CommandSpec) -
     }
     Some(CmdError::line(line))
 }
+
+/// Redis's memory check before a command, over `maxmemory`: keys are
+/// evicted first (holding no lock: the pipelined locks
+/// go); if that cannot bring memory under the limit, DENYOOM commands are
+/// refused, EXEC with a queued one is aborted, and inside MULTI every
+/// command but EXEC, DISCARD, QUIT and RESET is refused (queueing takes
+/// memory too), flagging the transaction. Otherwise says whether memory
+/// is still over the limit with nothing to evict (for scripts).
+fn refuse_oom<'s>(
+    server: &'s Server,
+    client: &mut ClientState,
+    spec: &CommandSpec,
+    cache: &mut LockCache<'s>,
+) -> Result<bool, CmdError> {
+    cache.clear();
+    let out_of_memory = memory::perform_evictions(server) == memory::Outcome::Fail;
+    if !out_of_memory {
+        return Ok(false);
+    }
+    let in_multi = client.multi.is_some();
+    let is_exec = spec.name == "exec";
+    let denyoom = spec.has(flags::DENYOOM)
+        || (is_exec
+            && client.multi.as_ref().is_some_and(|q| {
+                q.iter().any(|c| {
+                    let args: Vec<&[u8]> = c.args.iter().map(|a| a.as_slice()).collect();
+                    resolve(&args).is_ok_and(|cmd| cmd.spec.has(flags::DENYOOM))
+                })
+            }));
+    let queued_refused = in_multi && !matches!(spec.name, "exec" | "discard" | "quit" | "reset");
+    if !(denyoom || queued_refused) {
+        return Ok(true);
+    }
+    if is_exec && in_multi {
+        transaction::abort(server, client);
+        return Err(CmdError::line(format!(
+            "EXECABORT Transaction discarded because of: {OOM_LINE}"
+        )));
+    }
+    if in_multi {
+        client.multi_error = true;
+    }
+    Err(CmdError::line(OOM_LINE))
+}
+
+/// Redis's error for a command refused over `maxmemory`.
+pub(crate) const OOM_LINE: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 
 /// The shards a command may change, for the rewrite's copy-before-write:
 /// none for a command that cannot write, `None` for every shard.

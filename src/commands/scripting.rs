@@ -79,10 +79,18 @@ impl ScriptHost for Ctx<'_, '_> {
         if cmd.spec.has(NOSCRIPT) {
             return Err(b"ERR This Redis command is not allowed from script");
         }
+        if cmd.spec.has(WRITE) && deny_writes {
+            return Err(b"ERR Write commands are not allowed from read-only scripts.");
+        }
+        // Started over maxmemory: refused until the script has written
+        // (then it cannot stop half-way), as Redis's scriptVerifyOOM.
+        if self.client.script_oom
+            && cmd.spec.has(super::table::flags::DENYOOM)
+            && !wrote.load(Ordering::Acquire)
+        {
+            return Err(super::OOM_LINE.as_bytes());
+        }
         if cmd.spec.has(WRITE) {
-            if deny_writes {
-                return Err(b"ERR Write commands are not allowed from read-only scripts.");
-            }
             wrote.store(true, Ordering::Release);
         }
         std::mem::swap(&mut *self.out, out);

@@ -30,6 +30,7 @@ use bytes::Bytes;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use smallvec::SmallVec;
 
+use super::access;
 use super::keytable::KeyTable;
 use super::value::Value;
 
@@ -47,7 +48,9 @@ pub struct Entry {
     pub value: Value,
     /// Absolute expiry time in unix ms, 0 for none.
     expire_at: u64,
-    /// Last access, in seconds of the keyspace clock (for OBJECT IDLETIME).
+    /// The access clock: last access (LRU) or access counter (LFU), see
+    /// [`access`](super::access). It fits the padding after `expire_at`, so
+    /// the entry stays 48 bytes.
     lru: AtomicU32,
 }
 
@@ -57,7 +60,7 @@ impl Entry {
         Entry {
             value,
             expire_at: 0,
-            lru: AtomicU32::new((now_ms / 1000) as u32),
+            lru: AtomicU32::new(access::initial(now_ms)),
         }
     }
 
@@ -66,10 +69,21 @@ impl Entry {
         (self.expire_at != 0).then_some(self.expire_at)
     }
 
-    /// Seconds since this entry was last read or written.
+    /// Seconds since this entry was last read or written (LRU clock).
     pub fn idle_secs(&self, now_ms: u64) -> u64 {
-        let now = (now_ms / 1000) as u32;
-        now.wrapping_sub(self.lru.load(Ordering::Relaxed)) as u64
+        access::idle_secs(&self.lru, now_ms)
+    }
+
+    /// The access frequency (LFU clock): the decayed logarithmic counter.
+    pub fn frequency(&self, now_ms: u64) -> u32 {
+        access::frequency(&self.lru, now_ms)
+    }
+
+    /// Records an access at `now_ms` (what a read or write does unless the
+    /// caller asked for no touch, as CLIENT NO-TOUCH or OBJECT do).
+    #[inline]
+    pub fn touch(&self, now_ms: u64) {
+        access::touch(&self.lru, now_ms);
     }
 
     /// Makes the entry look idle for `secs` seconds (RESTORE ... IDLETIME).
@@ -82,8 +96,33 @@ impl Entry {
     }
 
     fn touch_lru(&self, now_ms: u64) {
-        self.lru.store((now_ms / 1000) as u32, Ordering::Relaxed);
+        self.touch(now_ms);
     }
+
+    /// How good a candidate for eviction this entry is under `policy`
+    /// (higher: evict first), as Redis's eviction pool ranks keys.
+    pub fn eviction_score(&self, policy: Eviction, now_ms: u64) -> u64 {
+        match policy {
+            Eviction::Lru => self.idle_secs(now_ms),
+            Eviction::Lfu => 255 - self.frequency(now_ms).min(255) as u64,
+            Eviction::Ttl => u64::MAX - self.expire_at,
+            Eviction::Random => access::random_u64(),
+        }
+    }
+}
+
+/// How keys are ranked for eviction (the part of `maxmemory-policy` after
+/// `allkeys-` / `volatile-`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Eviction {
+    /// Least recently used first.
+    Lru,
+    /// Least frequently used first.
+    Lfu,
+    /// Nearest expiry first (volatile keys only).
+    Ttl,
+    /// Any.
+    Random,
 }
 
 /// Expired keys logged in some [`Db`] and not yet taken, over every
@@ -321,6 +360,76 @@ impl Db {
             removed += 1;
         }
         (removed, true)
+    }
+
+    /// Offers about `n` keys of this part, taken at random, to `offer` with
+    /// their eviction score under `policy` (higher: evict first); with
+    /// `volatile`, only keys with an expiry (the nearest expiries for
+    /// [`Eviction::Ttl`]). Redis's sampling for its eviction pool.
+    pub fn sample_for_eviction(
+        &self,
+        policy: Eviction,
+        volatile: bool,
+        n: usize,
+        now_ms: u64,
+        offer: &mut dyn FnMut(u64, &[u8]),
+    ) {
+        if volatile {
+            if self.expires.is_empty() {
+                return;
+            }
+            let mut take = |at: &u64, key: &Bytes| {
+                if let Some(e) = self.map.get(key) {
+                    let score = match policy {
+                        Eviction::Ttl => u64::MAX - at,
+                        _ => e.eviction_score(policy, now_ms),
+                    };
+                    offer(score, key);
+                }
+            };
+            if policy == Eviction::Ttl {
+                self.expires.iter().take(n).for_each(|(at, k)| take(at, k));
+                return;
+            }
+            // A random point between the first and last expiry, and the
+            // keys that follow it (wrapping to the front).
+            let (lo, hi) = match (self.expires.first(), self.expires.last()) {
+                (Some(a), Some(b)) => (a.0, b.0),
+                _ => return,
+            };
+            let at = lo + access::random_u64() % (hi - lo + 1);
+            let from = (at, Bytes::new());
+            let after = self.expires.range(&from..);
+            let before = self.expires.range(..&from);
+            for (at, k) in after.chain(before).take(n) {
+                take(at, k);
+            }
+            return;
+        }
+        if self.map.is_empty() {
+            return;
+        }
+        let mut got = 0;
+        for _ in 0..4 {
+            self.map.sample_at(access::random_u64(), &mut |k, e| {
+                if got < n {
+                    got += 1;
+                    offer(e.eviction_score(policy, now_ms), k);
+                }
+                got < n
+            });
+            if got >= n {
+                return;
+            }
+        }
+        // Small or sparse tables: pick by position.
+        while got < n.min(self.map.len()) {
+            let i = (access::random_u64() % self.map.len() as u64) as usize;
+            if let Some((k, e)) = self.map.nth(i) {
+                offer(e.eviction_score(policy, now_ms), k);
+            }
+            got += 1;
+        }
     }
 
     /// Iterates over every stored key and entry, expired ones included.

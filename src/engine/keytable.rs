@@ -144,6 +144,40 @@ impl KeyTable {
         self.table.iter().map(|n| (n.key.as_bytes(), &n.entry))
     }
 
+    /// Visits the entries stored around a random place of the table (one
+    /// group of slots, about a dozen entries at the table's usual load),
+    /// as Redis's `dictGetSomeKeys` walks from a random bucket: the
+    /// sampling eviction needs, in O(1) where `iter().nth(r)` is O(r).
+    ///
+    /// The slots a lookup of hash `h` probes start at `h`'s low bits, and a
+    /// lookup compares only the entries whose 7-bit tag (`h`'s top bits)
+    /// matches; a lookup of every tag at one place, each refusing every
+    /// candidate, thus visits every entry there. Visits nothing when the
+    /// place holds no entry: the caller tries another `seed`. Stops once
+    /// `f` returns false (it has enough); the tags are visited from one
+    /// the seed picks, so an early stop favours no tag.
+    pub fn sample_at(&self, seed: u64, f: &mut dyn FnMut(&[u8], &Entry) -> bool) {
+        let place = seed & ((1 << 57) - 1);
+        let first = seed >> 57;
+        let mut more = true;
+        for step in 0..128u64 {
+            let tag = (first + step) & 127;
+            let _ = self.table.find(tag << 57 | place, |n| {
+                more = more && f(n.key.as_bytes(), &n.entry);
+                false
+            });
+            if !more {
+                return;
+            }
+        }
+    }
+
+    /// The `n`th entry in table order (O(n): the fallback of
+    /// [`KeyTable::sample_at`]).
+    pub fn nth(&self, n: usize) -> Option<(&[u8], &Entry)> {
+        self.iter().nth(n)
+    }
+
     /// Removes every key and gives the table's memory back.
     pub fn clear(&mut self) {
         self.table = HashTable::new();
@@ -249,6 +283,32 @@ mod tests {
         assert_eq!(t.len(), 2);
         t.clear();
         assert!(t.is_empty() && t.get(b"").is_none());
+    }
+
+    #[test]
+    fn sampling_visits_every_key_over_random_places() {
+        let mut t = KeyTable::new(KeyHasher::new());
+        for i in 0..5000u64 {
+            insert(&mut t, format!("k{i}").as_bytes(), entry(i));
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut visits = 0;
+        let mut seed = 0x1234_5678_9abc_def1u64;
+        for _ in 0..4000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            t.sample_at(seed, &mut |k, e| {
+                assert_eq!(t.get(k).map(tag), Some(tag(e)));
+                seen.insert(k.to_vec());
+                visits += 1;
+                true
+            });
+        }
+        // About a dozen entries a place, and nearly every key reached.
+        assert!(visits > 4000 * 4, "{visits} visits");
+        assert!(seen.len() > 4500, "{} keys seen", seen.len());
+        assert!(t.nth(4999).is_some() && t.nth(5000).is_none());
     }
 
     #[derive(Debug, Clone)]

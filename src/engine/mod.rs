@@ -1,6 +1,7 @@
 //! The data: the sharded keyspace with expiry, and the structures values are
 //! made of. No RESP, no clients, no tokio here.
 
+pub mod access;
 pub mod bitmap;
 mod field_names;
 pub mod glob;
@@ -16,5 +17,5 @@ pub mod string;
 pub mod value;
 pub mod zset;
 
-pub use keyspace::{Db, Entry, Keyspace, Locked, ShardGuard, SHARD_COUNT};
+pub use keyspace::{Db, Entry, Eviction, Keyspace, Locked, ShardGuard, SHARD_COUNT};
 pub use value::Value;

@@ -276,6 +276,10 @@ pub struct ClientState {
     /// then sorts sets it would leave unsorted, and messages the client
     /// publishes to itself wait in [`ClientState::script_pushes`].
     pub in_script: bool,
+    /// The running script started over `maxmemory` with nothing left to
+    /// evict: its first write, if DENYOOM, fails with OOM (Redis's
+    /// `script_oom`).
+    pub script_oom: bool,
     /// A woken blocked command is running again, its client still
     /// registered as waiting on its keys (so it keeps its place in line if
     /// it blocks again).
@@ -328,6 +332,7 @@ impl ClientState {
             deny_blocking: false,
             replaying: false,
             in_script: false,
+            script_oom: false,
             rerun: false,
             clock: CommandClock::new(),
             aof_wait: 0,

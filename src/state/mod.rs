@@ -19,6 +19,7 @@ pub mod ctx;
 pub mod journal;
 pub mod keys;
 pub mod latency;
+pub mod memory;
 pub mod monitor;
 pub mod notify;
 pub mod outbox;

@@ -247,6 +247,8 @@ pub struct Server {
     pub run_id: String,
     /// See [`InfoMarks`].
     pub info_marks: InfoMarks,
+    /// `maxmemory`: used memory and eviction.
+    pub memory: super::memory::Memory,
     /// The append-only file.
     pub aof: Aof,
     /// The Lua VM, its scripts and function libraries.
@@ -272,6 +274,7 @@ impl Server {
         let now = unix_ms();
         let pubsub = PubSub::new();
         let tracking = Tracking::new(config.tracking_table_max_keys);
+        let memory = super::memory::Memory::new(&config);
         pubsub.set_limit(output_limit(&config, "pubsub"));
         let normal_limit = LimitCell::default();
         normal_limit.set(output_limit(&config, "normal"));
@@ -306,6 +309,7 @@ impl Server {
             shutting_down: AtomicBool::new(false),
             run_id,
             info_marks: InfoMarks::default(),
+            memory,
             scripting: Scripting::new(),
             pubsub,
             tracking,
@@ -354,6 +358,7 @@ impl Server {
         self.normal_limit.set(output_limit(&c, "normal"));
         self.tracking.set_max_keys(c.tracking_table_max_keys);
         super::clock::set_offset_ms(c.debug_clock_offset_ms);
+        self.memory.configure(&c);
     }
 
     /// The output limit of client `c`: the `pubsub` class while it

@@ -234,19 +234,12 @@ pub struct MemoryFigures {
     pub startup: u64,
 }
 
-/// jemalloc's name for the bytes every thread cache holds, summed over the
-/// arenas (4096 is its "all arenas" index).
-const TCACHE_BYTES: &[u8] = b"stats.arenas.4096.tcache_bytes\0";
-
 impl MemoryFigures {
     /// Reads the current figures and updates the recorded peak.
     pub fn read(server: &Server) -> Self {
-        use tikv_jemalloc_ctl::{epoch, stats, Access, AsName};
-        // The statistics are cached until the epoch advances.
-        let _ = epoch::advance();
-        let allocated = stats::allocated::read().unwrap_or(0) as u64;
-        let cached: usize = TCACHE_BYTES.name().read().unwrap_or(0);
-        let used = allocated.saturating_sub(cached as u64);
+        use tikv_jemalloc_ctl::stats;
+        let (used, allocated) = crate::state::memory::allocator_used();
+        server.memory.note_reading(used);
         let active = stats::active::read().unwrap_or(0) as u64;
         let resident = stats::resident::read().unwrap_or(0) as u64;
         let peak = server
@@ -454,10 +447,13 @@ fn stats_section(ctx: &Ctx, l: &mut Lines) {
     l.put("sync_partial_err", 0);
     l.put("expired_keys", expired);
     l.put("expired_stale_perc", "0.00");
-    for name in [
-        "expired_time_cap_reached_count",
-        "expire_cycle_cpu_milliseconds",
+    l.put("expired_time_cap_reached_count", 0);
+    l.put("expire_cycle_cpu_milliseconds", 0);
+    l.put(
         "evicted_keys",
+        ctx.server.memory.evicted_keys.load(Ordering::Relaxed),
+    );
+    for name in [
         "evicted_clients",
         "total_eviction_exceeded_time",
         "current_eviction_exceeded_time",

@@ -1,0 +1,447 @@
+//! `maxmemory`: what the allocator holds, and eviction to keep it under the
+//! limit (Redis's `performEvictions`).
+//!
+//! - Accounting: INFO `used_memory` is jemalloc's `stats.allocated` less the
+//!   freed blocks the thread caches keep ([`allocator_used`]). Reading it
+//!   costs an epoch advance (a walk over the arenas), so the check before a
+//!   command reads a copy refreshed at most once a millisecond
+//!   ([`Memory::used`]); what an eviction frees is taken off the copy at
+//!   once, measured by the evicting thread's own jemalloc counters.
+//! - Eviction: an approximation by sampling, as Redis's: each step samples
+//!   `maxmemory-samples` keys of one shard (every database) into a pool of
+//!   the 16 best candidates seen, and evicts the best of the pool; random
+//!   policies evict the sampled key. Evicted keys are written to the AOF as
+//!   DELs, invalidated for client-side caching, touch WATCHes, raise
+//!   `evicted` and count in INFO `evicted_keys`.
+//!
+//! The dispatcher calls [`perform_evictions`] before a command while over
+//! the limit, holding no lock; an eviction locks one shard at a time.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+use super::notify::{self, Class, Event};
+use super::pubsub::Own;
+use super::{journal, Config, Server};
+use crate::engine::access::{self, Mode};
+use crate::engine::{Eviction, SHARD_COUNT};
+
+/// Candidates the eviction pool keeps (Redis's EVPOOL_SIZE).
+const POOL_SIZE: usize = 16;
+
+/// How often the copy of `used_memory` is refreshed at most.
+const REFRESH: Duration = Duration::from_millis(1);
+
+/// jemalloc's name for the bytes every thread cache holds, summed over the
+/// arenas (4096 is its "all arenas" index).
+const TCACHE_BYTES: &[u8] = b"stats.arenas.4096.tcache_bytes\0";
+
+/// Bytes held by live allocations now, as INFO `used_memory` reports them,
+/// and jemalloc's `stats.allocated` (thread caches included).
+pub fn allocator_used() -> (u64, u64) {
+    use tikv_jemalloc_ctl::{epoch, stats, Access, AsName};
+    // The statistics are cached until the epoch advances.
+    let _ = epoch::advance();
+    let allocated = stats::allocated::read().unwrap_or(0) as u64;
+    let cached: usize = TCACHE_BYTES.name().read().unwrap_or(0);
+    (allocated.saturating_sub(cached as u64), allocated)
+}
+
+/// Bytes this thread has freed less those it has allocated since start
+/// (jemalloc's per-thread counters: two reads of thread-local memory; the
+/// counters' addresses are looked up once per thread).
+fn thread_net_freed() -> i64 {
+    use tikv_jemalloc_ctl::thread::{self, ThreadLocal};
+    thread_local! {
+        static COUNTERS: Option<(ThreadLocal<u64>, ThreadLocal<u64>)> =
+            thread::allocatedp::read()
+                .and_then(|a| thread::deallocatedp::read().map(|d| (a, d)))
+                .ok();
+    }
+    COUNTERS.with(|c| c.map_or(0, |(a, d)| d.get() as i64 - a.get() as i64))
+}
+
+/// The `maxmemory-policy` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// Refuse DENYOOM commands over the limit.
+    NoEviction,
+    /// Evict among every key.
+    AllKeys(Eviction),
+    /// Evict among keys with an expiry.
+    Volatile(Eviction),
+}
+
+impl Policy {
+    /// The policy named `name` (a `maxmemory-policy` value).
+    pub fn parse(name: &str) -> Policy {
+        let rank = |r: &str| match r {
+            "lru" => Some(Eviction::Lru),
+            "lfu" => Some(Eviction::Lfu),
+            "ttl" => Some(Eviction::Ttl),
+            "random" => Some(Eviction::Random),
+            _ => None,
+        };
+        match name.split_once('-') {
+            Some(("allkeys", r)) => rank(r).map_or(Policy::NoEviction, Policy::AllKeys),
+            Some(("volatile", r)) => rank(r).map_or(Policy::NoEviction, Policy::Volatile),
+            _ => Policy::NoEviction,
+        }
+    }
+
+    fn code(self) -> u8 {
+        let r = |e: Eviction| e as u8;
+        match self {
+            Policy::NoEviction => 0,
+            Policy::AllKeys(e) => 1 + r(e),
+            Policy::Volatile(e) => 8 + r(e),
+        }
+    }
+
+    fn from_code(c: u8) -> Policy {
+        const RANKS: [Eviction; 4] = [
+            Eviction::Lru,
+            Eviction::Lfu,
+            Eviction::Ttl,
+            Eviction::Random,
+        ];
+        match c {
+            1..=4 => Policy::AllKeys(RANKS[c as usize - 1]),
+            8..=11 => Policy::Volatile(RANKS[c as usize - 8]),
+            _ => Policy::NoEviction,
+        }
+    }
+
+    /// Whether the policy counts access frequency (OBJECT FREQ).
+    pub fn is_lfu(self) -> bool {
+        matches!(
+            self,
+            Policy::AllKeys(Eviction::Lfu) | Policy::Volatile(Eviction::Lfu)
+        )
+    }
+}
+
+/// What [`perform_evictions`] achieved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Under the limit (or no limit).
+    Ok,
+    /// Still over after its time budget; the next command goes on.
+    Running,
+    /// Over the limit and nothing left to evict: DENYOOM commands fail.
+    Fail,
+}
+
+/// The memory limit, its hot settings and the eviction state.
+pub struct Memory {
+    origin: Instant,
+    /// `used_memory` at the last reading, less what evictions freed since.
+    used: AtomicU64,
+    /// When it was read, µs after `origin` (+1, 0 for never).
+    read_at_us: AtomicU64,
+    /// Hot copy of `maxmemory` (0: no limit).
+    maxmemory: AtomicU64,
+    policy: AtomicU8,
+    samples: AtomicU64,
+    tenacity: AtomicU64,
+    /// Keys evicted since start (INFO evicted_keys).
+    pub evicted_keys: AtomicU64,
+    /// The eviction pool and the policy its scores were taken under; held
+    /// while evicting, so one thread evicts at once.
+    pool: Mutex<(u8, Vec<Candidate>)>,
+}
+
+#[derive(Debug)]
+struct Candidate {
+    score: u64,
+    db: usize,
+    key: Bytes,
+}
+
+impl Memory {
+    /// The state for `config`.
+    pub fn new(config: &Config) -> Memory {
+        let m = Memory {
+            origin: Instant::now(),
+            used: AtomicU64::new(0),
+            read_at_us: AtomicU64::new(0),
+            maxmemory: AtomicU64::new(0),
+            policy: AtomicU8::new(0),
+            samples: AtomicU64::new(5),
+            tenacity: AtomicU64::new(10),
+            evicted_keys: AtomicU64::new(0),
+            pool: Mutex::new((0, Vec::with_capacity(POOL_SIZE + 8))),
+        };
+        m.configure(config);
+        m
+    }
+
+    /// Takes the settings of `config` (at start and after CONFIG SET).
+    pub fn configure(&self, c: &Config) {
+        // (The pool is not locked here: the caller may hold the config.)
+        let policy = Policy::parse(&c.maxmemory_policy);
+        self.maxmemory.store(c.maxmemory, Ordering::Relaxed);
+        self.policy.store(policy.code(), Ordering::Relaxed);
+        self.samples
+            .store(c.maxmemory_samples.clamp(1, 64), Ordering::Relaxed);
+        self.tenacity
+            .store(c.maxmemory_eviction_tenacity.min(100), Ordering::Relaxed);
+        access::set_mode(if policy.is_lfu() {
+            Mode::Lfu {
+                log_factor: c.lfu_log_factor.min(u32::MAX as u64) as u32,
+                decay_minutes: c.lfu_decay_time.min(i32::MAX as u64) as u32,
+            }
+        } else {
+            Mode::Lru
+        });
+    }
+
+    /// The eviction policy now.
+    pub fn policy(&self) -> Policy {
+        Policy::from_code(self.policy.load(Ordering::Relaxed))
+    }
+
+    /// The limit, 0 for none.
+    pub fn maxmemory(&self) -> u64 {
+        self.maxmemory.load(Ordering::Relaxed)
+    }
+
+    /// `used_memory` as of at most a millisecond ago.
+    pub fn used(&self) -> u64 {
+        let now = self.origin.elapsed().as_micros() as u64 + 1;
+        let at = self.read_at_us.load(Ordering::Relaxed);
+        if at == 0 || now.saturating_sub(at) >= REFRESH.as_micros() as u64 {
+            // One thread reads; the others use the copy meanwhile.
+            if self
+                .read_at_us
+                .compare_exchange(at, now, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                self.used.store(allocator_used().0, Ordering::Relaxed);
+            }
+        }
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// Records a fresh reading (INFO reads the allocator itself).
+    pub fn note_reading(&self, used: u64) {
+        let now = self.origin.elapsed().as_micros() as u64 + 1;
+        self.used.store(used, Ordering::Relaxed);
+        self.read_at_us.store(now, Ordering::Relaxed);
+    }
+
+    /// Whether a limit is set and the last reading is over it: the cheap
+    /// test before every command.
+    #[inline]
+    pub fn over_limit(&self) -> bool {
+        let max = self.maxmemory();
+        max != 0 && self.used() > max
+    }
+
+    fn freed(&self, bytes: u64) {
+        let _ = self
+            .used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| {
+                Some(u.saturating_sub(bytes))
+            });
+    }
+
+    /// How long one call may evict (Redis's `evictionTimeLimitUs`): 50 µs
+    /// per tenacity step up to 10, then 15% more a step; 100: no limit.
+    fn time_limit(&self) -> Option<Duration> {
+        let t = self.tenacity.load(Ordering::Relaxed);
+        match t {
+            0..=10 => Some(Duration::from_micros(50 * t.max(1))),
+            11..=99 => Some(Duration::from_micros(
+                (500.0 * 1.15f64.powi(t as i32 - 10)) as u64,
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// Evicts keys until memory is under `maxmemory` (or the time budget of
+/// `maxmemory-eviction-tenacity` is spent). The caller holds no shard lock.
+pub fn perform_evictions(server: &Server) -> Outcome {
+    let mem = &server.memory;
+    if !mem.over_limit() {
+        return Outcome::Ok;
+    }
+    let policy = mem.policy();
+    let (eviction, volatile) = match policy {
+        Policy::NoEviction => return Outcome::Fail,
+        Policy::AllKeys(e) => (e, false),
+        Policy::Volatile(e) => (e, true),
+    };
+    let mut guard = mem.pool.lock();
+    let (pool_policy, pool) = &mut *guard;
+    if *pool_policy != policy.code() {
+        // Candidates ranked under another policy are worth nothing.
+        pool.clear();
+        *pool_policy = policy.code();
+    }
+    // Another thread may have evicted while this one waited.
+    let used = mem.used();
+    let max = mem.maxmemory();
+    if used <= max {
+        return Outcome::Ok;
+    }
+    let to_free = used - max;
+    let start = Instant::now();
+    let limit = mem.time_limit();
+    let base = thread_net_freed();
+    let mut freed = 0u64;
+    let mut evicted = 0u64;
+    let samples = mem.samples.load(Ordering::Relaxed) as usize;
+    let mut outcome = Outcome::Ok;
+    while freed < to_free {
+        let Some(c) = next_candidate(server, pool, eviction, volatile, samples) else {
+            outcome = Outcome::Fail;
+            break;
+        };
+        if evict(server, c.db, c.key) {
+            evicted += 1;
+            freed = (thread_net_freed() - base).max(0) as u64;
+            if evicted.is_multiple_of(16) && limit.is_some_and(|l| start.elapsed() > l) {
+                outcome = Outcome::Running;
+                break;
+            }
+        }
+    }
+    drop(guard);
+    mem.freed(freed);
+    if outcome == Outcome::Fail && evicted > 0 && mem.used() <= max {
+        outcome = Outcome::Ok;
+    }
+    outcome
+}
+
+/// The best key to evict next: from a fresh sample of one shard merged
+/// into the pool, or (random policies) the sample itself. `None` when no
+/// shard holds a candidate.
+fn next_candidate(
+    server: &Server,
+    pool: &mut Vec<Candidate>,
+    eviction: Eviction,
+    volatile: bool,
+    samples: usize,
+) -> Option<Candidate> {
+    let ks = &server.keyspace;
+    let first = access::random_u64() as usize % SHARD_COUNT;
+    let now_ms = super::unix_ms();
+    for step in 0..SHARD_COUNT {
+        let idx = (first + step) % SHARD_COUNT;
+        let guard = ks.lock_one(idx, false);
+        let mut found = 0;
+        for (db, part) in guard.shard().dbs.iter().enumerate() {
+            let n = if eviction == Eviction::Random {
+                1
+            } else {
+                samples
+            };
+            part.sample_for_eviction(eviction, volatile, n, now_ms, &mut |score, key| {
+                found += 1;
+                if pool.iter().any(|c| c.db == db && c.key == key) {
+                    return;
+                }
+                if pool.len() >= POOL_SIZE {
+                    // Full: keep the best; the worst goes (or the newcomer).
+                    match pool.iter().enumerate().min_by_key(|(_, c)| c.score) {
+                        Some((i, w)) if w.score < score => {
+                            pool.swap_remove(i);
+                        }
+                        _ => return,
+                    }
+                }
+                pool.push(Candidate {
+                    score,
+                    db,
+                    key: Bytes::copy_from_slice(key),
+                });
+            });
+        }
+        drop(guard);
+        if found > 0 || !pool.is_empty() {
+            break;
+        }
+    }
+    let (i, _) = pool.iter().enumerate().max_by_key(|(_, c)| c.score)?;
+    Some(pool.swap_remove(i))
+}
+
+/// Removes `key` of database `db` for maxmemory, if it is still there.
+fn evict(server: &Server, db: usize, key: Bytes) -> bool {
+    let ks = &server.keyspace;
+    let idx = ks.shard_of(&key);
+    let mut locked = ks.lock_sorted(&[idx], true);
+    // A rewrite copies the shard before it changes.
+    journal::before_write(&server.aof, || Some([idx].into_iter().collect()), &locked);
+    let Some(part) = locked
+        .guard_mut(idx)
+        .and_then(|g| g.shard_mut())
+        .and_then(|s| s.dbs.get_mut(db))
+    else {
+        return false;
+    };
+    let Some(entry) = part.remove(&key) else {
+        return false;
+    };
+    part.touch_watched(&key);
+    let keys = vec![key];
+    // In the AOF as a DEL, in order with the commands on this shard.
+    server.removed_expired(db, keys.clone());
+    drop(locked);
+    drop(entry);
+    mem_evicted(server, db, keys);
+    true
+}
+
+fn mem_evicted(server: &Server, db: usize, keys: Vec<Bytes>) {
+    server.memory.evicted_keys.fetch_add(1, Ordering::Relaxed);
+    let flags = server.notify_flags.load(Ordering::Relaxed);
+    if !notify::enabled(flags, Class::EVICTED) {
+        return;
+    }
+    let events: Vec<Event> = keys
+        .into_iter()
+        .map(|key| Event {
+            name: "evicted",
+            db,
+            key,
+        })
+        .collect();
+    let mut nowhere = Vec::new();
+    let mut own = Own {
+        id: 0,
+        resp3: false,
+        out: &mut nowhere,
+    };
+    notify::publish(&server.pubsub, flags, &events, &mut own);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policies_round_trip() {
+        for name in [
+            "volatile-lru",
+            "volatile-lfu",
+            "volatile-random",
+            "volatile-ttl",
+            "allkeys-lru",
+            "allkeys-lfu",
+            "allkeys-random",
+            "noeviction",
+        ] {
+            let p = Policy::parse(name);
+            assert_eq!(Policy::from_code(p.code()), p, "{name}");
+            assert_eq!(p.is_lfu(), name.ends_with("lfu"));
+            assert_eq!(p == Policy::NoEviction, name == "noeviction");
+        }
+    }
+}
