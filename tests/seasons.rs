@@ -618,3 +618,66 @@ fn a_restart_across_missed_boundaries_archives_the_right_periods() {
         before
     );
 }
+
+/// A seasonal board's whole state through a DUMP payload and an RDB file:
+/// schedule, zone, history, the current period's number, start and end,
+/// and every closed period with its entries.
+#[test]
+fn a_seasonal_board_survives_dump_restore_and_an_rdb_restart() {
+    let dir = temp_dir("seasons-rdb");
+    let d = dir.to_str().expect("utf-8 dir");
+    let mut srv = TestServer::start(&["--dir", d]);
+    let mut c = srv.conn();
+    q(
+        &mut c,
+        &[
+            "LB.CREATE",
+            "s",
+            "RESET",
+            "DAILY",
+            "TZ",
+            "America/New_York",
+            "HISTORY",
+            "3",
+        ],
+    );
+    for (i, who) in ["ann", "bob", "cy", "dee"].iter().enumerate() {
+        q(
+            &mut c,
+            &["LB.SUBMIT", "s", who, &(10 * (i + 1)).to_string()],
+        );
+        q(&mut c, &["LB.SUBMIT", "s", "all", &i.to_string()]);
+        q(&mut c, &["LB.RESET", "s"]);
+    }
+    q(&mut c, &["LB.SUBMIT", "s", "now", "5"]);
+    let state = |c: &mut Connection, key: &str| -> Vec<String> {
+        let mut out = vec![
+            format!("{:?}", periods(c, key)),
+            q(c, &["LB.CONFIG", key, "GET"]),
+        ];
+        for p in ["0", "-1", "-2", "-3", "-4"] {
+            out.push(q(c, &["LB.TOP", key, "10", "WITHTIME", "PERIOD", p]));
+        }
+        out
+    };
+    let before = state(&mut c, "s");
+    assert!(before[4].contains("cy"), "{before:?}");
+    let payload: Vec<u8> = redis::cmd("DUMP").arg("s").query(&mut c).expect("DUMP");
+    let ok: String = redis::cmd("RESTORE")
+        .arg("copy")
+        .arg(0)
+        .arg(payload)
+        .query(&mut c)
+        .expect("RESTORE");
+    assert_eq!(ok, "OK");
+    assert_eq!(state(&mut c, "copy"), before, "restored");
+    q(&mut c, &["SAVE"]);
+    drop(c);
+    srv.terminate();
+    let srv = TestServer::start(&["--dir", d]);
+    let mut c = srv.conn();
+    assert_eq!(state(&mut c, "s"), before, "after a start from dump.rdb");
+    drop(c);
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}

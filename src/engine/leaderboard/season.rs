@@ -282,6 +282,29 @@ impl Leaderboard {
         self.season = Some(season);
     }
 
+    /// Gives the board a season exactly as saved (an RDB file or a DUMP
+    /// payload): its options, the current period's number, start and end,
+    /// and the closed periods, oldest first (those past `history` are
+    /// dropped).
+    pub fn restore_season(
+        &mut self,
+        opts: SeasonOptions,
+        number: u64,
+        start: u64,
+        end: Option<u64>,
+        archives: Vec<Archive>,
+    ) {
+        let mut season = Season {
+            opts,
+            number,
+            start,
+            end,
+            archives: archives.into(),
+        };
+        season.trim();
+        self.season = Some(Box::new(season));
+    }
+
     /// The periods kept at time `now`, the current one first, then the
     /// archives newest first, as they are once the boundaries up to `now`
     /// are applied (without applying them).

@@ -430,10 +430,17 @@ impl<'a> Reader<'a> {
     }
 
     fn leaderboard(&mut self, lim: &Limits) -> Result<Value, RdbError> {
+        Ok(Value::Leaderboard(Box::new(self.board(lim, 0)?)))
+    }
+
+    /// A leaderboard record: version 1 (entries, options, ids) or 2 (then
+    /// its season, whose closed periods are records of their own, read at
+    /// `depth` + 1: an archive holds no season).
+    fn board(&mut self, lim: &Limits, depth: u8) -> Result<Leaderboard, RdbError> {
         let at = self.offset();
         let bad = |what: &str| RdbError::new(at, format!("bad leaderboard: {what}"));
         let version = self.u8()?;
-        if version != super::encode::LEADERBOARD_RECORD_VERSION {
+        if version == 0 || version > super::encode::LEADERBOARD_RECORD_VERSION {
             return Err(bad(&format!("record version {version} is not supported")));
         }
         let order = leaderboard::Order::from_name(&self.string()?).ok_or_else(|| bad("order"))?;
@@ -477,8 +484,58 @@ impl<'a> Reader<'a> {
             let id = self.string()?;
             b.ids.insert(&id, lim.lb_dedup_window);
         }
-        Ok(Value::Leaderboard(Box::new(b)))
+        if version >= 2 && self.u8()? == 1 {
+            if depth > 0 {
+                return Err(bad("a closed period with a season of its own"));
+            }
+            let words = self.count(1)?;
+            let mut w = Vec::with_capacity(words);
+            for _ in 0..words {
+                w.push(String::from_utf8_lossy(&self.string()?).into_owned());
+            }
+            let schedule = schedule_of(&w).ok_or_else(|| bad("schedule"))?;
+            let zone = leaderboard::Zone::parse(&String::from_utf8_lossy(&self.string()?))
+                .ok_or_else(|| bad("time zone"))?;
+            let history = self.length()?;
+            let number = self.length()?;
+            let start = self.length()?;
+            let end = self.length()?.checked_sub(1);
+            let n = self.count(4)?;
+            let mut archives = Vec::with_capacity(n);
+            for _ in 0..n {
+                let (number, start, end) = (self.length()?, self.length()?, self.length()?);
+                let board = self.board(lim, depth + 1)?;
+                archives.push(leaderboard::Archive {
+                    number,
+                    start,
+                    end,
+                    board,
+                });
+            }
+            let opts = leaderboard::SeasonOptions {
+                schedule,
+                zone,
+                history,
+            };
+            b.restore_season(opts, number, start, end, archives);
+        }
+        Ok(b)
     }
+}
+
+/// A schedule from the words LB.CREATE takes (as `Schedule::words`
+/// writes them).
+fn schedule_of(w: &[String]) -> Option<leaderboard::Schedule> {
+    use leaderboard::Schedule;
+    Some(match (w.first()?.as_str(), w.get(1), w.len()) {
+        ("NEVER", None, 1) => Schedule::Never,
+        ("DAILY", None, 1) => Schedule::Daily,
+        ("WEEKLY", None, 1) => Schedule::Weekly,
+        ("MONTHLY", None, 1) => Schedule::Monthly,
+        ("EVERY", Some(ms), 2) => Schedule::Every(ms.parse().ok().filter(|&ms: &u64| ms > 0)?),
+        ("CRON", Some(line), 2) => Schedule::Cron(Box::new(leaderboard::Cron::parse(line)?)),
+        _ => return None,
+    })
 }
 
 fn itoa_vec(n: i64) -> Vec<u8> {

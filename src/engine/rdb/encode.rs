@@ -257,7 +257,7 @@ fn write_list(out: &mut Vec<u8>, l: &ListValue, o: EncodeOptions) {
 
 /// The version of the leaderboard record; a reader refuses newer ones
 /// (a later version adds what boards gain, such as seasons).
-pub const LEADERBOARD_RECORD_VERSION: u8 = 1;
+pub const LEADERBOARD_RECORD_VERSION: u8 = 2;
 
 /// A board: the record version, its options by name, its entries best
 /// first (member, score, subscore, time, metadata), then its dedup window's
@@ -291,6 +291,30 @@ fn write_leaderboard(out: &mut Vec<u8>, b: &Leaderboard, o: EncodeOptions) {
     write_len(out, b.ids.len() as u64);
     for id in b.ids.iter() {
         write_string(out, id, o.compress);
+    }
+    // Version 2: the season (0: none), its closed periods as records of
+    // their own.
+    let Some(season) = b.season() else {
+        out.push(0);
+        return;
+    };
+    out.push(1);
+    let words = season.opts.schedule.words();
+    write_len(out, words.len() as u64);
+    for w in &words {
+        write_string(out, w.as_bytes(), false);
+    }
+    write_string(out, season.opts.zone.to_string().as_bytes(), false);
+    write_len(out, season.opts.history);
+    write_len(out, season.number);
+    write_len(out, season.start);
+    write_len(out, season.end().map_or(0, |e| e.saturating_add(1)));
+    write_len(out, season.archives().len() as u64);
+    for a in season.archives() {
+        write_len(out, a.number);
+        write_len(out, a.start);
+        write_len(out, a.end);
+        write_leaderboard(out, &a.board, o);
     }
 }
 
