@@ -906,12 +906,12 @@ mod tests {
         let e = read_file(b"REDIS0013", 16, 0, &Limits::default()).unwrap_err();
         assert!(e.what.contains("version 13"));
         // A leaderboard record of a later version is refused by number.
-        let e = Reader::new(b"\x02\x04DESC", 0)
+        let e = Reader::new(b"\x03\x04DESC", 0)
             .object(TYPE_LEADERBOARD, &Limits::default())
             .err()
             .map(|e| e.what)
             .unwrap_or_default();
-        assert!(e.contains("record version 2"), "{e}");
+        assert!(e.contains("record version 3"), "{e}");
         // A module value names the key and the type.
         let e = read_file(b"REDIS0010\x07\x01m\x00", 16, 0, &Limits::default()).unwrap_err();
         assert!(
