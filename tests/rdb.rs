@@ -504,7 +504,12 @@ fn truncated_and_corrupted_files_are_refused_naming_the_offset() {
     std::fs::write(&file, &good[..good.len() / 2]).expect("write");
     let text = refused_start(&bad);
     assert!(text.contains("at offset"), "{text}");
-    assert!(text.contains("unexpected end"), "{text}");
+    // Cut in a value, the cut is seen as the end of the data or as a count
+    // that the bytes left cannot hold (checked before reading them).
+    assert!(
+        text.contains("unexpected end") || text.contains("more than the data left holds"),
+        "{text}"
+    );
     let mut flipped = good.clone();
     let at = good.len() / 3;
     flipped[at] ^= 0x5a;

@@ -134,12 +134,15 @@ def reads_check(port, protocol):
             expect(type(info), dict, "LB.INFO is a map in RESP3")
         else:
             expect(type(info), list, "LB.INFO is a flat array in RESP2")
-            expect(len(info), 14, "LB.INFO fields")
+            expect(len(info), 28, "LB.INFO fields")
             info = dict(zip(info[::2], info[1::2]))
-        expect(list(info), ["order", "policy", "tiebreak", "ranking", "capacity", "size", "memory"], "LB.INFO keys")
-        expect({k: v for k, v in info.items() if k != "memory"},
+        expect(list(info), ["order", "policy", "tiebreak", "ranking", "capacity", "size", "memory",
+                            "reset", "tz", "history", "archive", "period", "start", "next"], "LB.INFO keys")
+        expect({k: v for k, v in info.items() if k not in ("memory", "start")},
                {"order": "DESC", "policy": "BEST", "tiebreak": "EARLIEST", "ranking": "ORDINAL",
-                "capacity": 0, "size": 4}, "LB.INFO")
+                "capacity": 0, "size": 4, "reset": "NEVER", "tz": "+00:00", "history": 1,
+                "archive": "MEMORY", "period": 1, "next": None}, "LB.INFO")
+        expect(isinstance(info["start"], int), True, f"LB.INFO start {info['start']!r}")
         expect(isinstance(info["memory"], int) and info["memory"] > 0, True, f"LB.INFO memory {info['memory']!r}")
         expect(x("LB.INFO", "lbr-nokey"), None, "LB.INFO no key")
     finally:
