@@ -7,6 +7,7 @@ pub mod bitmap;
 pub mod connection;
 pub mod hash;
 pub mod keys;
+pub mod lbwatch;
 pub mod leaderboard;
 pub mod list;
 pub mod long_double;
@@ -57,6 +58,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     pubsub::COMMANDS,
     sort::COMMANDS,
     leaderboard::COMMANDS,
+    lbwatch::COMMANDS,
 ];
 
 /// Commands that run at once even inside MULTI.
@@ -664,6 +666,7 @@ pub fn flush_stats(server: &Server, client: &mut ClientState) {
 pub fn disconnect(server: &Server, client: &mut ClientState) {
     unwatch_all(server, client, None);
     server.pubsub.forget(&client.info, &mut client.pubsub);
+    lbwatch::forget(server, client);
     server.tracking.disable(&client.info, &mut client.tracking);
     server::monitor::leave(server, client);
 }

@@ -3,6 +3,7 @@
 //! commands live in `commands`.
 
 pub mod connection;
+pub mod live;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -32,6 +33,7 @@ pub async fn run(server: Arc<Server>) -> std::io::Result<()> {
         listeners.push(l);
     }
     spawn_cron(server.clone());
+    live::spawn(server.clone());
     spawn_signals(server.clone());
     let mut tasks = Vec::new();
     for l in listeners {

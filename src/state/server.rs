@@ -19,6 +19,7 @@ use super::notify;
 use super::outbox::{LimitCell, OutputLimit};
 use super::pubsub::PubSub;
 use super::tracking::Tracking;
+use super::watch::LiveBoards;
 use crate::engine::Keyspace;
 use crate::scripting::Scripting;
 
@@ -141,6 +142,8 @@ pub struct Server {
     pub pubsub: PubSub,
     /// Client-side caching: who read which keys, and invalidations.
     pub tracking: Tracking,
+    /// Live boards: LB.WATCH's groups of watchers (issue 18).
+    pub live: LiveBoards,
     /// The clients in monitor mode.
     pub monitors: Monitors,
     /// Hot copy of `client-output-buffer-limit`'s normal class (clients
@@ -190,6 +193,7 @@ impl Server {
             scripting: Scripting::new(),
             pubsub,
             tracking,
+            live: LiveBoards::new(),
             monitors: Monitors::new(),
             normal_limit,
         })
