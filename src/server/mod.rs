@@ -3,6 +3,7 @@
 //! commands live in `commands`.
 
 pub mod connection;
+pub mod http;
 pub mod live;
 
 use std::sync::atomic::Ordering;
@@ -34,6 +35,7 @@ pub async fn run(server: Arc<Server>) -> std::io::Result<()> {
     }
     spawn_cron(server.clone());
     live::spawn(server.clone());
+    http::spawn(server.clone()).await?;
     spawn_signals(server.clone());
     let mut tasks = Vec::new();
     for l in listeners {
