@@ -208,3 +208,80 @@ fn requirepass_asks_for_a_bearer_token() {
     assert!(body.contains("redis_up 1"));
     drop(srv);
 }
+
+/// The next text message of a WebSocket.
+fn next_text(
+    ws: &mut tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>,
+) -> String {
+    loop {
+        match ws.read().expect("a WebSocket message") {
+            tungstenite::Message::Text(t) => return t.as_str().to_string(),
+            tungstenite::Message::Ping(_) | tungstenite::Message::Pong(_) => continue,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn websocket_streams_the_snapshot_and_diffs_as_json() {
+    let http = free_port();
+    let srv = TestServer::start(&["--config", &format!("http-port={http}")]);
+    let mut c = srv.conn();
+    let submit = |c: &mut redis::Connection, m: &str, s: i64| {
+        let _: redis::Value = redis::cmd("LB.SUBMIT")
+            .arg("live board")
+            .arg(m)
+            .arg(s)
+            .query(c)
+            .unwrap();
+    };
+    submit(&mut c, "ann", 10);
+    submit(&mut c, "bob", 20);
+    let (mut ws, _) = tungstenite::connect(format!(
+        "ws://127.0.0.1:{http}/ws/boards/live%20board?n=2&interval=20"
+    ))
+    .expect("a WebSocket");
+    if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    }
+    assert_eq!(
+        next_text(&mut ws),
+        r#"{"type":"snapshot","key":"live board","version":1,"entries":[[1,"bob",20],[2,"ann",10]]}"#
+    );
+    // A RESP watcher of the same (board, n, interval) shares the group.
+    let mut w = srv.conn();
+    let snap: redis::Value = redis::cmd("LB.WATCH")
+        .arg("live board")
+        .arg(2)
+        .arg("INTERVAL")
+        .arg(20)
+        .query(&mut w)
+        .unwrap();
+    assert!(format!("{snap:?}").contains("bob"));
+    let (_, metrics) = get(http, "/metrics", None);
+    assert_eq!(sample(&metrics, "rostrum_live_groups"), Some(1.0));
+    assert_eq!(
+        sample(
+            &metrics,
+            "rostrum_board_watchers{db=\"0\",key=\"live board\"}"
+        ),
+        Some(2.0)
+    );
+    submit(&mut c, "cat", 15);
+    assert_eq!(
+        next_text(&mut ws),
+        r#"{"type":"diff","key":"live board","version":2,"entries":[[2,"cat",15]]}"#
+    );
+    let _: i64 = redis::cmd("DEL").arg("live board").query(&mut c).unwrap();
+    assert_eq!(
+        next_text(&mut ws),
+        r#"{"type":"diff","key":"live board","version":3,"entries":[[1,null],[2,null]]}"#
+    );
+    ws.close(None).ok();
+    // Bad parameters are refused before the upgrade.
+    assert!(tungstenite::connect(format!("ws://127.0.0.1:{http}/ws/boards/x?n=0")).is_err());
+    // The page is served from the binary.
+    let (status, page) = get(http, "/boards/live%20board?n=5", None);
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(page.contains("new WebSocket") && page.contains("/ws/boards/"));
+}

@@ -1,15 +1,19 @@
 //! The HTTP listener (issue 18), off unless `http-port` is set: `GET
-//! /metrics` (Prometheus text, `metrics`). Bound to `http-bind`; when
+//! /metrics` (Prometheus text, `metrics`), `GET /ws/boards/{key}` (a
+//! board's top n live over a WebSocket, `ws`) and `GET /boards/{key}` (a
+//! page that shows it). Bound to `http-bind`; when
 //! `requirepass` is set every request needs `Authorization: Bearer
 //! <password>`.
 //!
 //! A deliberately small HTTP/1.1 server: one GET request per connection,
-//! answered with `Connection: close`. That is all a scraper needs, and it
-//! keeps the listener free of a web framework's dependencies.
+//! answered with `Connection: close` (or upgraded to a WebSocket). That is
+//! all a scraper and the page need, and it keeps the listener free of a
+//! web framework's dependencies.
 //!
 //! Not here: what the metrics say (`metrics`), the watchers (`state::watch`).
 
 pub mod metrics;
+pub mod ws;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +22,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::state::Server;
+
+/// The live board page (`GET /boards/{key}`): it reads the key, `n` and
+/// `access_token` from its own address and opens the WebSocket.
+const BOARD_PAGE: &str = include_str!("board.html");
 
 /// Longest request head read (request line and headers).
 const MAX_HEAD: usize = 16 * 1024;
@@ -63,6 +71,8 @@ pub struct Request {
     pub query: String,
     /// The `Authorization` header, if any.
     pub authorization: Option<String>,
+    /// The `Sec-WebSocket-Key` header of an upgrade, if any.
+    pub ws_key: Option<String>,
 }
 
 /// Parses a request head (up to its blank line); None when malformed.
@@ -80,10 +90,14 @@ pub fn parse_head(head: &[u8]) -> Option<Request> {
         None => (target.to_string(), String::new()),
     };
     let mut authorization = None;
+    let mut ws_key = None;
     for line in lines {
         if let Some((name, value)) = line.split_once(':') {
-            if name.trim().eq_ignore_ascii_case("authorization") {
+            let name = name.trim();
+            if name.eq_ignore_ascii_case("authorization") {
                 authorization = Some(value.trim().to_string());
+            } else if name.eq_ignore_ascii_case("sec-websocket-key") {
+                ws_key = Some(value.trim().to_string());
             }
         }
     }
@@ -92,6 +106,7 @@ pub fn parse_head(head: &[u8]) -> Option<Request> {
         path,
         query,
         authorization,
+        ws_key,
     })
 }
 
@@ -172,7 +187,13 @@ async fn serve(server: Arc<Server>, mut stream: TcpStream) {
         return;
     };
     let pass = server.config.read().requirepass.clone();
-    if !authorized(pass.as_deref(), req.authorization.as_deref()) {
+    // A browser cannot set headers on a WebSocket: the page passes the
+    // token as `access_token` in the query instead.
+    let token = req.authorization.clone().or_else(|| {
+        ws::query_param(&req.query, "access_token")
+            .map(|t| format!("Bearer {}", String::from_utf8_lossy(&ws::percent_decode(t))))
+    });
+    if !authorized(pass.as_deref(), token.as_deref()) {
         respond(
             &mut stream,
             "401 Unauthorized",
@@ -207,6 +228,33 @@ async fn serve(server: Arc<Server>, mut stream: TcpStream) {
                 "text/plain; version=0.0.4; charset=utf-8",
                 "",
                 body.as_bytes(),
+            )
+            .await;
+        }
+        p if p.starts_with("/ws/boards/") => {
+            let key = ws::percent_decode(&p["/ws/boards/".len()..]);
+            let (Some(ws_key), Some((n, interval))) =
+                (req.ws_key.clone(), ws::watch_params(&req.query))
+            else {
+                respond(
+                    &mut stream,
+                    "400 Bad Request",
+                    "text/plain",
+                    "",
+                    b"a WebSocket upgrade with n in 1..1000 and interval >= 10\n",
+                )
+                .await;
+                return;
+            };
+            ws::serve(server, stream, &ws_key, key, n, interval).await;
+        }
+        p if p.starts_with("/boards/") => {
+            respond(
+                &mut stream,
+                "200 OK",
+                "text/html; charset=utf-8",
+                "",
+                BOARD_PAGE.as_bytes(),
             )
             .await;
         }
