@@ -6,7 +6,8 @@
 //! directory), and `verify` checks that everything came back identical.
 //! Pub/Sub goes through both too (`pubsub_check.py`, `pubsub.js`, each
 //! against a server of its own), as do the LB.* leaderboard commands
-//! (`lb_check.py`, `lb.js`), and node-redis (`caching.js`) checks
+//! (`lb_check.py`, `lb.js`) and LB.WATCH (`lbwatch_check.py`), and
+//! node-redis (`caching.js`) checks
 //! client-side caching with RESP3 and Pub/Sub.
 //!
 //! When python3 with redis-py, or node with the installed node_modules, is
@@ -253,4 +254,11 @@ fn node_ioredis_lb_commands() {
 #[test]
 fn python_redis_py_stream_pipeline() {
     own_server_through(&PYTHON, "tests/clients/python/stream_check.py", "streams");
+}
+
+/// LB.WATCH's snapshot and diffs through redis-py in RESP2 (subscribe
+/// mode) and RESP3 (pushes), against a server of its own.
+#[test]
+fn python_redis_py_lb_watch() {
+    own_server_through(&PYTHON, "tests/clients/python/lbwatch_check.py", "lbwatch");
 }

@@ -206,6 +206,7 @@ fn reset(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     ctx.server
         .pubsub
         .forget(&ctx.client.info, &mut ctx.client.pubsub);
+    super::lbwatch::forget(ctx.server, ctx.client);
     super::server::tracking::reset(ctx);
     super::server::monitor::leave(ctx.server, ctx.client);
     ctx.client.db = 0;

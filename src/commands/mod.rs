@@ -9,6 +9,7 @@ pub mod connection;
 pub mod dump;
 pub mod hash;
 pub mod keys;
+pub mod lbwatch;
 pub mod leaderboard;
 pub mod list;
 pub mod long_double;
@@ -64,6 +65,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     cluster::COMMANDS,
     dump::COMMANDS,
     stream::COMMANDS,
+    lbwatch::COMMANDS,
 ];
 
 /// Commands that run at once even inside MULTI.
@@ -833,6 +835,7 @@ pub fn flush_stats(server: &Server, client: &mut ClientState) {
 pub fn disconnect(server: &Server, client: &mut ClientState) {
     unwatch_all(server, client, None);
     server.pubsub.forget(&client.info, &mut client.pubsub);
+    lbwatch::forget(server, client);
     server.tracking.disable(&client.info, &mut client.tracking);
     server::monitor::leave(server, client);
 }

@@ -201,6 +201,8 @@ pub fn allowed_in_subscribe_mode(spec: &CommandSpec) -> bool {
             | "punsubscribe"
             | "ssubscribe"
             | "sunsubscribe"
+            | "lb.watch"
+            | "lb.unwatch"
             | "ping"
             | "quit"
             | "reset"

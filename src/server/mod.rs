@@ -4,6 +4,8 @@
 
 pub mod connection;
 pub mod logging;
+pub mod http;
+pub mod live;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -39,6 +41,8 @@ pub async fn run(server: Arc<Server>, listening: impl FnOnce()) -> std::io::Resu
     }
     listening();
     spawn_cron(server.clone());
+    live::spawn(server.clone());
+    http::spawn(server.clone()).await?;
     spawn_signals(server.clone());
     let mut tasks = Vec::new();
     for l in listeners {

@@ -61,6 +61,8 @@ pub struct ClientInfo {
     /// Channels, patterns and shard channels subscribed to (CLIENT LIST
     /// `sub`, `psub`, `ssub`; the owner's `ClientState` has the names).
     pub subscriptions: [AtomicU32; 3],
+    /// Boards watched with LB.WATCH (they make it a subscriber too).
+    pub lb_watching: AtomicU32,
     /// CLIENT TRACKING settings others read to invalidate its keys.
     pub tracking: TrackingFlags,
     /// In monitor mode (see `state::monitor`).
@@ -108,6 +110,7 @@ impl ClientInfo {
             multi: AtomicU64::new(u64::MAX),
             outbox: Outbox::new(),
             subscriptions: Default::default(),
+            lb_watching: AtomicU32::new(0),
             tracking: TrackingFlags::default(),
         }
     }
@@ -127,6 +130,7 @@ impl ClientInfo {
         self.subscriptions
             .iter()
             .any(|n| n.load(Ordering::Relaxed) > 0)
+            || self.lb_watching.load(Ordering::Relaxed) > 0
     }
 
     /// Records whether the client is blocked. A `fresh` wait (not a woken
@@ -291,6 +295,8 @@ pub struct ClientState {
     pub clock: CommandClock,
     /// What the client subscribes to (Pub/Sub).
     pub pubsub: Subscriptions,
+    /// The boards it watches (LB.WATCH).
+    pub lb_watches: super::watch::ClientWatches,
     /// Messages for the client published by its own script, written
     /// ahead of the script's reply.
     pub script_pushes: Vec<u8>,
@@ -337,6 +343,7 @@ impl ClientState {
             clock: CommandClock::new(),
             aof_wait: 0,
             pubsub: Subscriptions::default(),
+            lb_watches: Default::default(),
             script_pushes: Vec::new(),
             tracking: ClientTracking::default(),
             script_debug: false,

@@ -27,6 +27,11 @@ pub struct Config {
     /// Microseconds an idle worker spins before it sleeps (a Rostrum
     /// parameter); 0: it sleeps at once.
     pub park_spin_us: u64,
+    /// Port of the HTTP listener (`/metrics`, live boards; a Rostrum
+    /// parameter); 0: off.
+    pub http_port: u64,
+    /// Address the HTTP listener binds (a Rostrum parameter).
+    pub http_bind: String,
     /// `tracking-table-max-keys`: most keys the tracking table holds, 0
     /// for no limit.
     pub tracking_table_max_keys: u64,
@@ -103,6 +108,8 @@ impl Default for Config {
             databases: 16,
             worker_threads: 0,
             park_spin_us: 0,
+            http_port: 0,
+            http_bind: "127.0.0.1".to_string(),
             tracking_table_max_keys: 1_000_000,
             proto_max_bulk_len: 512 * 1024 * 1024,
             client_query_buffer_limit: 1024 * 1024 * 1024,
@@ -403,6 +410,9 @@ pub static PARAMS: &[Param] = &[
     )),
     // Rostrum's own: how long an idle worker spins before it sleeps.
     num_field!("park-spin-us", &[], int(0, 1000), park_spin_us),
+    // Rostrum's own: the HTTP listener (read at start-up).
+    immutable(num_field!("http-port", &[], int(0, 65535), http_port)),
+    immutable(text_field!("http-bind", Kind::Text, http_bind)),
     // General.
     text_field!("loglevel", Kind::Enum(LOGLEVELS), loglevel),
     immutable(text_field!("logfile", Kind::Text, logfile)),

@@ -5,8 +5,8 @@
 //! to ([`journal`], the AOF's entry point and writer), the Pub/Sub registry
 //! ([`pubsub`]), the clients in monitor mode ([`monitor`]), the
 //! connections' queues of pushed messages ([`outbox`]), keyspace
-//! notifications ([`notify`]) and the client-side caching table
-//! ([`tracking`]).
+//! notifications ([`notify`]), the client-side caching table
+//! ([`tracking`]) and the live boards' watchers ([`watch`]).
 //!
 //! Below `commands`: nothing here knows the command table or a command
 //! family. What needs the dispatcher (AOF loading and rewrite, the
@@ -27,6 +27,7 @@ pub mod pubsub;
 pub mod seasons;
 pub mod server;
 pub mod tracking;
+pub mod watch;
 
 pub use clock::{unix_ms, unix_us};
 pub use config::Config;

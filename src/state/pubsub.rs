@@ -73,6 +73,10 @@ pub struct Subscriptions {
     /// In subscription order: PUNSUBSCRIBE without arguments answers in it.
     patterns: Vec<Name>,
     shard: HashSet<Name, ahash::RandomState>,
+    /// Boards watched with LB.WATCH (`state::watch`): they count for
+    /// subscribe mode and the `pubsub` output class, as Redis counts
+    /// every kind of subscription.
+    watching: usize,
 }
 
 impl Subscriptions {
@@ -99,7 +103,12 @@ impl Subscriptions {
     /// Whether the client is subscribed to anything (Redis's
     /// `CLIENT_PUBSUB` flag: RESP2 subscribe mode, the `pubsub` class).
     pub fn active(&self) -> bool {
-        self.count() + self.shard.len() > 0
+        self.count() + self.shard.len() + self.watching > 0
+    }
+
+    /// Records how many boards the client watches (LB.WATCH).
+    pub fn set_watching(&mut self, n: usize) {
+        self.watching = n;
     }
 
     /// The count a confirmation of `kind` carries.

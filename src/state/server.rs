@@ -20,6 +20,7 @@ use super::outbox::{LimitCell, OutputLimit};
 use super::pubsub::PubSub;
 use super::seasons::SeasonTimers;
 use super::tracking::Tracking;
+use super::watch::LiveBoards;
 use crate::engine::Keyspace;
 use crate::scripting::Scripting;
 
@@ -257,6 +258,8 @@ pub struct Server {
     pub pubsub: PubSub,
     /// Client-side caching: who read which keys, and invalidations.
     pub tracking: Tracking,
+    /// Live boards: LB.WATCH's groups of watchers (issue 18).
+    pub live: LiveBoards,
     /// The clients in monitor mode.
     pub monitors: Monitors,
     /// When seasonal boards are due to roll over (issue 17).
@@ -313,6 +316,7 @@ impl Server {
             scripting: Scripting::new(),
             pubsub,
             tracking,
+            live: LiveBoards::new(),
             monitors: Monitors::new(),
             season_timers: SeasonTimers::default(),
             normal_limit,

@@ -1,0 +1,58 @@
+//! The live-boards task: runs LB.WATCH's groups (`state::watch`) when
+//! their interval ends, reading each changed board's top under its shard's
+//! read lock, and removes retired groups' flags from their keys' WATCH
+//! lists. One task for every group: a group costs nothing between its
+//! ticks but a timer entry, and an unchanged board costs one atomic swap
+//! per tick.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::state::watch::{top_of_value, Entry};
+use crate::state::{unix_ms, Server};
+
+/// Spawns the task; it ends with the server.
+pub fn spawn(server: Arc<Server>) {
+    tokio::spawn(async move {
+        let mut shutdown = server.shutdown.subscribe();
+        loop {
+            let limit = server.pubsub.limit();
+            let (next, retired) = server
+                .live
+                .run_due(Instant::now(), &limit, &mut |db, key, n| {
+                    read_top(&server, db, key, n)
+                });
+            for r in retired {
+                let ks = &server.keyspace;
+                let mut g = ks.lock_one(ks.shard_of(&r.key), true);
+                if let Some(part) = g.shard_mut().and_then(|s| s.dbs.get_mut(r.db)) {
+                    part.unwatch(&r.key, &r.dirty);
+                }
+            }
+            let wake = server.live.wake.notified();
+            tokio::select! {
+                _ = async {
+                    match next {
+                        Some(t) => tokio::time::sleep_until(t.into()).await,
+                        None => std::future::pending().await,
+                    }
+                } => {}
+                _ = wake => {}
+                _ = shutdown.changed() => return,
+            }
+        }
+    });
+}
+
+/// The top `n` of (`db`, `key`) now.
+fn read_top(server: &Server, db: usize, key: &[u8], n: u64) -> Vec<Entry> {
+    let ks = &server.keyspace;
+    let g = ks.lock_one(ks.shard_of(key), false);
+    let value = g
+        .shard()
+        .dbs
+        .get(db)
+        .and_then(|part| part.peek(key, unix_ms()))
+        .map(|e| &e.value);
+    top_of_value(value, n)
+}
