@@ -3,9 +3,9 @@
 //! commands live in `commands`.
 
 pub mod connection;
-pub mod logging;
 pub mod http;
 pub mod live;
+pub mod logging;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
