@@ -761,6 +761,12 @@ fn xlen(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 
 fn xdel(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let key = a[1];
+    // As Redis: a missing key answers 0 and another type WRONGTYPE before
+    // the ids are checked.
+    if write_stream(&mut ctx.keys, key)?.is_none() {
+        ctx.out.int(0);
+        return Ok(());
+    }
     let ids = a[2..]
         .iter()
         .map(|x| strict_id(x))
@@ -1653,8 +1659,7 @@ fn xclaim(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 
 fn xautoclaim(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let (key, group, consumer) = (a[1], a[2], a[3]);
-    let s = read_stream(&mut ctx.keys, key)?;
-    let exists = s.is_some_and(|s| s.groups.contains_key(group));
+    // As Redis: the arguments are checked before the key's type and group.
     let min_idle = args::int_with(a[4], || {
         CmdError::err("Invalid min-idle-time argument for XAUTOCLAIM")
     })?
@@ -1679,6 +1684,7 @@ fn xautoclaim(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         }
         j += 1;
     }
+    let exists = read_stream(&mut ctx.keys, key)?.is_some_and(|s| s.groups.contains_key(group));
     if !exists {
         return Err(nogroup(key, group));
     }
