@@ -117,11 +117,10 @@ fn a_set_load_is_held_under_the_limit_by_every_eviction_policy() {
         let left: u64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
         assert!(ev > 20_000, "{policy}: {ev} evicted");
         assert_eq!(left + ev, 40_000, "{policy}: every key kept or evicted");
-        // The newest key survives where it is never the best candidate
-        // (under allkeys-random any key may go, the newest too).
-        if policy != "allkeys-random" {
-            assert_eq!(existing(&mut c, "k:", 39_999..40_000), 1, "{policy}");
-        }
+        // (Which keys went is left to the hot-key tests below: the load
+        // takes less than the LRU clock's second and the LFU counter's
+        // first increment, so every key here looks alike to every policy,
+        // as in Redis, and the newest may go too.)
     }
 }
 
