@@ -9,56 +9,8 @@ use std::net::TcpStream;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::{read_at_least, temp_dir, TestServer};
-use redis::{Connection, Value};
-
-fn cmd(args: &[&str]) -> redis::Cmd {
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd
-}
-
-/// A reply in a compact text form: `[1 alice 100]`, `nil`, `1.5`.
-fn show(v: &Value) -> String {
-    match v {
-        Value::Nil => "nil".into(),
-        Value::Int(n) => n.to_string(),
-        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
-        Value::SimpleString(s) => s.clone(),
-        Value::Okay => "OK".into(),
-        Value::Double(d) => d.to_string(),
-        Value::Array(a) | Value::Set(a) => {
-            let parts: Vec<String> = a.iter().map(show).collect();
-            format!("[{}]", parts.join(" "))
-        }
-        Value::Map(m) => {
-            let parts: Vec<String> = m
-                .iter()
-                .map(|(k, v)| format!("{}={}", show(k), show(v)))
-                .collect();
-            format!("{{{}}}", parts.join(" "))
-        }
-        other => format!("{other:?}"),
-    }
-}
-
-/// Runs a command and shows its reply.
-fn q(c: &mut Connection, args: &[&str]) -> String {
-    let v: Value = cmd(args)
-        .query(c)
-        .unwrap_or_else(|e| panic!("{args:?} failed: {e}"));
-    show(&v)
-}
-
-/// The error line of a command expected to fail.
-fn err(c: &mut Connection, args: &[&str]) -> String {
-    match cmd(args).query::<Value>(c) {
-        Ok(v) => panic!("{args:?} should fail, got {v:?}"),
-        Err(e) => e.to_string(),
-    }
-}
+use common::{cmd, err, q, read_at_least, temp_dir, TestServer};
+use redis::Connection;
 
 fn encode(args: &[&str]) -> Vec<u8> {
     let mut out = format!("*{}\r\n", args.len()).into_bytes();

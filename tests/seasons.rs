@@ -10,47 +10,8 @@ mod common;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use chrono::{TimeZone, Utc};
-use common::{temp_dir, TestServer};
+use common::{cmd, err, q, show, temp_dir, TestServer};
 use redis::{Connection, Value};
-
-fn cmd(args: &[&str]) -> redis::Cmd {
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd
-}
-
-/// A reply in a compact text form: `[1 alice 100]`, `nil`.
-fn show(v: &Value) -> String {
-    match v {
-        Value::Nil => "nil".into(),
-        Value::Int(n) => n.to_string(),
-        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
-        Value::SimpleString(s) => s.clone(),
-        Value::Okay => "OK".into(),
-        Value::Double(d) => d.to_string(),
-        Value::Array(a) => {
-            let parts: Vec<String> = a.iter().map(show).collect();
-            format!("[{}]", parts.join(" "))
-        }
-        other => format!("{other:?}"),
-    }
-}
-
-fn q(c: &mut Connection, args: &[&str]) -> String {
-    let v: Value = cmd(args)
-        .query(c)
-        .unwrap_or_else(|e| panic!("{args:?} failed: {e}"));
-    show(&v)
-}
-
-fn err(c: &mut Connection, args: &[&str]) -> String {
-    match cmd(args).query::<Value>(c) {
-        Ok(v) => panic!("{args:?} should fail, got {v:?}"),
-        Err(e) => e.to_string(),
-    }
-}
 
 /// Unix ms of a UTC date and time.
 fn utc(y: i32, mo: u32, d: u32, h: u32, mi: u32) -> i64 {

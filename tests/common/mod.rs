@@ -209,3 +209,54 @@ pub fn read_at_least(s: &mut TcpStream, n: usize) -> Vec<u8> {
     }
     out
 }
+
+// Commands in a compact text form (tests/leaderboard.rs, tests/seasons.rs).
+
+/// A command from its words.
+pub fn cmd(args: &[&str]) -> redis::Cmd {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd
+}
+
+/// A reply in a compact text form: `[1 alice 100]`, `nil`, `1.5`.
+pub fn show(v: &redis::Value) -> String {
+    match v {
+        redis::Value::Nil => "nil".into(),
+        redis::Value::Int(n) => n.to_string(),
+        redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        redis::Value::SimpleString(s) => s.clone(),
+        redis::Value::Okay => "OK".into(),
+        redis::Value::Double(d) => d.to_string(),
+        redis::Value::Array(a) | redis::Value::Set(a) => {
+            let parts: Vec<String> = a.iter().map(show).collect();
+            format!("[{}]", parts.join(" "))
+        }
+        redis::Value::Map(m) => {
+            let parts: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{}={}", show(k), show(v)))
+                .collect();
+            format!("{{{}}}", parts.join(" "))
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+/// Runs a command and shows its reply.
+pub fn q(c: &mut redis::Connection, args: &[&str]) -> String {
+    let v: redis::Value = cmd(args)
+        .query(c)
+        .unwrap_or_else(|e| panic!("{args:?} failed: {e}"));
+    show(&v)
+}
+
+/// The error line of a command expected to fail.
+pub fn err(c: &mut redis::Connection, args: &[&str]) -> String {
+    match cmd(args).query::<redis::Value>(c) {
+        Ok(v) => panic!("{args:?} should fail, got {v:?}"),
+        Err(e) => e.to_string(),
+    }
+}
