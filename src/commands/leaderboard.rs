@@ -461,7 +461,9 @@ fn outcome_reply(out: &mut Reply, o: &SubmitOutcome) {
 // ---------------------------------------------------------------------------
 // Seasons (issue 17)
 
-/// A period's entries, where a read finds them.
+/// A period's entries, where a read finds them (on the stack for one
+/// command: the size of an empty board in `Cow::Owned` is no concern).
+#[allow(clippy::large_enum_variant)]
 enum Period<'k> {
     Memory(Cow<'k, Leaderboard>),
     Disk(&'k DiskArchive),

@@ -715,7 +715,7 @@ fn write_file(
     let mut place = 0u64;
     let mut off_now = entries_off;
     for (rank, e) in board.iter() {
-        if place % BLOCK == 0 {
+        if place.is_multiple_of(BLOCK) {
             blocks.extend_from_slice(&off_now.to_le_bytes());
             blocks.extend_from_slice(&e.score.to_le_bytes());
         }

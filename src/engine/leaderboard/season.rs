@@ -63,7 +63,8 @@ impl ArchiveMode {
 /// A closed period's entries.
 #[derive(Debug, Clone)]
 pub enum ArchiveData {
-    Memory(Leaderboard),
+    /// Boxed: a period on disk then costs a pointer, not a board.
+    Memory(Box<Leaderboard>),
     Disk(DiskArchive),
     /// Its file could not be opened (reads answer an error).
     Unavailable(Unavailable),
@@ -330,7 +331,7 @@ impl Leaderboard {
                 number,
                 start: w[0],
                 end: w[1],
-                data: ArchiveData::Memory(board),
+                data: ArchiveData::Memory(Box::new(board)),
             });
         }
         season.number = n + k;
@@ -503,16 +504,17 @@ impl Leaderboard {
                             )
                         })
                 }
-                (ArchiveData::Disk(d), ArchiveMode::Memory) => {
-                    d.to_board(opts).map(ArchiveData::Memory).map_err(|e| {
+                (ArchiveData::Disk(d), ArchiveMode::Memory) => d
+                    .to_board(opts)
+                    .map(|b| ArchiveData::Memory(Box::new(b)))
+                    .map_err(|e| {
                         format!(
                             "can't read period {} of '{}' from {}: {e}",
                             a.number,
                             String::from_utf8_lossy(key),
                             d.path().display()
                         )
-                    })
-                }
+                    }),
                 _ => continue,
             };
             match moved {

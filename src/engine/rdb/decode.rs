@@ -514,7 +514,7 @@ impl<'a> Reader<'a> {
                 let (number, start, end) = (self.length()?, self.length()?, self.length()?);
                 let kind = if version >= 3 { self.u8()? } else { 0 };
                 let data = match kind {
-                    0 => leaderboard::ArchiveData::Memory(self.board(lim, depth + 1)?),
+                    0 => leaderboard::ArchiveData::Memory(Box::new(self.board(lim, depth + 1)?)),
                     1 => {
                         let name = String::from_utf8_lossy(&self.string()?).into_owned();
                         let reason = String::from_utf8_lossy(&self.string()?).into_owned();
