@@ -423,6 +423,8 @@ fn main() {
         notify_supervisor(&supervised, "READY=1");
     }));
     notify_supervisor(&supervised, "STOPPING=1");
+    // The boards dropped on the way out still own their archive files.
+    rostrum::engine::leaderboard::disk::keep_files_on_exit();
     // SIGTERM / SIGINT with save points: the final save SHUTDOWN would make.
     if result.is_ok()
         && !server

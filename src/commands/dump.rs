@@ -142,10 +142,19 @@ fn restore(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         return Err(CmdError::err("DUMP payload version or checksum are wrong"));
     }
     let limits = ctx.server.config.read().rdb_limits();
-    let value = match decode::payload_value(a[3], &limits) {
+    let mut value = match decode::payload_value(a[3], &limits) {
         Ok(Some(v)) => v,
         Ok(None) | Err(_) => return Err(CmdError::err("Bad data format")),
     };
+    // A payload carries a board's periods on disk whole: they go to files
+    // of this board (issue 17).
+    if let crate::engine::Value::Leaderboard(b) = &mut value {
+        let dir = ctx.server.config.read().dir.clone();
+        let folder = crate::engine::leaderboard::disk::folder(std::path::Path::new(&dir));
+        for e in b.place_archives(&folder, key, ctx.keys.db as u64) {
+            tracing::warn!("{e}");
+        }
+    }
     let at = match (ttl, o.absttl) {
         (0, _) => None,
         (t, true) => Some(t as u64),

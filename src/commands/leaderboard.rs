@@ -46,9 +46,10 @@ use super::args;
 use super::set::read_set;
 use super::table::{flags::*, CommandSpec, Handler, KeySpec};
 use super::{Ctx, Keys};
+use crate::engine::leaderboard::disk::{self, DiskArchive, OwnedEntry, Unavailable};
 use crate::engine::leaderboard::{
-    Cron, EntryRef, LbError, Leaderboard, Options, Order, PeriodView, Policy, Ranking, Schedule,
-    SeasonOptions, Source, SubmitOutcome, Tiebreak, Zone,
+    ArchiveData, ArchiveMode, Cron, EntryRef, LbError, Leaderboard, Options, Order, PeriodView,
+    Policy, Ranking, Schedule, SeasonOptions, Source, SubmitOutcome, Tiebreak, Zone,
 };
 use crate::engine::Value;
 use crate::error::{CmdError, CmdResult};
@@ -265,6 +266,15 @@ pub const COMMANDS: &[CommandSpec] = &[
         "O(H) for H kept periods.",
     ),
     lb_cmd(
+        "lb.attach",
+        -7,
+        WRITE,
+        KeySpec::FIRST,
+        lb_attach,
+        "Close a board's current period with the entries of an archive file (the AOF's form of a period on disk)",
+        "O(S) for a file of S bytes (its checksum is checked).",
+    ),
+    lb_cmd(
         "lb.info",
         2,
         READONLY | FAST,
@@ -451,26 +461,157 @@ fn outcome_reply(out: &mut Reply, o: &SubmitOutcome) {
 // ---------------------------------------------------------------------------
 // Seasons (issue 17)
 
+/// A period's entries, where a read finds them (on the stack for one
+/// command: the size of an empty board in `Cow::Owned` is no concern).
+#[allow(clippy::large_enum_variant)]
+enum Period<'k> {
+    Memory(Cow<'k, Leaderboard>),
+    Disk(&'k DiskArchive),
+}
+
+/// A read error on a period's file.
+fn disk_error(d: &DiskArchive, e: std::io::Error) -> CmdError {
+    CmdError::err(format!("archive file {} can't be read: {e}", d.name()))
+}
+
+impl Period<'_> {
+    fn count(&self) -> u64 {
+        match self {
+            Period::Memory(b) => b.count(),
+            Period::Disk(d) => d.count(),
+        }
+    }
+
+    /// The member's rank and entry.
+    fn find(&self, member: &[u8]) -> Result<Option<(u64, Entry<'_>)>, CmdError> {
+        Ok(match self {
+            Period::Memory(b) => b
+                .get(member)
+                .and_then(|e| Some((b.rank(member)?, Entry::Memory(e)))),
+            Period::Disk(d) => d
+                .find(member)
+                .map_err(|e| disk_error(d, e))?
+                .map(|(_, e)| (e.rank, Entry::Disk(e))),
+        })
+    }
+
+    fn rank(&self, member: &[u8]) -> Result<Option<u64>, CmdError> {
+        match self {
+            Period::Memory(b) => Ok(b.rank(member)),
+            _ => Ok(self.find(member)?.map(|(r, _)| r)),
+        }
+    }
+
+    fn score(&self, member: &[u8]) -> Result<Option<i64>, CmdError> {
+        match self {
+            Period::Memory(b) => Ok(b.score(member)),
+            _ => Ok(self.find(member)?.map(|(_, e)| e.get().score)),
+        }
+    }
+
+    fn count_between(&self, min: i64, max: i64) -> Result<u64, CmdError> {
+        match self {
+            Period::Memory(b) => Ok(b.count_between(min, max)),
+            Period::Disk(d) => d.count_between(min, max).map_err(|e| disk_error(d, e)),
+        }
+    }
+
+    /// Replies with the entries at places `from..=to` (`around`: the
+    /// window around that member instead).
+    fn reply_range(
+        &self,
+        out: &mut Reply,
+        from: u64,
+        to: u64,
+        around: Option<&[u8]>,
+        w: With,
+    ) -> CmdResult {
+        match (self, around) {
+            (Period::Memory(b), None) => entries_reply(out, b.range(from, to), w),
+            (Period::Memory(b), Some(m)) => entries_reply(out, b.around(m, to), w),
+            (Period::Disk(d), _) => {
+                let v = match around {
+                    None => d.range(from, to),
+                    Some(m) => d.around(m, to),
+                }
+                .map_err(|e| disk_error(d, e))?;
+                entries_reply(out, v.iter().map(|e| (e.rank, e.as_ref())), w);
+            }
+        }
+        Ok(())
+    }
+
+    /// Replies with the members among themselves (LB.AMONG, LB.FRIENDS).
+    fn reply_among(&self, out: &mut Reply, members: &[&[u8]], w: With) -> CmdResult {
+        match self {
+            Period::Memory(b) => {
+                let entries = b.among(members.iter().copied(), w.global);
+                out.array(entries.len());
+                for e in &entries {
+                    entry_reply(out, e.rank, &e.entry, w, e.global_rank.unwrap_or(0));
+                }
+            }
+            Period::Disk(d) => {
+                let entries = d
+                    .among(members.iter().copied(), w.global)
+                    .map_err(|e| disk_error(d, e))?;
+                out.array(entries.len());
+                for (rank, global, e) in &entries {
+                    entry_reply(out, *rank, &e.as_ref(), w, global.unwrap_or(0));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An entry of a period, borrowed from memory or read from a file.
+enum Entry<'a> {
+    Memory(EntryRef<'a>),
+    Disk(OwnedEntry),
+}
+
+impl Entry<'_> {
+    fn get(&self) -> EntryRef<'_> {
+        match self {
+            Entry::Memory(e) => *e,
+            Entry::Disk(e) => e.as_ref(),
+        }
+    }
+}
+
+/// The error of a read on a period whose file could not be opened.
+fn unavailable_error(key: &[u8], number: u64, u: &Unavailable) -> CmdError {
+    CmdError::err(format!(
+        "period {number} of '{}' is unavailable: archive file {}: {}",
+        args::text(key),
+        u.name,
+        u.reason
+    ))
+}
+
 /// The board under `key` as it is at `keys.now_ms` in period `back` (0:
 /// the current one, k: the k-th closed one); None when absent or not kept.
 /// A boundary passed but not yet applied is seen as applied: the new
-/// period is empty (a read does not change the board).
+/// period is empty (a read does not change the board). A period whose
+/// file could not be opened is an error.
 fn read_board_at<'k>(
     keys: &'k mut Keys<'_>,
     key: &[u8],
     back: u64,
-) -> Result<Option<Cow<'k, Leaderboard>>, CmdError> {
+) -> Result<Option<Period<'k>>, CmdError> {
     let now = keys.now_ms;
     let Some(b) = read_board(keys, key)? else {
         return Ok(None);
     };
     Ok(match b.period_at(now, back) {
         None => None,
-        Some(PeriodView {
-            source: Source::Board(x),
-            ..
-        }) => Some(Cow::Borrowed(x)),
-        Some(_) => Some(Cow::Owned(Leaderboard::new(*b.options()))),
+        Some(p) => Some(match p.source {
+            Source::Board(x) => Period::Memory(Cow::Borrowed(x)),
+            Source::Disk(d) => Period::Disk(d),
+            Source::Unavailable(u) => return Err(unavailable_error(key, p.number, u)),
+            Source::Empty => Period::Memory(Cow::Owned(Leaderboard::new(*b.options()))),
+        }),
     })
 }
 
@@ -529,6 +670,7 @@ fn roll(ctx: &mut Ctx, key: &[u8]) -> Result<bool, CmdError> {
     }
     b.roll_until(now);
     let next = b.season().and_then(|s| s.end());
+    place_archives(ctx, key)?;
     ctx.keys.modified(key)?;
     ctx.keys.notify(Class::MODULE, "lb.reset", key);
     ctx.keys.propagate_as(vec![
@@ -539,6 +681,20 @@ fn roll(ctx: &mut Ctx, key: &[u8]) -> Result<bool, CmdError> {
     ]);
     arm(ctx, key, next);
     Ok(true)
+}
+
+/// Moves the board's closed periods where its ARCHIVE setting says (to
+/// files under `dir`/lb-archives for DISK); a period that cannot be moved
+/// stays where it is, logged.
+fn place_archives(ctx: &mut Ctx, key: &[u8]) -> Result<(), CmdError> {
+    let folder = disk::folder(std::path::Path::new(&ctx.server.config.read().dir));
+    let db = ctx.keys.db as u64;
+    if let Some(b) = write_board(&mut ctx.keys, key)? {
+        for e in b.place_archives(&folder, key, db) {
+            tracing::warn!("{e}");
+        }
+    }
+    Ok(())
 }
 
 /// Asks the server's timer to roll the board at `end`.
@@ -611,14 +767,13 @@ fn season_option(a: &[&[u8]], i: usize, o: &mut SeasonOptions) -> Result<Option<
             )));
         }
     } else if args::is(w, "ARCHIVE") {
-        if args::is(v, "DISK") {
-            return Err(CmdError::err(
-                "ARCHIVE DISK is not supported yet: closed periods are kept in memory",
-            ));
-        }
-        if !args::is(v, "MEMORY") {
+        o.archive = if args::is(v, "DISK") {
+            ArchiveMode::Disk
+        } else if args::is(v, "MEMORY") {
+            ArchiveMode::Memory
+        } else {
             return Err(bad());
-        }
+        };
     } else {
         return Ok(None);
     }
@@ -666,6 +821,7 @@ fn lb_reset(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let number = b.season().map_or(1, |s| s.number);
     let next = b.season().and_then(|s| s.end());
     if changed {
+        place_archives(ctx, key)?;
         if until.is_none() {
             let t = at.unwrap_or(now);
             ctx.keys.propagate_as(vec![
@@ -680,6 +836,74 @@ fn lb_reset(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         arm(ctx, key, next);
     }
     ctx.out.int(number as i64);
+    Ok(())
+}
+
+/// LB.ATTACH key AT end FILE name CRC crc: what the AOF rewrite writes
+/// for a period on disk. Closes the current period at `end` (as LB.RESET
+/// AT) and gives it the entries of archive file `name` (in
+/// `dir`/lb-archives), whose checksum must be `crc` (16 hex digits) and
+/// whose period must be the one closed. A file that is missing, corrupt
+/// or another period's leaves the period unavailable (its reads answer an
+/// error naming the file; start-up reports it), and the load goes on.
+/// Only read from the AOF: a client cannot attach files.
+fn lb_attach(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    if !ctx.client.replaying {
+        return Err(CmdError::err(
+            "LB.ATTACH is written by the AOF rewrite and only read from the AOF",
+        ));
+    }
+    if a.len() != 8 || !args::is(a[2], "AT") || !args::is(a[4], "FILE") || !args::is(a[6], "CRC") {
+        return Err(CmdError::Syntax);
+    }
+    let key = a[1];
+    let end = count_arg(a[3])?;
+    let name = args::text(a[5]);
+    let crc = u64::from_str_radix(&args::text(a[7]), 16).map_err(|_| CmdError::Syntax)?;
+    let plain = !name.is_empty()
+        && !name.starts_with('.')
+        && !name.contains('/')
+        && name.ends_with(&format!(".{}", disk::EXT));
+    if !plain {
+        return Err(CmdError::err(format!("invalid archive file name '{name}'")));
+    }
+    let folder = disk::folder(std::path::Path::new(&ctx.server.config.read().dir));
+    let Some(b) = write_board(&mut ctx.keys, key)? else {
+        return Err(CmdError::NoSuchKey);
+    };
+    if !b.reset_at(end) {
+        return Err(CmdError::err("AT is before the current period's start"));
+    }
+    let Some((number, start)) = b
+        .season()
+        .and_then(|s| s.archives().next_back())
+        .map(|p| (p.number, p.start))
+    else {
+        return Err(CmdError::err("no period was closed"));
+    };
+    let data = match disk::open_shared(&folder.join(&name)) {
+        Err(e) => Err(e.to_string()),
+        Ok(d) if d.crc() != crc => Err(format!(
+            "checksum {:016x}, the AOF says {crc:016x}",
+            d.crc()
+        )),
+        Ok(d) if (d.header().number, d.header().start, d.header().end) != (number, start, end) => {
+            Err(format!(
+                "holds period {} ({}..{}), the AOF says period {number} ({start}..{end})",
+                d.header().number,
+                d.header().start,
+                d.header().end
+            ))
+        }
+        Ok(d) => Ok(d),
+    };
+    let data = match data {
+        Ok(d) => ArchiveData::Disk(d),
+        Err(reason) => ArchiveData::Unavailable(Unavailable { name, reason }),
+    };
+    b.attach_newest(data);
+    ctx.keys.modified(key)?;
+    ctx.out.ok();
     Ok(())
 }
 
@@ -735,6 +959,7 @@ fn lb_config(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     };
     b.set_season(o, None, None, from);
     let next = b.season().and_then(|s| s.end());
+    place_archives(ctx, key)?;
     ctx.keys.modified(key)?;
     let mut logged: Vec<Vec<u8>> = a.iter().map(|x| x.to_vec()).collect();
     if at.is_none() {
@@ -763,7 +988,7 @@ fn season_fields(out: &mut Reply, o: &SeasonOptions, current: Option<PeriodView<
     out.bulk(b"history");
     out.int(o.history as i64);
     out.bulk(b"archive");
-    out.bulk(b"MEMORY");
+    out.bulk(o.archive.name().as_bytes());
     out.bulk(b"period");
     out.int(current.map_or(1, |p| p.number) as i64);
     out.bulk(b"start");
@@ -801,7 +1026,11 @@ fn lb_periods(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         out.bulk(b"size");
         out.int(p.size() as i64);
         out.bulk(b"location");
-        out.bulk(b"memory");
+        out.bulk(match p.source {
+            Source::Board(_) | Source::Empty => &b"memory"[..],
+            Source::Disk(_) => b"disk",
+            Source::Unavailable(_) => b"unavailable",
+        });
     }
     Ok(())
 }
@@ -1160,11 +1389,12 @@ fn point_args<'b, 'a>(a: &'b [&'a [u8]]) -> Result<WithoutPeriod<'b, 'a>, CmdErr
 fn lb_get(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let (a, back) = point_args(a)?;
     let b = read_board_at(&mut ctx.keys, a[1], back)?;
-    let found = b
-        .as_deref()
-        .and_then(|b| Some((b.rank(a[2])?, b.get(a[2])?)));
+    let found = match &b {
+        Some(b) => b.find(a[2])?,
+        None => None,
+    };
     match found {
-        Some((rank, e)) => entry_reply(ctx.out, rank, &e, With::ALL, 0),
+        Some((rank, e)) => entry_reply(ctx.out, rank, &e.get(), With::ALL, 0),
         None => ctx.out.null(),
     }
     Ok(())
@@ -1172,7 +1402,11 @@ fn lb_get(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 
 fn lb_score(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let (a, back) = point_args(a)?;
-    match read_board_at(&mut ctx.keys, a[1], back)?.and_then(|b| b.score(a[2])) {
+    let score = match read_board_at(&mut ctx.keys, a[1], back)? {
+        Some(b) => b.score(a[2])?,
+        None => None,
+    };
+    match score {
         Some(s) => ctx.out.int(s),
         None => ctx.out.null(),
     }
@@ -1181,7 +1415,10 @@ fn lb_score(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 
 fn lb_rank(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let (a, back) = point_args(a)?;
-    let rank = read_board_at(&mut ctx.keys, a[1], back)?.and_then(|b| b.rank(a[2]));
+    let rank = match read_board_at(&mut ctx.keys, a[1], back)? {
+        Some(b) => b.rank(a[2])?,
+        None => None,
+    };
     rank_or_null(ctx.out, rank);
     Ok(())
 }
@@ -1189,9 +1426,16 @@ fn lb_rank(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 fn lb_mrank(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let (a, back) = strip_trailing_period(a, 3)?;
     let b = read_board_at(&mut ctx.keys, a[1], back)?;
-    ctx.out.array(a.len() - 2);
+    let mut ranks = Vec::with_capacity(a.len() - 2);
     for m in &a[2..] {
-        rank_or_null(ctx.out, b.as_deref().and_then(|b| b.rank(m)));
+        ranks.push(match &b {
+            Some(b) => b.rank(m)?,
+            None => None,
+        });
+    }
+    ctx.out.array(ranks.len());
+    for r in ranks {
+        rank_or_null(ctx.out, r);
     }
     Ok(())
 }
@@ -1199,9 +1443,10 @@ fn lb_mrank(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 fn lb_percent(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let (a, back) = point_args(a)?;
     let b = read_board_at(&mut ctx.keys, a[1], back)?;
-    let pct = b
-        .as_deref()
-        .and_then(|b| Some(100.0 * b.rank(a[2])? as f64 / b.count() as f64));
+    let pct = match &b {
+        Some(b) => b.rank(a[2])?.map(|r| 100.0 * r as f64 / b.count() as f64),
+        None => None,
+    };
     match pct {
         Some(p) => ctx.out.double(p),
         None => ctx.out.null(),
@@ -1217,10 +1462,10 @@ fn lb_count(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         _ => return Err(CmdError::Syntax),
     };
     let b = read_board_at(&mut ctx.keys, a[1], back)?;
-    let n = match (b.as_deref(), bounds) {
+    let n = match (&b, bounds) {
         (None, _) => 0,
         (Some(b), None) => b.count(),
-        (Some(b), Some((min, max))) => b.count_between(min, max),
+        (Some(b), Some((min, max))) => b.count_between(min, max)?,
     };
     ctx.out.int(n as i64);
     Ok(())
@@ -1322,12 +1567,7 @@ fn lb_top(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         return Ok(());
     }
     let from = t.offset.saturating_add(1);
-    entries_reply(
-        ctx.out,
-        b.range(from, from.saturating_add(count - 1)),
-        t.with,
-    );
-    Ok(())
+    b.reply_range(ctx.out, from, from.saturating_add(count - 1), None, t.with)
 }
 
 /// A place argument: 1-based, or negative counting from the end (-1: the
@@ -1351,16 +1591,15 @@ fn lb_range(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         return Ok(());
     };
     let (from, to) = (place(a[2], b.count())?, place(a[3], b.count())?);
-    entries_reply(ctx.out, b.range(from.max(1), to), with);
-    Ok(())
+    b.reply_range(ctx.out, from.max(1), to, None, with)
 }
 
 fn lb_around(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let (a, back) = strip_period(a, 4)?;
     let count = count_arg(a[3])?;
     let with = With::parse(&a[4..], false)?;
-    match read_board_at(&mut ctx.keys, a[1], back)?.as_deref() {
-        Some(b) => entries_reply(ctx.out, b.around(a[2], count), with),
+    match read_board_at(&mut ctx.keys, a[1], back)? {
+        Some(b) => b.reply_range(ctx.out, 0, count, Some(a[2]), with)?,
         None => ctx.out.array(0),
     }
     Ok(())
@@ -1372,12 +1611,7 @@ fn among_reply(ctx: &mut Ctx, key: &[u8], members: &[&[u8]], with: With, back: u
         ctx.out.array(0);
         return Ok(());
     };
-    let entries = b.among(members.iter().copied(), with.global);
-    ctx.out.array(entries.len());
-    for e in &entries {
-        entry_reply(ctx.out, e.rank, &e.entry, with, e.global_rank.unwrap_or(0));
-    }
-    Ok(())
+    b.reply_among(ctx.out, members, with)
 }
 
 fn lb_among(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {

@@ -28,6 +28,56 @@ pub fn aof_path(server: &Server) -> PathBuf {
     PathBuf::from(&c.dir).join(&c.appendfilename)
 }
 
+/// After loading: reports every closed period whose archive file could
+/// not be opened (by its file's name; the period stays, unavailable), and
+/// deletes the files of the archive folder that no loaded board refers to
+/// (periods dropped while a rewrite was under way, copies a replay of the
+/// AOF or an RDB file wrote again under a new name).
+fn check_archives(server: &Server) {
+    use crate::engine::leaderboard::{disk, ArchiveData};
+    use crate::engine::Value;
+    let folder = disk::folder(std::path::Path::new(&server.config.read().dir));
+    let mut referenced = std::collections::HashSet::new();
+    for i in 0..crate::engine::SHARD_COUNT {
+        let g = server.keyspace.lock_one(i, false);
+        for (dbi, d) in g.shard().dbs.iter().enumerate() {
+            for (key, e) in d.iter() {
+                let Value::Leaderboard(b) = &e.value else {
+                    continue;
+                };
+                for a in b.season().into_iter().flat_map(|s| s.archives()) {
+                    match &a.data {
+                        ArchiveData::Memory(_) => {}
+                        ArchiveData::Disk(d) => {
+                            referenced.insert(d.name());
+                        }
+                        ArchiveData::Unavailable(u) => {
+                            tracing::warn!(
+                                "Archive file {} of period {} of '{}' (db {dbi}) can't be used: {}; the period is unavailable",
+                                folder.join(&u.name).display(),
+                                a.number,
+                                String::from_utf8_lossy(key),
+                                u.reason
+                            );
+                            referenced.insert(u.name.clone());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for path in disk::files_in(&folder) {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if !referenced.contains(&name) {
+            tracing::info!("Deleting {}: no board refers to it", path.display());
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
 /// Start-up: loads the AOF when `appendonly` is on (before any client is
 /// accepted), opens it for appending, and starts the writer and rewrite
 /// threads. An error means the server must not start.
@@ -63,6 +113,7 @@ pub fn start(server: &Arc<Server>) -> Result<(), String> {
         server.aof.set_loading(false);
         r?;
     }
+    check_archives(server);
     let s = server.clone();
     let w = std::thread::Builder::new()
         .name("aof-writer".into())

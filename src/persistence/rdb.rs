@@ -265,7 +265,15 @@ pub fn load_at_start(server: &Server) -> Result<(), String> {
     })?;
     let now = unix_ms();
     let count = loaded.keys.len() as u64;
-    for k in loaded.keys {
+    let folder = crate::engine::leaderboard::disk::folder(Path::new(&server.config.read().dir));
+    for mut k in loaded.keys {
+        // Periods of ARCHIVE DISK boards come whole from the file; they
+        // go back to disk.
+        if let crate::engine::Value::Leaderboard(b) = &mut k.value {
+            for e in b.place_archives(&folder, &k.key, k.db as u64) {
+                tracing::warn!("{e}");
+            }
+        }
         let mut g = server
             .keyspace
             .lock_one(server.keyspace.shard_of(&k.key), true);

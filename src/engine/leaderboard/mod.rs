@@ -76,8 +76,9 @@
 //! submit 1.5 to 2.5 µs with its rank, a COMPETITION rank 1 µs, one
 //! `among` of 5,000 members 3 to 4 ms, the top 100 about 10 µs.
 //!
-//! No `unsafe` here.
+//! No `unsafe` here. Closed periods on disk: [`disk`].
 
+pub mod disk;
 mod ids;
 pub mod schedule;
 mod season;
@@ -86,7 +87,9 @@ mod tree;
 
 pub use ids::IdWindow;
 pub use schedule::{next_boundary, Cron, Schedule, Zone};
-pub use season::{Archive, Due, PeriodView, Season, SeasonOptions, Source};
+pub use season::{
+    Archive, ArchiveData, ArchiveMode, Due, PeriodView, Season, SeasonOptions, Source,
+};
 
 #[cfg(test)]
 mod model_tests;

@@ -18,6 +18,9 @@
 
 use std::collections::VecDeque;
 
+use std::path::Path;
+
+use super::disk::{self, DiskArchive, Unavailable};
 use super::schedule::{next_boundary, Schedule, Zone};
 use super::Leaderboard;
 use crate::engine::zset::alloc_size;
@@ -34,6 +37,37 @@ pub struct SeasonOptions {
     pub zone: Zone,
     /// Closed periods kept (the most recent).
     pub history: u64,
+    /// Where closed periods live.
+    pub archive: ArchiveMode,
+}
+
+/// Where a board's closed periods live (`ARCHIVE MEMORY|DISK`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ArchiveMode {
+    #[default]
+    Memory,
+    /// In files under the archive folder ([`disk`]).
+    Disk,
+}
+
+impl ArchiveMode {
+    /// The option word.
+    pub fn name(self) -> &'static str {
+        match self {
+            ArchiveMode::Memory => "MEMORY",
+            ArchiveMode::Disk => "DISK",
+        }
+    }
+}
+
+/// A closed period's entries.
+#[derive(Debug, Clone)]
+pub enum ArchiveData {
+    /// Boxed: a period on disk then costs a pointer, not a board.
+    Memory(Box<Leaderboard>),
+    Disk(DiskArchive),
+    /// Its file could not be opened (reads answer an error).
+    Unavailable(Unavailable),
 }
 
 /// A closed period.
@@ -42,7 +76,27 @@ pub struct Archive {
     pub number: u64,
     pub start: u64,
     pub end: u64,
-    pub board: Leaderboard,
+    pub data: ArchiveData,
+}
+
+impl Archive {
+    /// Entries in the period (0 when unavailable).
+    pub fn count(&self) -> u64 {
+        match &self.data {
+            ArchiveData::Memory(b) => b.count(),
+            ArchiveData::Disk(d) => d.count(),
+            ArchiveData::Unavailable(_) => 0,
+        }
+    }
+
+    /// Bytes held in memory for it.
+    pub fn memory_usage(&self) -> usize {
+        match &self.data {
+            ArchiveData::Memory(b) => b.memory_usage(),
+            ArchiveData::Disk(d) => d.memory_usage(),
+            ArchiveData::Unavailable(u) => alloc_size(u.name.len()) + alloc_size(u.reason.len()),
+        }
+    }
 }
 
 /// A board's periods apart from the current entries.
@@ -94,6 +148,10 @@ pub struct Due {
 pub enum Source<'a> {
     /// Its entries are on this board.
     Board(&'a Leaderboard),
+    /// Its entries are in this file.
+    Disk(&'a DiskArchive),
+    /// Its file could not be opened.
+    Unavailable(&'a Unavailable),
     /// A period that began after the board's last roll: no entries.
     Empty,
 }
@@ -113,7 +171,8 @@ impl PeriodView<'_> {
     pub fn size(&self) -> u64 {
         match self.source {
             Source::Board(b) => b.count(),
-            Source::Empty => 0,
+            Source::Disk(d) => d.count(),
+            Source::Empty | Source::Unavailable(_) => 0,
         }
     }
 }
@@ -272,7 +331,7 @@ impl Leaderboard {
                 number,
                 start: w[0],
                 end: w[1],
-                board,
+                data: ArchiveData::Memory(Box::new(board)),
             });
         }
         season.number = n + k;
@@ -388,20 +447,99 @@ impl Leaderboard {
         self.season.as_deref().map_or(0, |s| {
             alloc_size(std::mem::size_of::<Season>())
                 + alloc_size(s.archives.capacity() * std::mem::size_of::<Archive>())
-                + s.archives
-                    .iter()
-                    .map(|a| a.board.memory_usage())
-                    .sum::<usize>()
+                + s.archives.iter().map(Archive::memory_usage).sum::<usize>()
         })
     }
 
-    /// Entries in the current period and every archive.
+    /// Entries held in memory: the current period and the archives in
+    /// memory.
     pub fn entries_all_periods(&self) -> u64 {
         self.count()
-            + self
-                .season
-                .as_deref()
-                .map_or(0, |s| s.archives.iter().map(|a| a.board.count()).sum())
+            + self.season.as_deref().map_or(0, |s| {
+                s.archives
+                    .iter()
+                    .filter_map(|a| match &a.data {
+                        ArchiveData::Memory(b) => Some(b.count()),
+                        _ => None,
+                    })
+                    .sum()
+            })
+    }
+
+    /// Archives in files: how many, and their bytes.
+    pub fn disk_usage(&self) -> (u64, u64) {
+        let mut out = (0, 0);
+        for a in self.season.as_deref().into_iter().flat_map(|s| &s.archives) {
+            if let ArchiveData::Disk(d) = &a.data {
+                out.0 += 1;
+                out.1 += d.file_size();
+            }
+        }
+        out
+    }
+
+    /// Moves the closed periods where the board's ARCHIVE setting says:
+    /// with DISK, each one in memory is written to a file in `folder`
+    /// (for `key` in database `db`) and leaves memory; with MEMORY, each
+    /// one in a file is read back (the file is deleted when no copy of the
+    /// board refers to it). A period that cannot be moved stays where it
+    /// is; the errors are returned (to be logged).
+    pub fn place_archives(&mut self, folder: &Path, key: &[u8], db: u64) -> Vec<String> {
+        let opts = self.opts;
+        let Some(s) = self.season.as_deref_mut() else {
+            return Vec::new();
+        };
+        let mut errors = Vec::new();
+        for a in s.archives.iter_mut() {
+            let moved = match (&a.data, s.opts.archive) {
+                (ArchiveData::Memory(b), ArchiveMode::Disk) => {
+                    disk::write(folder, key, db, a.number, a.start, a.end, b)
+                        .map(ArchiveData::Disk)
+                        .map_err(|e| {
+                            format!(
+                                "can't write period {} of '{}' to {}: {e}",
+                                a.number,
+                                String::from_utf8_lossy(key),
+                                folder.display()
+                            )
+                        })
+                }
+                (ArchiveData::Disk(d), ArchiveMode::Memory) => d
+                    .to_board(opts)
+                    .map(|b| ArchiveData::Memory(Box::new(b)))
+                    .map_err(|e| {
+                        format!(
+                            "can't read period {} of '{}' from {}: {e}",
+                            a.number,
+                            String::from_utf8_lossy(key),
+                            d.path().display()
+                        )
+                    }),
+                _ => continue,
+            };
+            match moved {
+                Ok(d) => a.data = d,
+                Err(e) => errors.push(e),
+            }
+        }
+        errors
+    }
+
+    /// Replaces the newest closed period's entries by `data` (the AOF's
+    /// LB.ATTACH, right after the period was closed empty); false when the
+    /// board has no closed period.
+    pub fn attach_newest(&mut self, data: ArchiveData) -> bool {
+        match self
+            .season
+            .as_deref_mut()
+            .and_then(|s| s.archives.back_mut())
+        {
+            Some(a) => {
+                a.data = data;
+                true
+            }
+            None => false,
+        }
     }
 }
 
@@ -410,6 +548,10 @@ fn archive_view(a: &Archive) -> PeriodView<'_> {
         number: a.number,
         start: a.start,
         end: Some(a.end),
-        source: Source::Board(&a.board),
+        source: match &a.data {
+            ArchiveData::Memory(b) => Source::Board(b),
+            ArchiveData::Disk(d) => Source::Disk(d),
+            ArchiveData::Unavailable(u) => Source::Unavailable(u),
+        },
     }
 }

@@ -16,6 +16,7 @@ fn board(history: u64, every: u64) -> Leaderboard {
             schedule: Schedule::Every(every),
             zone: Zone::default(),
             history,
+            ..SeasonOptions::default()
         },
         None,
         Some(0),
@@ -31,7 +32,12 @@ fn shown(b: &Leaderboard, now: u64) -> Vec<(u64, u64, Option<u64>, u64, i64)> {
         .map(|p| {
             let sum = match p.source {
                 Source::Board(x) => x.iter().map(|(_, e)| e.score).sum(),
-                Source::Empty => 0,
+                Source::Disk(d) => {
+                    let mut sum = 0;
+                    d.for_each(|e| sum += e.score).unwrap();
+                    sum
+                }
+                Source::Empty | Source::Unavailable(_) => 0,
             };
             (p.number, p.start, p.end, p.size(), sum)
         })
@@ -171,7 +177,7 @@ proptest! {
                     kept = kept.min(h);
                     ev = ne;
                     b.set_season(
-                        SeasonOptions { schedule: Schedule::Every(ev), zone: Zone::default(), history: h },
+                        SeasonOptions { schedule: Schedule::Every(ev), zone: Zone::default(), history: h, ..SeasonOptions::default() },
                         None,
                         None,
                         now,

@@ -497,6 +497,14 @@ impl<'a> Reader<'a> {
             let zone = leaderboard::Zone::parse(&String::from_utf8_lossy(&self.string()?))
                 .ok_or_else(|| bad("time zone"))?;
             let history = self.length()?;
+            let archive = match version {
+                2 => leaderboard::ArchiveMode::Memory,
+                _ => match self.u8()? {
+                    0 => leaderboard::ArchiveMode::Memory,
+                    1 => leaderboard::ArchiveMode::Disk,
+                    _ => return Err(bad("archive mode")),
+                },
+            };
             let number = self.length()?;
             let start = self.length()?;
             let end = self.length()?.checked_sub(1);
@@ -504,18 +512,31 @@ impl<'a> Reader<'a> {
             let mut archives = Vec::with_capacity(n);
             for _ in 0..n {
                 let (number, start, end) = (self.length()?, self.length()?, self.length()?);
-                let board = self.board(lim, depth + 1)?;
+                let kind = if version >= 3 { self.u8()? } else { 0 };
+                let data = match kind {
+                    0 => leaderboard::ArchiveData::Memory(Box::new(self.board(lim, depth + 1)?)),
+                    1 => {
+                        let name = String::from_utf8_lossy(&self.string()?).into_owned();
+                        let reason = String::from_utf8_lossy(&self.string()?).into_owned();
+                        leaderboard::ArchiveData::Unavailable(leaderboard::disk::Unavailable {
+                            name,
+                            reason,
+                        })
+                    }
+                    _ => return Err(bad("closed period kind")),
+                };
                 archives.push(leaderboard::Archive {
                     number,
                     start,
                     end,
-                    board,
+                    data,
                 });
             }
             let opts = leaderboard::SeasonOptions {
                 schedule,
                 zone,
                 history,
+                archive,
             };
             b.restore_season(opts, number, start, end, archives);
         }
@@ -906,12 +927,12 @@ mod tests {
         let e = read_file(b"REDIS0013", 16, 0, &Limits::default()).unwrap_err();
         assert!(e.what.contains("version 13"));
         // A leaderboard record of a later version is refused by number.
-        let e = Reader::new(b"\x03\x04DESC", 0)
+        let e = Reader::new(b"\x04\x04DESC", 0)
             .object(TYPE_LEADERBOARD, &Limits::default())
             .err()
             .map(|e| e.what)
             .unwrap_or_default();
-        assert!(e.contains("record version 3"), "{e}");
+        assert!(e.contains("record version 4"), "{e}");
         // A module value names the key and the type.
         let e = read_file(b"REDIS0010\x07\x01m\x00", 16, 0, &Limits::default()).unwrap_err();
         assert!(

@@ -10,7 +10,7 @@ use super::packed::{intset_bytes_width, ListpackWriter};
 use super::{lzf, opcodes, types, RDB_VERSION, TYPE_LEADERBOARD, TYPE_STREAM_ROSTRUM};
 use crate::engine::hash::HashValue;
 use crate::engine::keyspace::Shard;
-use crate::engine::leaderboard::Leaderboard;
+use crate::engine::leaderboard::{self, Leaderboard};
 use crate::engine::list::ListValue;
 use crate::engine::set::{Member, SetValue};
 use crate::engine::stream::{Stream, StreamId};
@@ -257,7 +257,7 @@ fn write_list(out: &mut Vec<u8>, l: &ListValue, o: EncodeOptions) {
 
 /// The version of the leaderboard record; a reader refuses newer ones
 /// (a later version adds what boards gain, such as seasons).
-pub const LEADERBOARD_RECORD_VERSION: u8 = 2;
+pub const LEADERBOARD_RECORD_VERSION: u8 = 3;
 
 /// A board: the record version, its options by name, its entries best
 /// first (member, score, subscore, time, metadata), then its dedup window's
@@ -306,6 +306,11 @@ fn write_leaderboard(out: &mut Vec<u8>, b: &Leaderboard, o: EncodeOptions) {
     }
     write_string(out, season.opts.zone.to_string().as_bytes(), false);
     write_len(out, season.opts.history);
+    // Version 3: where closed periods live (0 memory, 1 disk).
+    out.push(match season.opts.archive {
+        leaderboard::ArchiveMode::Memory => 0,
+        leaderboard::ArchiveMode::Disk => 1,
+    });
     write_len(out, season.number);
     write_len(out, season.start);
     write_len(out, season.end().map_or(0, |e| e.saturating_add(1)));
@@ -314,8 +319,72 @@ fn write_leaderboard(out: &mut Vec<u8>, b: &Leaderboard, o: EncodeOptions) {
         write_len(out, a.number);
         write_len(out, a.start);
         write_len(out, a.end);
-        write_leaderboard(out, &a.board, o);
+        // Version 3: 0 and the period's record (a period on disk is
+        // carried whole: an RDB file or a DUMP payload stands alone), or 1
+        // and the name of the file that could not be read, and why.
+        match &a.data {
+            leaderboard::ArchiveData::Memory(board) => {
+                out.push(0);
+                write_leaderboard(out, board, o);
+            }
+            leaderboard::ArchiveData::Disk(d) => {
+                let mut rec = Vec::new();
+                match write_disk_period(&mut rec, d, b.options(), o) {
+                    Ok(()) => {
+                        out.push(0);
+                        out.extend_from_slice(&rec);
+                    }
+                    Err(e) => {
+                        out.push(1);
+                        write_string(out, d.name().as_bytes(), false);
+                        write_string(out, e.to_string().as_bytes(), false);
+                    }
+                }
+            }
+            leaderboard::ArchiveData::Unavailable(u) => {
+                out.push(1);
+                write_string(out, u.name.as_bytes(), false);
+                write_string(out, u.reason.as_bytes(), false);
+            }
+        }
     }
+}
+
+/// A period on disk as the record of a board holding its entries (no ids,
+/// no season).
+fn write_disk_period(
+    out: &mut Vec<u8>,
+    d: &leaderboard::disk::DiskArchive,
+    opts: &leaderboard::Options,
+    o: EncodeOptions,
+) -> std::io::Result<()> {
+    out.push(LEADERBOARD_RECORD_VERSION);
+    for name in [
+        opts.order.name(),
+        opts.policy.name(),
+        opts.tiebreak.name(),
+        opts.ranking.name(),
+    ] {
+        write_string(out, name.as_bytes(), false);
+    }
+    write_len(out, opts.capacity);
+    write_len(out, d.count());
+    d.for_each(|e| {
+        write_string(out, &e.member, o.compress);
+        out.extend_from_slice(&e.score.to_le_bytes());
+        out.extend_from_slice(&e.subscore.to_le_bytes());
+        out.extend_from_slice(&e.time.to_le_bytes());
+        match &e.meta {
+            Some(m) => {
+                out.push(1);
+                write_string(out, m, o.compress);
+            }
+            None => out.push(0),
+        }
+    })?;
+    write_len(out, 0);
+    out.push(0);
+    Ok(())
 }
 
 fn write_id(out: &mut Vec<u8>, id: StreamId) {

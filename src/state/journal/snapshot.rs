@@ -15,7 +15,7 @@ use super::encode::{write_command, write_select};
 use crate::engine::bitmap::CHUNK_BYTES;
 use crate::engine::hash::HashValue;
 use crate::engine::keyspace::{Locked, Shard, ShardGuard, SHARD_COUNT};
-use crate::engine::leaderboard::Leaderboard;
+use crate::engine::leaderboard::{ArchiveData, Leaderboard};
 use crate::engine::list::ListValue;
 use crate::engine::rdb;
 use crate::engine::rdb::encode::EncodeOptions;
@@ -398,6 +398,7 @@ fn write_leaderboard(out: &mut Vec<u8>, key: &[u8], b: &Leaderboard) {
         for (word, value) in [
             ("TZ", s.opts.zone.to_string()),
             ("HISTORY", s.opts.history.to_string()),
+            ("ARCHIVE", s.opts.archive.name().to_string()),
             ("NUMBER", number.to_string()),
             ("SINCE", since.to_string()),
         ] {
@@ -409,7 +410,9 @@ fn write_leaderboard(out: &mut Vec<u8>, key: &[u8], b: &Leaderboard) {
     if let Some(s) = b.season() {
         let history = s.opts.history.to_string();
         for a in s.archives() {
-            write_entries(out, key, &a.board);
+            if let ArchiveData::Memory(board) = &a.data {
+                write_entries(out, key, board);
+            }
             // The period ends at `end` whatever schedule it had then: no
             // boundary of today's schedule falls before it.
             let (end, before) = (a.end.to_string(), a.end.saturating_sub(1).to_string());
@@ -426,10 +429,37 @@ fn write_leaderboard(out: &mut Vec<u8>, key: &[u8], b: &Leaderboard) {
                 ]
                 .into_iter(),
             );
-            write_command(
-                out,
-                [&b"LB.RESET"[..], key, b"AT", end.as_bytes()].into_iter(),
-            );
+            // A period on disk is referred to, not copied: LB.ATTACH
+            // closes the (empty) period at `end` and gives it the file's
+            // entries, checked against the checksum.
+            let file = match &a.data {
+                ArchiveData::Memory(_) => None,
+                ArchiveData::Disk(d) => Some((d.name(), d.crc())),
+                ArchiveData::Unavailable(u) => Some((u.name.clone(), 0)),
+            };
+            match file {
+                None => write_command(
+                    out,
+                    [&b"LB.RESET"[..], key, b"AT", end.as_bytes()].into_iter(),
+                ),
+                Some((name, crc)) => {
+                    let crc = format!("{crc:016x}");
+                    write_command(
+                        out,
+                        [
+                            &b"LB.ATTACH"[..],
+                            key,
+                            b"AT",
+                            end.as_bytes(),
+                            b"FILE",
+                            name.as_bytes(),
+                            b"CRC",
+                            crc.as_bytes(),
+                        ]
+                        .into_iter(),
+                    )
+                }
+            }
         }
     }
     write_entries(out, key, b);
