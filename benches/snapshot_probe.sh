@@ -77,8 +77,8 @@ for n in "${sizes[@]}"; do
             line=$("$probe" run --port "${!port_var}" --pid "${!pid_var}" --key board \
                 --members "$n" --command "$op")
             printf '%s\t%s\t%s\t%s\n' "$n" "$op" "$side" "$line" |
-                awk -F'\t' -v OFS='\t' '{ r = ($10 > 0) ? $11 / $10 : 0;
-                    print $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, sprintf("%.2f", r), $12 }'
+                awk -F'\t' -v OFS='\t' '{ r = ($9 > 0) ? $10 / $9 : 0;
+                    print $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, sprintf("%.2f", r), $11 }'
         done
     done
 done

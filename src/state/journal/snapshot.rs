@@ -55,7 +55,7 @@ pub const ITEMS_PER_COMMAND: usize = 64;
 
 /// Sorted sets of more members than this are walked in steps of this many
 /// (each step under the shard lock, the lock let go between steps).
-pub const STEP_MEMBERS: usize = 2048;
+pub const STEP_MEMBERS: usize = 1024;
 
 /// A big sorted set captured at T0 and not written yet: where it lives,
 /// its expiry and member count at T0, and its copy-before-write log.
@@ -810,6 +810,10 @@ fn write_big(ks: &Keyspace, job: &Job, b: &BigKey, put: &mut Put<'_>) -> Result<
         if over {
             break;
         }
+        // Let the commands just handed the lock run before the next step
+        // (on a busy machine a walk preempted while it holds the lock is
+        // what a command waits on).
+        std::thread::yield_now();
     }
     let saved = {
         let mut log = b.log.lock();
