@@ -346,7 +346,7 @@ fn run_admitted<'s>(
     let ks = &server.keyspace;
     let spec = adm.cmd.spec;
     let fresh = adm.reused.is_none();
-    let locked = match (adm.reused, &adm.shards) {
+    let mut locked = match (adm.reused, &adm.shards) {
         (Some(locked), _) => locked,
         (None, Some(idx)) => ks.lock_sorted(idx, adm.write),
         // Keyspace-wide commands (EXEC, FLUSHALL, SWAPDB, KEYS, SORT) run
@@ -358,7 +358,7 @@ fn run_admitted<'s>(
     journal::before_write(
         &server.aof,
         || shards_written(server, client, spec, args),
-        &locked,
+        &mut locked,
     );
     let start = client.clock.last;
     let now_ms = if server.aof.loading() {

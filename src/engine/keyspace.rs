@@ -304,7 +304,9 @@ impl Db {
 
     /// Removes `key`, returning its entry (expired or not).
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
-        let e = self.map.remove(key)?;
+        let mut e = self.map.remove(key)?;
+        // A snapshot walking the value in steps could not find it again.
+        e.value.end_snapshot();
         if e.expire_at != 0 {
             self.expires
                 .remove(&(e.expire_at, Bytes::copy_from_slice(key)));
@@ -437,6 +439,18 @@ impl Db {
         self.map.iter()
     }
 
+    /// Every stored key and entry for change, expired ones included (a
+    /// snapshot starting captures on values); touches nothing.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&[u8], &mut Entry)> {
+        self.map.iter_mut()
+    }
+
+    /// The entry under `key` for change, expired or not, without touching
+    /// its access time or expiring it (a snapshot's walk).
+    pub fn peek_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        self.map.get_mut(key)
+    }
+
     /// Removes every key; returns how many there were.
     pub fn clear(&mut self) -> usize {
         let n = self.map.len();
@@ -532,6 +546,12 @@ impl Shard {
                 }
             }
         }
+        // A snapshot walking a value in steps finds it by database and key.
+        if super::zset::cow::captures_alive() {
+            for (_, e) in x.map.iter_mut().chain(y.map.iter_mut()) {
+                e.value.end_snapshot();
+            }
+        }
         std::mem::swap(&mut x.map, &mut y.map);
         std::mem::swap(&mut x.expires, &mut y.expires);
         true
@@ -573,6 +593,16 @@ impl ShardGuard<'_> {
         match self {
             ShardGuard::Read(_) => None,
             ShardGuard::Write(g) => Some(g),
+        }
+    }
+
+    /// Lets go of the lock handing it to a thread waiting for it, if any
+    /// (a background walk that locks the shard again right away must not
+    /// keep a command waiting behind it).
+    pub fn unlock_fair(self) {
+        match self {
+            ShardGuard::Read(g) => RwLockReadGuard::unlock_fair(g),
+            ShardGuard::Write(g) => RwLockWriteGuard::unlock_fair(g),
         }
     }
 }

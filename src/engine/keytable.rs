@@ -144,6 +144,14 @@ impl KeyTable {
         self.table.iter().map(|n| (n.key.as_bytes(), &n.entry))
     }
 
+    /// Every key and its entry, for change, in table order.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&[u8], &mut Entry)> {
+        self.table.iter_mut().map(|n| {
+            let n = &mut **n;
+            (n.key.as_bytes(), &mut n.entry)
+        })
+    }
+
     /// Visits the entries stored around a random place of the table (one
     /// group of slots, about a dozen entries at the table's usual load),
     /// as Redis's `dictGetSomeKeys` walks from a random bucket: the

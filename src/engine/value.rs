@@ -29,6 +29,14 @@ pub enum Value {
 }
 
 impl Value {
+    /// Ends a snapshot's stepwise capture of this value, if one runs (see
+    /// `zset::cow`): what it has not written yet is saved now.
+    pub fn end_snapshot(&mut self) {
+        if let Value::ZSet(z) = self {
+            z.end_snapshot();
+        }
+    }
+
     /// The name TYPE answers.
     pub fn type_name(&self) -> &'static str {
         match self {

@@ -2,10 +2,10 @@
 //! points and SHUTDOWN, and loaded at start-up when `appendonly` is off.
 //!
 //! A save shows the data as it was at one instant: it takes every shard
-//! lock for a moment (T0), then writes the shards one at a time with the
-//! same copy-before-write as the AOF rewrite (`state::journal::snapshot`,
-//! here in RDB format): a command about to change a shard not written yet
-//! writes it out first. The file is written to `temp-<pid>.rdb`, fsynced,
+//! lock for a moment (T0), then writes the point-in-time snapshot of
+//! `state::journal::snapshot` (the AOF rewrite's, here in RDB format):
+//! shards captured before a command changes them, big sorted sets walked
+//! in steps with copy-before-write per member, so no client waits on it. The file is written to `temp-<pid>.rdb`, fsynced,
 //! renamed over the old one and the directory fsynced, so a crash at any
 //! moment leaves the previous file whole. The bytes are `engine::rdb`'s.
 
@@ -18,12 +18,11 @@ use std::time::Instant;
 
 use crate::commands;
 use crate::commands::server::MemoryFigures;
-use crate::engine::keyspace::SHARD_COUNT;
 use crate::engine::rdb::crc64::crc64;
 use crate::engine::rdb::{decode, encode};
 use crate::protocol::Reply;
 use crate::state::client::{ClientInfo, ClientState};
-use crate::state::journal::snapshot::{Format, Job};
+use crate::state::journal::snapshot::{self, Format, Job};
 use crate::state::journal::{self, Aof};
 use crate::state::{unix_ms, Server};
 
@@ -49,14 +48,6 @@ impl Sink {
             .write_all(data)
             .map_err(|e| format!("Write error saving DB on disk: {e}"))
     }
-}
-
-fn flush_chunks(job: &Job, sink: &mut Sink) -> Result<(), String> {
-    let chunks = std::mem::take(&mut *job.chunks.lock());
-    for c in chunks {
-        sink.put(&c)?;
-    }
-    Ok(())
 }
 
 /// Ends a snapshot: the dispatcher stops copying shards out.
@@ -96,7 +87,8 @@ pub fn save(server: &Server, path: &Path) -> Result<(u64, u64), String> {
     let dirty_at_start;
     {
         // T0: no command runs while the snapshot starts.
-        let _all = server.keyspace.lock_all(true);
+        let all = server.keyspace.lock_all(true);
+        job.begin(&all);
         libraries = server.scripting.library_codes();
         dirty_at_start = journal::dirty(aof);
         *aof.job.write() = Some(job.clone());
@@ -109,6 +101,7 @@ pub fn save(server: &Server, path: &Path) -> Result<(u64, u64), String> {
     };
     let result = write_all(server, &job, &libraries, &mut sink);
     end_snapshot(aof);
+    aof.rdb_last_cow.store(job.cow.peak(), Ordering::Relaxed);
     let finish = result.and_then(|()| {
         let crc = if checksum { sink.crc } else { 0 };
         sink.w
@@ -169,29 +162,10 @@ fn write_all(
         encode::write_function(&mut head, code);
     }
     sink.put(&head)?;
-    let Format::Rdb(opts) = job.format else {
+    if !matches!(job.format, Format::Rdb(_)) {
         return Err("internal error: not an RDB snapshot".into());
-    };
-    let mut chunk = Vec::new();
-    for i in 0..SHARD_COUNT {
-        if job.abort.load(Ordering::Acquire) {
-            return Err("save aborted".into());
-        }
-        flush_chunks(job, sink)?;
-        if job.is_done(i) {
-            continue;
-        }
-        {
-            let g = server.keyspace.lock_one(i, false);
-            if !job.is_done(i) {
-                encode::write_shard(&mut chunk, g.shard(), unix_ms(), opts);
-                job.mark_done(i);
-            }
-        }
-        sink.put(&chunk)?;
-        chunk.clear();
     }
-    flush_chunks(job, sink)?;
+    snapshot::write_all(&server.keyspace, job, &mut |b| sink.put(b))?;
     let mut tail = Vec::new();
     encode::write_eof(&mut tail);
     sink.put(&tail)

@@ -2,14 +2,13 @@
 //! keep being served, then swapped in atomically.
 //!
 //! The rewrite shows the data as it was at one instant T0 (taken with
-//! every shard locked for a moment), plus every change fed since T0. It
-//! reads the shards one at a time; a command that is about to change a
-//! shard the rewrite has not read yet first writes that shard out as it
-//! is (`state::journal::snapshot::presave`, "copy before write", which
-//! the dispatcher calls), and the active expiry cycle
-//! waits until the rewrite ends. So each shard is captured before any
-//! change made after T0, and replaying the changes collected since T0 on
-//! top gives exactly the current data. At the end, under the feed mutex,
+//! every shard locked for a moment), plus every change fed since T0. The
+//! data as of T0 is the point-in-time snapshot of
+//! `state::journal::snapshot` (shards captured before they change, big
+//! sorted sets walked in steps with copy-before-write per member), written
+//! as commands; the active expiry cycle waits until the rewrite ends.
+//! Replaying the changes collected since T0 on top gives exactly the
+//! current data. At the end, under the feed mutex,
 //! the collected changes are appended, the temp file is fsynced, renamed
 //! over the AOF, the directory fsynced, and the writer continues on it.
 
@@ -21,12 +20,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::aof_path;
-use crate::engine::keyspace::SHARD_COUNT;
 use crate::state::journal::encode::write_command;
-use crate::state::journal::snapshot::{write_shard, Job};
+use crate::state::journal::snapshot::{self, Job};
 use crate::state::journal::writer::{check_fault, error_text};
 use crate::state::journal::{self, Aof, Stream};
-use crate::state::{unix_ms, Server};
+use crate::state::Server;
 
 fn io_err(what: &str, e: std::io::Error) -> String {
     format!("{what}: {}", error_text(&e))
@@ -36,14 +34,6 @@ fn write_all(aof: &Aof, w: &mut impl Write, data: &[u8]) -> Result<(), String> {
     check_fault(aof).map_err(|e| io_err("Error writing the rewritten AOF", e))?;
     w.write_all(data)
         .map_err(|e| io_err("Error writing the rewritten AOF", e))
-}
-
-fn flush_chunks(aof: &Aof, job: &Job, w: &mut impl Write) -> Result<(), String> {
-    let chunks = std::mem::take(&mut *job.chunks.lock());
-    for c in chunks {
-        write_all(aof, w, &c)?;
-    }
-    Ok(())
 }
 
 /// Gives up a rewrite: stops collecting changes, removes the temp file.
@@ -74,7 +64,8 @@ fn rewrite_once(server: &Server) -> Result<u64, String> {
     let libraries;
     {
         // T0: no command is running while the rewrite starts collecting.
-        let _all = server.keyspace.lock_all(true);
+        let all = server.keyspace.lock_all(true);
+        job.begin(&all);
         // Function libraries change only with every shard locked.
         libraries = server.scripting.library_codes();
         aof.feed.lock().rewrite = Some(Stream::default());
@@ -82,6 +73,7 @@ fn rewrite_once(server: &Server) -> Result<u64, String> {
         aof.set_rewriting(true);
     }
     let result = write_and_swap(server, &job, &libraries, file, &temp, &path);
+    aof.aof_last_cow.store(job.cow.peak(), Ordering::Relaxed);
     if result.is_err() {
         abandon(server, &temp);
     }
@@ -102,25 +94,8 @@ fn write_and_swap(
     for code in libraries {
         write_command(&mut chunk, [&b"FUNCTION"[..], b"LOAD", code].into_iter());
     }
-    for i in 0..SHARD_COUNT {
-        if job.abort.load(Ordering::Acquire) {
-            return Err("rewrite aborted".into());
-        }
-        flush_chunks(aof, job, &mut w)?;
-        if job.is_done(i) {
-            continue;
-        }
-        {
-            let g = server.keyspace.lock_one(i, false);
-            if !job.is_done(i) {
-                write_shard(&mut chunk, g.shard(), unix_ms());
-                job.mark_done(i);
-            }
-        }
-        write_all(aof, &mut w, &chunk)?;
-        chunk.clear();
-    }
-    flush_chunks(aof, job, &mut w)?;
+    write_all(aof, &mut w, &chunk)?;
+    snapshot::write_all(&server.keyspace, job, &mut |b| write_all(aof, &mut w, b))?;
     let mut file = w
         .into_inner()
         .map_err(|e| io_err("Error writing the rewritten AOF", e.into_error()))?;

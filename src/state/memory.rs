@@ -378,7 +378,11 @@ fn evict(server: &Server, db: usize, key: Bytes) -> bool {
     let idx = ks.shard_of(&key);
     let mut locked = ks.lock_sorted(&[idx], true);
     // A rewrite copies the shard before it changes.
-    journal::before_write(&server.aof, || Some([idx].into_iter().collect()), &locked);
+    journal::before_write(
+        &server.aof,
+        || Some([idx].into_iter().collect()),
+        &mut locked,
+    );
     let Some(part) = locked
         .guard_mut(idx)
         .and_then(|g| g.shard_mut())

@@ -482,6 +482,44 @@ pub fn write_key(
     write_payload(out, value, o);
 }
 
+/// SELECTDB `db`, then RESIZEDB with its key and expiry counts (a
+/// loader's size hint).
+pub fn write_db_head(out: &mut Vec<u8>, db: usize, keys: usize, expires: usize) {
+    out.push(opcodes::SELECTDB);
+    write_len(out, db as u64);
+    out.push(opcodes::RESIZEDB);
+    write_len(out, keys as u64);
+    write_len(out, expires as u64);
+}
+
+/// The start of a sorted set written in pieces (a snapshot's stepwise
+/// walk): SELECTDB `db`, the expiry, the type (a skiplist's), the key and
+/// the member count; [`write_zset_member`] for each member follows.
+pub fn write_zset_head(
+    out: &mut Vec<u8>,
+    db: usize,
+    key: &[u8],
+    expire_ms: Option<u64>,
+    len: usize,
+    o: EncodeOptions,
+) {
+    out.push(opcodes::SELECTDB);
+    write_len(out, db as u64);
+    if let Some(t) = expire_ms {
+        out.push(opcodes::EXPIRETIME_MS);
+        out.extend_from_slice(&t.to_le_bytes());
+    }
+    out.push(types::ZSET_2);
+    write_string(out, key, o.compress);
+    write_len(out, len as u64);
+}
+
+/// One member of a sorted set started by [`write_zset_head`].
+pub fn write_zset_member(out: &mut Vec<u8>, member: &[u8], score: f64, o: EncodeOptions) {
+    write_string(out, member, o.compress);
+    out.extend_from_slice(&score.to_le_bytes());
+}
+
 /// Every live key of a shard, each database after its SELECTDB and
 /// RESIZEDB (the shard's part of that database: a loader's size hint).
 pub fn write_shard(out: &mut Vec<u8>, shard: &Shard, now_ms: u64, o: EncodeOptions) -> u64 {

@@ -62,6 +62,7 @@
 //!   26.4).
 
 pub(crate) mod arena;
+pub mod cow;
 pub(crate) mod index;
 pub mod listpack;
 pub mod range;
@@ -71,9 +72,11 @@ pub mod skiplist;
 mod model_tests;
 
 use std::fmt;
+use std::sync::Arc;
 
 use smallvec::SmallVec;
 
+use cow::{CowCounter, CowLog, SharedCow};
 use listpack::{Listpack, NONE};
 use range::Bounds;
 pub use range::{LexBound, RangeByLex, RangeByScore, RangeError, ScoreBound};
@@ -234,6 +237,15 @@ pub(crate) fn alloc_size(n: usize) -> usize {
 #[derive(Debug)]
 pub struct ZSet {
     repr: Repr,
+    /// While a snapshot walks this set in steps: its copy-before-write log
+    /// (see [`cow`]); every mutator tells it first.
+    cow: Option<SharedCow>,
+}
+
+impl Drop for ZSet {
+    fn drop(&mut self) {
+        self.end_snapshot();
+    }
 }
 
 #[derive(Debug)]
@@ -260,6 +272,7 @@ impl ZSet {
     pub fn new() -> ZSet {
         ZSet {
             repr: Repr::Listpack(Listpack::new()),
+            cow: None,
         }
     }
 
@@ -273,6 +286,7 @@ impl ZSet {
             // allocate much ahead of real members.
             ZSet {
                 repr: Repr::Skiplist(Box::new(SkipList::with_capacity(len_hint.min(1 << 20)))),
+                cow: None,
             }
         }
     }
@@ -310,6 +324,7 @@ impl ZSet {
                 Repr::Listpack(lp) => Repr::Listpack(lp.clone()),
                 Repr::Skiplist(sl) => Repr::Skiplist(sl.clone()),
             },
+            cow: None,
         }
     }
 
@@ -338,6 +353,7 @@ impl ZSet {
     /// `zadd`, `insert`, `incr`, `remove`, `encoding` and `memory_usage` may
     /// be called. Returns false (and changes nothing) for a listpack.
     pub fn defer_order(&mut self) -> bool {
+        self.end_snapshot();
         match &mut self.repr {
             Repr::Listpack(_) => false,
             Repr::Skiplist(sl) => {
@@ -382,6 +398,10 @@ impl ZSet {
             if limits.fits_listpack(sl.len(), max_member_len)
                 && self.iter().map(|(m, _)| m.len()).sum::<usize>() <= LISTPACK_MAX_BYTES
             {
+                self.end_snapshot();
+                let Repr::Skiplist(sl) = &self.repr else {
+                    return;
+                };
                 let mut lp = Listpack::new();
                 let mut x = sl.first();
                 while x != NIL {
@@ -495,6 +515,7 @@ impl ZSet {
                     return Ok(ZAddOutcome::Skipped);
                 }
                 if new != cur {
+                    self.before_change(member, Some(cur));
                     self.set_score_at(slot, member, new);
                     Ok(ZAddOutcome::Updated {
                         old: cur,
@@ -506,6 +527,7 @@ impl ZSet {
             }
             None if flags.xx => Ok(ZAddOutcome::Skipped),
             None => {
+                self.before_change(member, None);
                 self.add_new(member, score, limits);
                 Ok(ZAddOutcome::Added { score })
             }
@@ -536,6 +558,12 @@ impl ZSet {
 
     /// Removes `member`; true when it was there (ZREM).
     pub fn remove(&mut self, member: &[u8]) -> bool {
+        if self.cow.is_some() {
+            match self.score(member) {
+                Some(s) => self.before_change(member, Some(s)),
+                None => return false,
+            }
+        }
         match &mut self.repr {
             Repr::Listpack(lp) => match lp.find(member) {
                 Some((off, _, _)) => {
@@ -763,6 +791,12 @@ impl ZSet {
             return 0;
         }
         let end = end.min(len - 1);
+        if let Some(cow) = &self.cow {
+            let mut log = cow.lock();
+            for (m, s) in self.range_by_rank(start, end, false) {
+                log.before_change(m, Some(s));
+            }
+        }
         match &mut self.repr {
             Repr::Listpack(lp) => lp.remove_range_by_rank(start, end),
             Repr::Skiplist(sl) => sl.remove_range_by_rank(start, end),
@@ -770,6 +804,18 @@ impl ZSet {
     }
 
     fn remove_in<B: Bounds>(&mut self, range: &B) -> usize {
+        if let (Some(cow), Repr::Skiplist(sl)) = (&self.cow, &self.repr) {
+            let mut log = cow.lock();
+            let mut x = sl.first_in_range(range).map_or(NIL, |(x, _)| x);
+            while x != NIL {
+                let (m, s) = sl.entry(x);
+                if !range.lte_max(s, m) {
+                    break;
+                }
+                log.before_change(m, Some(s));
+                x = sl.next(x);
+            }
+        }
         match &mut self.repr {
             Repr::Listpack(lp) => lp.remove_range(range),
             Repr::Skiplist(sl) => sl.remove_range(range),
@@ -790,20 +836,96 @@ impl ZSet {
 
     /// Removes up to `count` lowest members, calling `f` on each (lowest
     /// first) before it goes; returns how many (ZPOPMIN, ZMPOP MIN).
-    pub fn pop_min(&mut self, count: usize, f: impl FnMut(&[u8], f64)) -> usize {
-        match &mut self.repr {
+    pub fn pop_min(&mut self, count: usize, mut f: impl FnMut(&[u8], f64)) -> usize {
+        let ZSet { repr, cow } = self;
+        match repr {
             Repr::Listpack(lp) => lp.pop_min(count, f),
-            Repr::Skiplist(sl) => sl.pop_min(count, f),
+            Repr::Skiplist(sl) => sl.pop_min(count, |m, s| {
+                if let Some(c) = cow {
+                    c.lock().before_change(m, Some(s));
+                }
+                f(m, s)
+            }),
         }
     }
 
     /// Removes up to `count` highest members, calling `f` on each (highest
     /// first) before it goes; returns how many (ZPOPMAX, ZMPOP MAX).
-    pub fn pop_max(&mut self, count: usize, f: impl FnMut(&[u8], f64)) -> usize {
-        match &mut self.repr {
+    pub fn pop_max(&mut self, count: usize, mut f: impl FnMut(&[u8], f64)) -> usize {
+        let ZSet { repr, cow } = self;
+        match repr {
             Repr::Listpack(lp) => lp.pop_max(count, f),
-            Repr::Skiplist(sl) => sl.pop_max(count, f),
+            Repr::Skiplist(sl) => sl.pop_max(count, |m, s| {
+                if let Some(c) = cow {
+                    c.lock().before_change(m, Some(s));
+                }
+                f(m, s)
+            }),
         }
+    }
+
+    /// Tells a running snapshot's log that `member` is about to change
+    /// (`old`: its score now, `None` when it is being added).
+    #[inline]
+    fn before_change(&self, member: &[u8], old: Option<f64>) {
+        if let Some(c) = &self.cow {
+            c.lock().before_change(member, old);
+        }
+    }
+
+    /// Starts a point-in-time capture of this set walked in steps
+    /// ([`ZSet::snapshot_step`]): from now on its mutators save what the
+    /// walk still needs (see [`cow`]). `None` (and nothing started) for a
+    /// listpack or a set whose order is deferred: write those out whole.
+    pub fn begin_snapshot(&mut self, counter: Arc<CowCounter>) -> Option<SharedCow> {
+        match &self.repr {
+            Repr::Skiplist(sl) if !sl.order_deferred() => {
+                let log = CowLog::new(counter);
+                self.cow = Some(log.clone());
+                Some(log)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether this set is the one `log` captures.
+    pub fn is_captured_by(&self, log: &SharedCow) -> bool {
+        self.cow.as_ref().is_some_and(|c| Arc::ptr_eq(c, log))
+    }
+
+    /// One step of the capture: emits up to `budget` point-in-time members
+    /// not written yet, highest first. True when the walk is over (the
+    /// set no longer carries the log; its saved pairs are in the log).
+    pub fn snapshot_step(&mut self, budget: usize, emit: &mut dyn FnMut(&[u8], f64)) -> bool {
+        let done = match (&self.cow, &self.repr) {
+            (Some(c), Repr::Skiplist(sl)) => c.lock().step(sl, budget, emit),
+            (Some(_), Repr::Listpack(_)) => {
+                self.end_snapshot();
+                true
+            }
+            (None, _) => true,
+        };
+        if done {
+            self.cow = None;
+        }
+        done
+    }
+
+    /// Ends a capture now (the set leaves the keyspace or changes shape):
+    /// what the walk has not written yet goes to the log's saved pairs.
+    pub fn end_snapshot(&mut self) {
+        if let Some(c) = self.cow.take() {
+            let mut log = c.lock();
+            if let Repr::Skiplist(sl) = &self.repr {
+                log.finish(sl);
+            }
+        }
+    }
+
+    /// Drops a capture without finishing it (the snapshot gave up): the
+    /// set stops feeding the log.
+    pub fn abandon_snapshot(&mut self) {
+        self.cow = None;
     }
 
     /// One ZSCAN step: visits members from `cursor` on and returns the next

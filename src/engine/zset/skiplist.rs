@@ -341,6 +341,24 @@ impl SkipList {
         self.nodes[x as usize].prev
     }
 
+    /// The last (highest) element, or NIL.
+    #[inline]
+    pub fn last(&self) -> u32 {
+        debug_assert!(!self.unordered, "order read while deferred");
+        self.tail
+    }
+
+    /// The last element ordered before (score, member), or NIL: where a
+    /// walk from the highest down resumes after (score, member), whether
+    /// or not that member is still there (O(log n)).
+    pub fn seek_before(&self, score: f64, member: &[u8]) -> u32 {
+        let (update, _) = self.search(score, member);
+        match update[0].node {
+            HEAD => NIL,
+            x => x,
+        }
+    }
+
     #[inline]
     fn link_at(p: Pos, i: usize) -> usize {
         p.upper as usize + i - 1

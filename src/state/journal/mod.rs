@@ -184,6 +184,10 @@ pub struct Aof {
     /// A rewrite is collecting changes (hot flag for the dispatcher).
     rewriting: AtomicBool,
     pub(crate) job: RwLock<Option<Arc<snapshot::Job>>>,
+    /// Peak memory held by the last RDB save's and the last rewrite's
+    /// snapshot (INFO `rdb_last_cow_size`, `aof_last_cow_size`).
+    pub(crate) rdb_last_cow: AtomicU64,
+    pub(crate) aof_last_cow: AtomicU64,
     dirty_since_save: AtomicU64,
     /// Unix seconds of the last successful save (LASTSAVE).
     pub lastsave: AtomicU64,
@@ -246,6 +250,8 @@ impl Aof {
             rewrite_done: Condvar::new(),
             rewriting: AtomicBool::new(false),
             job: RwLock::new(None),
+            rdb_last_cow: AtomicU64::new(0),
+            aof_last_cow: AtomicU64::new(0),
             dirty_since_save: AtomicU64::new(0),
             lastsave: AtomicU64::new(unix_ms() / 1000),
             rdb_failed: AtomicBool::new(false),
@@ -715,7 +721,7 @@ pub fn misconf(aof: &Aof) -> Option<String> {
 pub fn before_write(
     aof: &Aof,
     shards: impl FnOnce() -> Option<SmallVec<[usize; 4]>>,
-    locked: &Locked<'_>,
+    locked: &mut Locked<'_>,
 ) {
     if !aof.rewriting() {
         return;
@@ -757,15 +763,30 @@ pub fn info_fields(aof: &Aof) -> Vec<(&'static str, String)> {
         .started
         .map(|t| t.elapsed().as_secs() as i64)
         .unwrap_or(-1);
+    // A running snapshot's figures, live (no child to report them late:
+    // the age is always 0).
+    let (peak, size, perc, done, total) = match aof.job.read().as_ref() {
+        Some(job) => {
+            let total = job.keys_total.load(Ordering::Relaxed);
+            let done = job.keys_done.load(Ordering::Relaxed).min(total);
+            let perc = if total == 0 {
+                0.0
+            } else {
+                done as f64 * 100.0 / total as f64
+            };
+            (job.cow.peak(), job.cow.now(), perc, done, total)
+        }
+        None => (0, 0, 0.0, 0, 0),
+    };
     let mut v: Vec<(&'static str, String)> = vec![
         ("loading", (aof.loading() as u8).to_string()),
         ("async_loading", "0".into()),
-        ("current_cow_peak", "0".into()),
-        ("current_cow_size", "0".into()),
+        ("current_cow_peak", peak.to_string()),
+        ("current_cow_size", size.to_string()),
         ("current_cow_size_age", "0".into()),
-        ("current_fork_perc", "0.00".into()),
-        ("current_save_keys_processed", "0".into()),
-        ("current_save_keys_total", "0".into()),
+        ("current_fork_perc", format!("{perc:.2}")),
+        ("current_save_keys_processed", done.to_string()),
+        ("current_save_keys_total", total.to_string()),
         (
             "rdb_changes_since_last_save",
             aof.dirty_since_save.load(Ordering::Relaxed).to_string(),
@@ -791,7 +812,10 @@ pub fn info_fields(aof: &Aof) -> Vec<(&'static str, String)> {
                 .to_string(),
         ),
         ("rdb_saves", st.rdb_saves.to_string()),
-        ("rdb_last_cow_size", "0".into()),
+        (
+            "rdb_last_cow_size",
+            aof.rdb_last_cow.load(Ordering::Relaxed).to_string(),
+        ),
         (
             "rdb_last_load_keys_expired",
             aof.rdb_expired_keys.load(Ordering::Relaxed).to_string(),
@@ -820,7 +844,10 @@ pub fn info_fields(aof: &Aof) -> Vec<(&'static str, String)> {
             }
             .into(),
         ),
-        ("aof_last_cow_size", "0".into()),
+        (
+            "aof_last_cow_size",
+            aof.aof_last_cow.load(Ordering::Relaxed).to_string(),
+        ),
         ("module_fork_in_progress", "0".into()),
         ("module_fork_last_cow_size", "0".into()),
     ];

@@ -1,20 +1,41 @@
-//! The snapshot of the rewrite and of RDB saves: the commands that recreate a shard's data, and
-//! copy-before-write. A running rewrite ([`Job`]) reads the shards one at
-//! a time; a command about to change a shard it has not read yet first
-//! writes that shard out as it is ([`presave`]), so each shard is captured
-//! as it was when the rewrite started. The thread that runs the rewrite
-//! and swaps the file in is `persistence::rewrite`.
+//! The point-in-time snapshot behind BGSAVE, SAVE, SHUTDOWN's save, the
+//! AOF rewrite and DEBUG RELOAD (and a replica's full sync): one
+//! mechanism, [`Job`] + [`write_all`], written as RDB records or as
+//! commands ([`Format`]).
+//!
+//! The snapshot point T0 is taken with every shard locked for a moment
+//! (the caller installs the job then). After it, each shard is *captured*
+//! once, before anything in it changes: by the snapshot thread as it
+//! reaches the shard, or first by a command about to write to it
+//! ([`presave`], called by the dispatcher, eviction and anything else that
+//! writes). Capturing writes the shard's small keys out at once (a few
+//! thousand keys per shard, well under a millisecond) and does *not* write
+//! its big sorted sets: each gets a copy-before-write log instead
+//! (`engine::zset::cow`) and joins the job's list of big values. The
+//! snapshot thread then walks each big set in steps of [`STEP_MEMBERS`]
+//! members, taking the shard lock for one step at a time; a write to a
+//! member the walk has not reached first saves that member's old score in
+//! the log. So no client waits on the snapshot for more than one step or
+//! one shard's small keys, however big a board is, and the output is
+//! exactly the data as of T0. Memory held for it (saved members, touched
+//! members, shards captured by commands and not yet in the file) is
+//! counted in [`Job::cow`], INFO's `current_cow_size`.
+//!
+//! Other big values (hashes, sets, lists, streams, leaderboards) are
+//! still written whole when their shard is captured.
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
+use bytes::Bytes;
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
 use super::encode::{write_command, write_select};
 use crate::engine::bitmap::CHUNK_BYTES;
 use crate::engine::hash::HashValue;
-use crate::engine::keyspace::{Locked, Shard, ShardGuard, SHARD_COUNT};
+use crate::engine::keyspace::{Keyspace, Locked, Shard, ShardGuard, SHARD_COUNT};
 use crate::engine::leaderboard::{ArchiveData, Leaderboard};
 use crate::engine::list::ListValue;
 use crate::engine::rdb;
@@ -22,6 +43,7 @@ use crate::engine::rdb::encode::EncodeOptions;
 use crate::engine::set::{Member, SetValue};
 use crate::engine::stream::{Stream, StreamId};
 use crate::engine::string::StrValue;
+use crate::engine::zset::cow::{CowCounter, SharedCow};
 use crate::engine::zset::ZSet;
 use crate::engine::Value;
 use crate::protocol::number::{format_double, MAX_DOUBLE_CHARS};
@@ -30,6 +52,21 @@ use crate::state::clock::unix_ms;
 /// Most elements per ZADD / SADD / RPUSH / HSET command in a rewritten file (Redis's
 /// AOF_REWRITE_ITEMS_PER_CMD).
 pub const ITEMS_PER_COMMAND: usize = 64;
+
+/// Sorted sets of more members than this are walked in steps of this many
+/// (each step under the shard lock, the lock let go between steps).
+pub const STEP_MEMBERS: usize = 1024;
+
+/// A big sorted set captured at T0 and not written yet: where it lives,
+/// its expiry and member count at T0, and its copy-before-write log.
+struct BigKey {
+    shard: usize,
+    db: usize,
+    key: Bytes,
+    expire: Option<u64>,
+    len: usize,
+    log: SharedCow,
+}
 
 /// What a snapshot writes each shard as.
 #[derive(Debug, Clone, Copy)]
@@ -48,6 +85,13 @@ pub struct Job {
     done: Vec<AtomicBool>,
     /// Shards written out by commands, waiting to go to the file.
     pub chunks: Mutex<Vec<Vec<u8>>>,
+    /// Big sorted sets captured, waiting for their stepwise walk.
+    big: Mutex<Vec<BigKey>>,
+    /// Memory held because of writes made during the snapshot.
+    pub cow: Arc<CowCounter>,
+    /// Keys at T0, and keys written or captured so far.
+    pub keys_total: AtomicU64,
+    pub keys_done: AtomicU64,
     /// Set to give up (shutdown).
     pub abort: AtomicBool,
 }
@@ -70,8 +114,36 @@ impl Job {
             format,
             done: (0..SHARD_COUNT).map(|_| AtomicBool::new(false)).collect(),
             chunks: Mutex::new(Vec::new()),
+            big: Mutex::new(Vec::new()),
+            cow: Arc::new(CowCounter::default()),
+            keys_total: AtomicU64::new(0),
+            keys_done: AtomicU64::new(0),
             abort: AtomicBool::new(false),
         }
+    }
+
+    /// Records the key count at T0; `all` holds every shard.
+    pub fn begin(&self, all: &Locked<'_>) {
+        let total: usize = all
+            .shards()
+            .filter_map(|i| all.guard(i))
+            .flat_map(|g| g.shard().dbs.iter().map(|d| d.len()))
+            .sum();
+        self.keys_total.store(total as u64, Ordering::Relaxed);
+    }
+
+    /// A shard captured by a command, to go to the file next.
+    fn push_chunk(&self, chunk: Vec<u8>) {
+        self.cow.add(chunk.capacity());
+        self.chunks.lock().push(chunk);
+    }
+
+    /// Takes the shards captured by commands, for the file (their memory
+    /// is no longer held once the caller has written them).
+    pub fn take_chunks(&self) -> Vec<Vec<u8>> {
+        let chunks = std::mem::take(&mut *self.chunks.lock());
+        self.cow.sub(chunks.iter().map(|c| c.capacity()).sum());
+        chunks
     }
 
     /// Whether shard `i` is written out already.
@@ -542,10 +614,73 @@ pub fn write_shard(out: &mut Vec<u8>, shard: &Shard, now_ms: u64) {
     }
 }
 
-/// Copy before write: writes out, as they are now, the shards a command
+/// Captures shard `idx` as it is now (see the module docs): returns its
+/// small keys written out, and queues its big sorted sets for the
+/// stepwise walk, each with a copy-before-write log.
+fn capture(job: &Job, idx: usize, shard: &mut Shard, now_ms: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut big = Vec::new();
+    let mut num = itoa::Buffer::new();
+    let mut keys = 0u64;
+    for (i, db) in shard.dbs.iter_mut().enumerate() {
+        if db.is_empty() {
+            continue;
+        }
+        let (len, expires) = (db.len(), db.expires_len());
+        let mut selected = false;
+        for (key, entry) in db.iter_mut() {
+            let at = entry.expire_at();
+            if at.is_some_and(|t| t <= now_ms) {
+                continue;
+            }
+            if let Value::ZSet(z) = &mut entry.value {
+                let len = z.len();
+                if len > STEP_MEMBERS {
+                    if let Some(log) = z.begin_snapshot(job.cow.clone()) {
+                        big.push(BigKey {
+                            shard: idx,
+                            db: i,
+                            key: Bytes::copy_from_slice(key),
+                            expire: at,
+                            len,
+                            log,
+                        });
+                        continue;
+                    }
+                }
+            }
+            if !selected {
+                match job.format {
+                    Format::Aof => write_select(&mut out, i),
+                    Format::Rdb(_) => rdb::encode::write_db_head(&mut out, i, len, expires),
+                }
+                selected = true;
+            }
+            match job.format {
+                Format::Aof => {
+                    write_value(&mut out, key, &entry.value);
+                    if let Some(t) = at {
+                        let ms = num.format(t).as_bytes();
+                        write_command(&mut out, [&b"PEXPIREAT"[..], key, ms].into_iter());
+                    }
+                }
+                Format::Rdb(o) => rdb::encode::write_key(&mut out, key, &entry.value, at, o),
+            }
+            keys += 1;
+        }
+    }
+    job.keys_done.fetch_add(keys, Ordering::Relaxed);
+    if !big.is_empty() {
+        job.big.lock().extend(big);
+    }
+    out
+}
+
+/// Copy before write: captures, as they are now, the shards a command
 /// holds for writing and may change (`None`: every shard), unless the
-/// rewrite already has them.
-pub fn presave(job: &Job, shards: Option<SmallVec<[usize; 4]>>, locked: &Locked<'_>) {
+/// snapshot has them already. Small keys are written out; big sorted sets
+/// only get their copy-before-write log (O(1) each).
+pub fn presave(job: &Job, shards: Option<SmallVec<[usize; 4]>>, locked: &mut Locked<'_>) {
     let shards = match shards {
         Some(s) => s,
         None => (0..SHARD_COUNT).collect(),
@@ -554,20 +689,198 @@ pub fn presave(job: &Job, shards: Option<SmallVec<[usize; 4]>>, locked: &Locked<
         if job.is_done(i) {
             continue;
         }
-        // Only a write lock keeps the shard still (and the rewrite out).
-        let Some(ShardGuard::Write(g)) = locked.guard(i) else {
+        // Only a write lock keeps the shard still (and the snapshot out).
+        let Some(ShardGuard::Write(g)) = locked.guard_mut(i) else {
             continue;
         };
-        let mut chunk = Vec::new();
-        match job.format {
-            Format::Aof => write_shard(&mut chunk, g, unix_ms()),
-            Format::Rdb(o) => {
-                rdb::encode::write_shard(&mut chunk, g, unix_ms(), o);
-            }
-        }
-        job.chunks.lock().push(chunk);
+        let chunk = capture(job, i, g, unix_ms());
+        job.push_chunk(chunk);
         job.mark_done(i);
     }
+}
+
+/// Where a snapshot's bytes go, in file order.
+pub type Put<'a> = dyn FnMut(&[u8]) -> Result<(), String> + 'a;
+
+fn flush(job: &Job, put: &mut Put<'_>) -> Result<(), String> {
+    for c in job.take_chunks() {
+        put(&c)?;
+    }
+    Ok(())
+}
+
+fn check_abort(job: &Job) -> Result<(), String> {
+    if job.abort.load(Ordering::Acquire) {
+        return Err("snapshot aborted".into());
+    }
+    Ok(())
+}
+
+/// Writes the whole snapshot of `ks` through `put`: every shard (captured
+/// here unless a command did it first), then each big sorted set in
+/// steps. The job must have been installed at T0 (every shard locked),
+/// so that commands capture what they change first.
+pub fn write_all(ks: &Keyspace, job: &Job, put: &mut Put<'_>) -> Result<(), String> {
+    let result = write_shards(ks, job, put);
+    if result.is_err() {
+        // Sets still carrying a log must stop feeding it.
+        let rest = std::mem::take(&mut *job.big.lock());
+        for b in &rest {
+            abandon(ks, b);
+        }
+    }
+    result
+}
+
+/// Detaches `b`'s log from its set, if the set is still where it was.
+fn abandon(ks: &Keyspace, b: &BigKey) {
+    let mut g = ks.lock_one(b.shard, true);
+    if let Some(Value::ZSet(z)) = g
+        .shard_mut()
+        .and_then(|s| s.dbs.get_mut(b.db))
+        .and_then(|d| d.peek_mut(&b.key))
+        .map(|e| &mut e.value)
+    {
+        if z.is_captured_by(&b.log) {
+            z.abandon_snapshot();
+        }
+    }
+}
+
+fn write_shards(ks: &Keyspace, job: &Job, put: &mut Put<'_>) -> Result<(), String> {
+    for i in 0..SHARD_COUNT {
+        check_abort(job)?;
+        flush(job, put)?;
+        write_big_keys(ks, job, put)?;
+        if job.is_done(i) {
+            continue;
+        }
+        let chunk = {
+            let mut g = ks.lock_one(i, true);
+            match g.shard_mut() {
+                Some(shard) if !job.is_done(i) => {
+                    let c = capture(job, i, shard, unix_ms());
+                    job.mark_done(i);
+                    Some(c)
+                }
+                _ => None,
+            }
+        };
+        if let Some(c) = chunk {
+            put(&c)?;
+        }
+    }
+    flush(job, put)?;
+    write_big_keys(ks, job, put)?;
+    flush(job, put)
+}
+
+/// Writes every big sorted set queued so far.
+fn write_big_keys(ks: &Keyspace, job: &Job, put: &mut Put<'_>) -> Result<(), String> {
+    loop {
+        let Some(b) = job.big.lock().pop() else {
+            return Ok(());
+        };
+        let result = flush(job, put).and_then(|()| write_big(ks, job, &b, put));
+        if result.is_err() {
+            abandon(ks, &b);
+            return result;
+        }
+    }
+}
+
+/// Writes one big sorted set as of T0: its walk in steps (each under the
+/// shard lock, found again by database and key), then the members saved
+/// before writes. Another record never comes between the pieces.
+fn write_big(ks: &Keyspace, job: &Job, b: &BigKey, put: &mut Put<'_>) -> Result<(), String> {
+    let mut buf = Vec::with_capacity(1 << 16);
+    let mut items: Vec<(Vec<u8>, f64)> = Vec::new();
+    let mut written = 0usize;
+    match job.format {
+        Format::Rdb(o) => rdb::encode::write_zset_head(&mut buf, b.db, &b.key, b.expire, b.len, o),
+        Format::Aof => write_select(&mut buf, b.db),
+    }
+    loop {
+        check_abort(job)?;
+        let mut g = ks.lock_one(b.shard, true);
+        let over = {
+            let z = g
+                .shard_mut()
+                .and_then(|s| s.dbs.get_mut(b.db))
+                .and_then(|d| d.peek_mut(&b.key))
+                .and_then(|e| match &mut e.value {
+                    Value::ZSet(z) if z.is_captured_by(&b.log) => Some(z),
+                    _ => None,
+                });
+            match (z, job.format) {
+                // Gone or replaced: ending the capture saved the rest.
+                (None, _) => true,
+                (Some(z), Format::Rdb(o)) => z.snapshot_step(STEP_MEMBERS, &mut |m, s| {
+                    rdb::encode::write_zset_member(&mut buf, m, s, o);
+                    written += 1;
+                }),
+                (Some(z), Format::Aof) => {
+                    z.snapshot_step(STEP_MEMBERS, &mut |m, s| items.push((m.to_vec(), s)))
+                }
+            }
+        };
+        // A command waiting for the shard goes before the next step.
+        g.unlock_fair();
+        if !items.is_empty() {
+            written += items.len();
+            write_zadds(
+                &mut buf,
+                &b.key,
+                items.iter().map(|(m, s)| (m.as_slice(), *s)),
+            );
+            items.clear();
+        }
+        put(&buf)?;
+        buf.clear();
+        if over {
+            break;
+        }
+        // Let the commands just handed the lock run before the next step
+        // (on a busy machine a walk preempted while it holds the lock is
+        // what a command waits on).
+        std::thread::yield_now();
+    }
+    let saved = {
+        let mut log = b.log.lock();
+        if !log.is_finished() {
+            return Err(format!(
+                "internal error: the snapshot lost track of sorted set '{}'",
+                String::from_utf8_lossy(&b.key)
+            ));
+        }
+        log.take_saved()
+    };
+    written += saved.len();
+    match job.format {
+        Format::Rdb(o) => {
+            for (m, s) in &saved {
+                rdb::encode::write_zset_member(&mut buf, m, *s, o);
+            }
+        }
+        Format::Aof => {
+            write_zadds(&mut buf, &b.key, saved.iter().map(|(m, s)| (&m[..], *s)));
+            if let Some(t) = b.expire {
+                let mut num = itoa::Buffer::new();
+                let ms = num.format(t).as_bytes();
+                write_command(&mut buf, [&b"PEXPIREAT"[..], &b.key, ms].into_iter());
+            }
+        }
+    }
+    drop(saved);
+    if written != b.len {
+        return Err(format!(
+            "internal error: sorted set '{}' written with {written} of its {} members",
+            String::from_utf8_lossy(&b.key),
+            b.len
+        ));
+    }
+    job.keys_done.fetch_add(1, Ordering::Relaxed);
+    put(&buf)
 }
 
 #[cfg(test)]

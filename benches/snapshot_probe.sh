@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Writes during a snapshot, side by side with redis-server in the same run:
+# a sorted set of N members (default 1M and 5M; SIZES="1000000 5000000
+# 10000000" for more), and a probe client (benches/clients/snapshot_probe.rs)
+# sending ZINCRBY to a random member every ~1 ms while BGSAVE runs, then
+# while BGREWRITEAOF runs (both servers with appendonly yes, appendfsync
+# everysec). For each: the snapshot's duration, the longest wait and the
+# p99.9 / p99 of the probe's writes, resident memory before and at peak
+# (Redis: parent + fork child), and the copy-on-write size the server
+# reports (current_cow_peak, rdb_/aof_last_cow_size).
+#
+#   benches/snapshot_probe.sh            # 1M and 5M
+#   SIZES=2000000 benches/snapshot_probe.sh
+#
+# Timings are wall-clock: on a loaded machine they are noisy; run it when
+# `uptime` shows the lowest load.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+echo "building the snapshot_probe client (release)..." >&2
+cargo build --release --quiet --manifest-path "$root/Cargo.toml" --example snapshot_probe
+probe="${CARGO_TARGET_DIR:-$root/target}/release/examples/snapshot_probe"
+
+read -r -a sizes <<<"${SIZES:-1000000 5000000}"
+
+start_servers() {
+    mkdir -p "$work/redis" "$work/rostrum"
+    redis_port=$(free_port)
+    redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly yes \
+        --appendfsync everysec --dir "$work/redis" --daemonize no \
+        --logfile "$work/redis.log" &
+    redis_pid=$!
+    pids+=("$redis_pid")
+    wait_ready "$redis_port" "$redis_pid" ||
+        { echo "error: redis-server did not start" >&2; cat "$work/redis.log" >&2; exit 1; }
+    rostrum_port=$(free_port)
+    (cd "$work/rostrum" && exec "$rostrum_bin" --port "$rostrum_port" --bind 127.0.0.1 \
+        --loglevel warning --save '' --appendonly yes --appendfsync everysec \
+        "${rostrum_args[@]}") >"$work/rostrum.log" 2>&1 &
+    rostrum_pid=$!
+    pids+=("$rostrum_pid")
+    wait_ready "$rostrum_port" "$rostrum_pid" ||
+        { echo "error: rostrum did not start" >&2; cat "$work/rostrum.log" >&2; exit 1; }
+}
+
+# Waits until the server on $1 has no snapshot running.
+settle() {
+    for _ in $(seq 1 600); do
+        local info
+        info=$(redis-cli -p "$1" INFO persistence | tr -d '\r')
+        if grep -q '^rdb_bgsave_in_progress:0' <<<"$info" &&
+            grep -q '^aof_rewrite_in_progress:0' <<<"$info"; then
+            return 0
+        fi
+        sleep 0.2
+    done
+}
+
+start_servers
+echo "load: $(uptime | sed 's/.*load average/load average/')"
+printf 'members\toperation\tserver\tsnapshot_ms\twrites\tmax_ms\tp99.9_ms\tp99_ms\trss_before_MB\trss_peak_MB\tpeak/before\tcow_MB\n'
+for n in "${sizes[@]}"; do
+    for side in redis rostrum; do
+        port_var="${side}_port"
+        redis-cli -p "${!port_var}" FLUSHALL >/dev/null
+        "$probe" load --port "${!port_var}" --key board --members "$n"
+        # A compact AOF first, so both start alike.
+        redis-cli -p "${!port_var}" BGREWRITEAOF >/dev/null
+        settle "${!port_var}"
+    done
+    for op in BGSAVE BGREWRITEAOF; do
+        for side in redis rostrum; do
+            port_var="${side}_port"
+            pid_var="${side}_pid"
+            settle "${!port_var}"
+            sleep 1
+            line=$("$probe" run --port "${!port_var}" --pid "${!pid_var}" --key board \
+                --members "$n" --command "$op")
+            printf '%s\t%s\t%s\t%s\n' "$n" "$op" "$side" "$line" |
+                awk -F'\t' -v OFS='\t' '{ r = ($9 > 0) ? $10 / $9 : 0;
+                    print $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, sprintf("%.2f", r), $11 }'
+        done
+    done
+done

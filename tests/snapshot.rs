@@ -1,0 +1,206 @@
+//! The point-in-time snapshot under writes, through a real client: a big
+//! sorted set (walked in steps, with copy-before-write per member) changed
+//! by a writer all through BGSAVE and BGREWRITEAOF. The RDB file must hold
+//! the set exactly as it was after some prefix of the writer's steps (each
+//! step is one atomic script that moves a member, removes one and adds a
+//! marker, so the markers present tell which prefix); the rewritten AOF,
+//! replayed, must give the set after every step.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{temp_dir, TestServer};
+
+const MEMBERS: u64 = 120_000;
+
+const STEP: &str = "redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2]) \
+                    redis.call('ZREM', KEYS[1], ARGV[3]) \
+                    redis.call('ZADD', KEYS[1], ARGV[4], ARGV[5])";
+
+/// The arguments of step `i`: a member moved to a score with many ties
+/// (so it crosses the walk's cursor either way), a member removed, and the
+/// marker `w<i>`.
+fn step_args(i: u64) -> (f64, String, String, f64, String) {
+    let moved = format!("m{}", (i * 7919) % MEMBERS);
+    let removed = format!("m{}", (i * 104_729 + 13) % MEMBERS);
+    (
+        (i % 11) as f64 - 5.0,
+        moved,
+        removed,
+        i as f64,
+        format!("w{i}"),
+    )
+}
+
+fn initial() -> BTreeMap<String, f64> {
+    (0..MEMBERS)
+        .map(|i| (format!("m{i}"), (i % 7) as f64))
+        .collect()
+}
+
+fn apply(model: &mut BTreeMap<String, f64>, i: u64) {
+    let (s, moved, removed, ws, w) = step_args(i);
+    model.insert(moved, s);
+    model.remove(&removed);
+    model.insert(w, ws);
+}
+
+fn start(dir: &Path, aof: bool) -> TestServer {
+    let d = dir.to_str().expect("utf-8 temp dir");
+    let mut args = vec!["--dir", d, "--save", ""];
+    if aof {
+        args.extend(["--appendonly", "yes", "--appendfsync", "everysec"]);
+    }
+    TestServer::start_in(dir.to_path_buf(), &args)
+}
+
+fn fill(c: &mut redis::Connection) {
+    let mut pipe = redis::pipe();
+    for chunk in (0..MEMBERS).collect::<Vec<_>>().chunks(1000) {
+        let mut cmd = redis::cmd("ZADD");
+        cmd.arg("board");
+        for i in chunk {
+            cmd.arg((i % 7) as f64).arg(format!("m{i}"));
+        }
+        pipe.add_command(cmd).ignore();
+    }
+    let _: () = pipe.query(c).expect("fill");
+}
+
+fn read_set(c: &mut redis::Connection) -> BTreeMap<String, f64> {
+    let v: Vec<(String, f64)> = redis::cmd("ZRANGE")
+        .arg("board")
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(c)
+        .expect("zrange");
+    v.into_iter().collect()
+}
+
+/// Runs steps from another connection until `stop`; returns how many.
+fn writer(
+    node: &TestServer,
+    stop: Arc<AtomicBool>,
+    done: Arc<AtomicU64>,
+) -> std::thread::JoinHandle<u64> {
+    let mut c = node.conn();
+    std::thread::spawn(move || {
+        let mut i = 0;
+        while !stop.load(Ordering::Acquire) {
+            let (s, moved, removed, ws, w) = step_args(i);
+            let _: () = redis::cmd("EVAL")
+                .arg(STEP)
+                .arg(1)
+                .arg("board")
+                .arg(s)
+                .arg(moved)
+                .arg(removed)
+                .arg(ws)
+                .arg(w)
+                .query(&mut c)
+                .expect("step");
+            i += 1;
+            done.store(i, Ordering::Release);
+        }
+        i
+    })
+}
+
+/// Waits until `flag` in INFO persistence reads 0.
+fn wait_done(c: &mut redis::Connection, flag: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while common::info(c, "persistence")[flag] != "0" {
+        assert!(Instant::now() < deadline, "{flag} never ended");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Lets the writer run a few steps, runs `command` while it writes, and
+/// stops the writer some steps after the snapshot ends.
+fn snapshot_under_writes(node: &TestServer, command: &str, flag: &str) -> u64 {
+    let mut c = node.conn();
+    let (stop, done) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let w = writer(node, stop.clone(), done.clone());
+    while done.load(Ordering::Acquire) < 50 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let _: redis::Value = redis::cmd(command).query(&mut c).expect("snapshot");
+    let info = common::info(&mut c, "persistence");
+    assert!(info.contains_key("current_cow_size"));
+    wait_done(&mut c, flag);
+    let after = done.load(Ordering::Acquire);
+    while done.load(Ordering::Acquire) < after + 50 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    stop.store(true, Ordering::Release);
+    w.join().expect("writer")
+}
+
+#[test]
+fn bgsave_under_writes_is_one_point_in_time() {
+    let dir = temp_dir("snap-rdb");
+    let mut node = start(&dir, false);
+    let mut c = node.conn();
+    fill(&mut c);
+    let steps = snapshot_under_writes(&node, "BGSAVE", "rdb_bgsave_in_progress");
+    let info = common::info(&mut c, "persistence");
+    assert_eq!(info["rdb_last_bgsave_status"], "ok");
+    assert!(info["rdb_last_cow_size"].parse::<u64>().is_ok());
+    node.kill();
+
+    let to = temp_dir("snap-rdb-load");
+    std::fs::copy(dir.join("dump.rdb"), to.join("dump.rdb")).expect("dump.rdb written");
+    let loaded_node = start(&to, false);
+    let loaded = read_set(&mut loaded_node.conn());
+    let prefix = loaded.keys().filter(|k| k.starts_with('w')).count() as u64;
+    assert!(prefix <= steps, "{prefix} markers of {steps} steps");
+    assert!(prefix < steps, "the save ended before the writer did");
+    let mut model = initial();
+    for i in 0..prefix {
+        apply(&mut model, i);
+    }
+    assert_eq!(loaded.len(), model.len());
+    assert!(
+        loaded == model,
+        "the file is not the set after {prefix} steps"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&to);
+}
+
+#[test]
+fn rewrite_under_writes_replays_to_the_final_set() {
+    let dir = temp_dir("snap-aof");
+    let mut node = start(&dir, true);
+    let mut c = node.conn();
+    fill(&mut c);
+    let steps = snapshot_under_writes(&node, "BGREWRITEAOF", "aof_rewrite_in_progress");
+    let info = common::info(&mut c, "persistence");
+    assert_eq!(info["aof_last_bgrewrite_status"], "ok");
+    let before = read_set(&mut c);
+    let mut model = initial();
+    for i in 0..steps {
+        apply(&mut model, i);
+    }
+    assert!(before == model, "the live set is not the model");
+    // The appended writes reach the file within the writer's next turn.
+    std::thread::sleep(Duration::from_millis(300));
+    node.terminate();
+    let again = start(&dir, true);
+    let after = read_set(&mut again.conn());
+    assert_eq!(after.len(), model.len());
+    assert!(
+        after == model,
+        "the rewritten AOF does not replay to the set"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
