@@ -34,8 +34,12 @@ pub enum RunHandler {
     /// would, and returns true; or returns false, having changed, written
     /// and counted nothing, to have them run one at a time. Used only
     /// while nothing observes the single changes (`commands::run`).
-    Apply(fn(&mut Ctx<'_, '_>, &[u8], usize, &[&[u8]]) -> bool),
+    Apply(ApplyRun),
 }
+
+/// A [`RunHandler::Apply`] handler: the key, the number of calls, and the
+/// calls' arguments after the key, back to back.
+pub type ApplyRun = fn(&mut Ctx<'_, '_>, &[u8], usize, &[&[u8]]) -> bool;
 
 /// Extracts the indexes of the key arguments of a command whose keys are not
 /// at fixed positions (ZUNIONSTORE, EVAL, ...). Indexes must be in range.
