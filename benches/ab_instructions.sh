@@ -62,6 +62,9 @@ tests=(
     "HSET (10-field profile)|HSET profile:__rand_int__ name p country SE avatar a level 7 xp 123 wins 4 losses 2 created 1700000000 seen 1750000000 visits 9"
     "HGET|HGET profile:__rand_int__ xp"
     "HGETALL (10 fields)|HGETALL profile:__rand_int__"
+    "HINCRBY|HINCRBY profile:__rand_int__ visits 1"
+    "LPUSH|LPUSH queue job:__rand_int__"
+    "RPOP|RPOP queue"
     "PING|PING"
 )
 

@@ -11,6 +11,7 @@ use std::thread;
 use std::time::Duration;
 
 use common::{info, TestServer};
+use redis::ConnectionLike;
 
 /// Pipelines sent by the writer, and commands in each.
 const BATCHES: usize = 40;
@@ -206,4 +207,184 @@ fn pipelined_ranks_match_single_calls_and_count_alike() {
     let number = |field: &str| -> u64 { stats[field].parse().expect("a number") };
     assert_eq!(number("keyspace_hits"), on_board);
     assert_eq!(number("keyspace_misses"), calls.len() as u64 - on_board);
+}
+
+/// The calls of `pipelined_pushes_and_pops_match_single_calls`: runs of
+/// LPUSH, RPUSH, LPOP and RPOP on one key (handled together by the
+/// server), one that empties its list halfway, some on a string key
+/// (WRONGTYPE) and on an absent key, with other commands between runs.
+fn list_calls() -> Vec<Vec<String>> {
+    let mut calls = Vec::new();
+    let mut call = |args: &[&str]| calls.push(args.iter().map(|a| a.to_string()).collect());
+    call(&["SET", "s", "x"]);
+    for run in 1..=17 {
+        let key = match run % 5 {
+            0 => "s",
+            1 => "other",
+            _ => "q",
+        };
+        for i in 0..run {
+            let value = format!("job:{}", run * 100 + i);
+            match run % 4 {
+                0 => call(&["LPUSH", key, &value]),
+                1 => call(&["RPUSH", key, &value]),
+                2 => call(&["RPOP", key]),
+                _ => call(&["LPOP", key]),
+            }
+        }
+        call(&["LLEN", "q"]);
+    }
+    // A list emptied in the middle of a run, then popped while absent.
+    for i in 0..3 {
+        call(&["RPUSH", "e", &i.to_string()]);
+    }
+    for _ in 0..6 {
+        call(&["RPOP", "e"]);
+    }
+    call(&["EXISTS", "e"]);
+    call(&["LRANGE", "q", "0", "-1"]);
+    calls
+}
+
+#[test]
+fn pipelined_pushes_and_pops_match_single_calls() {
+    let server = TestServer::start(&[]);
+    let mut c = server.conn();
+    let calls = list_calls();
+    let changes = |c: &mut redis::Connection| -> u64 {
+        info(c, "persistence")["rdb_changes_since_last_save"]
+            .parse()
+            .expect("a number")
+    };
+    let query = |c: &mut redis::Connection, args: &[String]| -> redis::Value {
+        let mut cmd = redis::cmd(&args[0]);
+        for a in &args[1..] {
+            cmd.arg(a);
+        }
+        match cmd.query(c) {
+            Ok(v) => v,
+            Err(e) => redis::Value::SimpleString(format!("error: {e}")),
+        }
+    };
+
+    let before = changes(&mut c);
+    let single: Vec<redis::Value> = calls.iter().map(|a| query(&mut c, a)).collect();
+    let single_changes = changes(&mut c) - before;
+    let single_lists: Vec<String> = redis::cmd("LRANGE")
+        .arg("q")
+        .arg(0)
+        .arg(-1)
+        .query(&mut c)
+        .expect("LRANGE");
+
+    let _: () = redis::cmd("FLUSHALL").query(&mut c).expect("FLUSHALL");
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut c)
+        .expect("RESETSTAT");
+    let before = changes(&mut c);
+    // Sent as one pipeline; each reply read on its own (an error reply
+    // does not end the pipeline).
+    let mut p = redis::pipe();
+    for args in &calls {
+        let cmd = p.cmd(&args[0]);
+        for a in &args[1..] {
+            cmd.arg(a);
+        }
+    }
+    let piped: Vec<redis::Value> = c
+        .req_packed_commands(&p.get_packed_pipeline(), 0, calls.len())
+        .expect("pipeline")
+        .into_iter()
+        .collect();
+    let piped_changes = changes(&mut c) - before;
+    let piped_lists: Vec<String> = redis::cmd("LRANGE")
+        .arg("q")
+        .arg(0)
+        .arg(-1)
+        .query(&mut c)
+        .expect("LRANGE");
+
+    assert_eq!(piped.len(), single.len());
+    for (i, (p, s)) in piped.iter().zip(&single).enumerate() {
+        let same = match (p, s) {
+            (redis::Value::ServerError(_), redis::Value::SimpleString(e)) => {
+                e.contains("WRONGTYPE")
+            }
+            _ => p == s,
+        };
+        assert!(same, "call {i} {:?}: piped {p:?}, single {s:?}", calls[i]);
+    }
+    assert_eq!(piped_lists, single_lists);
+    // One change per push and per pop that found an element (the one that
+    // empties a list deletes it), and SET's.
+    assert_eq!(piped_changes, single_changes);
+
+    let commands = info(&mut c, "commandstats");
+    let stat = |cmd: &str, field: &str| -> u64 {
+        commands[&format!("cmdstat_{cmd}")]
+            .split(',')
+            .find_map(|kv| kv.strip_prefix(&format!("{field}=")))
+            .and_then(|v| v.parse().ok())
+            .expect("field=N")
+    };
+    for cmd in ["lpush", "rpush", "lpop", "rpop"] {
+        let n = calls
+            .iter()
+            .filter(|a| a[0].eq_ignore_ascii_case(cmd))
+            .count() as u64;
+        let wrong = calls
+            .iter()
+            .filter(|a| a[0].eq_ignore_ascii_case(cmd) && a[1] == "s")
+            .count() as u64;
+        assert_eq!(stat(cmd, "calls"), n, "{cmd} calls");
+        assert_eq!(stat(cmd, "failed_calls"), wrong, "{cmd} failed_calls");
+    }
+}
+
+#[test]
+fn pipelined_pushes_wake_a_blocked_pop_and_lose_nothing() {
+    let server = TestServer::start(&[]);
+    let mut waiter = server.conn();
+    let mut c = server.conn();
+    let (tx, rx) = mpsc::channel();
+    let t = thread::spawn(move || {
+        let got: Option<(String, String)> = redis::cmd("BLPOP")
+            .arg("q")
+            .arg(10)
+            .query(&mut waiter)
+            .expect("BLPOP");
+        let _ = tx.send(got);
+    });
+    for _ in 0..500 {
+        if info(&mut c, "clients")["blocked_clients"] == "1" {
+            break;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    // With a client blocked on the key the pushes run one at a time (each
+    // may wake it), never as one run.
+    let mut p = redis::pipe();
+    for i in 0..10 {
+        p.cmd("LPUSH").arg("q").arg(format!("job:{i}"));
+    }
+    let lens: Vec<i64> = p.query(&mut c).expect("pipeline");
+    assert_eq!(lens.len(), 10);
+    let got = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("BLPOP answered")
+        .expect("an element");
+    t.join().expect("waiter");
+    assert_eq!(got.0, "q");
+    let mut all: Vec<String> = redis::cmd("LRANGE")
+        .arg("q")
+        .arg(0)
+        .arg(-1)
+        .query(&mut c)
+        .expect("LRANGE");
+    all.push(got.1);
+    all.sort();
+    let mut want: Vec<String> = (0..10).map(|i| format!("job:{i}")).collect();
+    want.sort();
+    assert_eq!(all, want);
 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 use smallvec::SmallVec;
 
 use super::args::{self, MPop};
-use super::table::{flags::*, CommandSpec, Handler, KeySpec};
+use super::table::{flags::*, CommandSpec, Handler, KeySpec, RunHandler};
 use super::{Ctx, Keys};
 use crate::engine::list::{Element, InsertWhere, ListLimits, ListValue};
 use crate::engine::Value;
@@ -61,7 +61,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         "Prepend one or multiple elements to a list",
         "1.0.0",
         PUSH_COMPLEXITY,
-    ),
+    )
+    .batched(RunHandler::Apply(lpush_run)),
     list_cmd(
         "rpush",
         -3,
@@ -71,7 +72,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         "Append one or multiple elements to a list",
         "1.0.0",
         PUSH_COMPLEXITY,
-    ),
+    )
+    .batched(RunHandler::Apply(rpush_run)),
     list_cmd(
         "lpushx",
         -3,
@@ -101,7 +103,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         "Remove and get the first elements in a list",
         "1.0.0",
         "O(N) where N is the number of elements returned",
-    ),
+    )
+    .batched(RunHandler::Apply(lpop_run)),
     list_cmd(
         "rpop",
         -2,
@@ -111,7 +114,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         "Remove and get the last elements in a list",
         "1.0.0",
         "O(N) where N is the number of elements returned",
-    ),
+    )
+    .batched(RunHandler::Apply(rpop_run)),
     list_cmd(
         "llen",
         2,
@@ -442,6 +446,100 @@ fn pop_values(ctx: &mut Ctx, key: &[u8], end: End, count: usize) -> Result<Vec<V
     Ok(items)
 }
 
+/// Pipelined calls of LPUSH or RPUSH with one value each, on one key,
+/// applied in one go (see `commands::run`): the replies, the list and the
+/// changes counted are those of the calls one at a time. False (nothing
+/// done) when the key holds another type.
+fn push_run(ctx: &mut Ctx, key: &[u8], values: &[&[u8]], end: End) -> bool {
+    let lim = limits(ctx);
+    let push = |l: &mut ListValue| match end {
+        End::Left => l.push_front(values.iter().copied(), lim),
+        End::Right => l.push_back(values.iter().copied(), lim),
+    };
+    let before = match write_list(&mut ctx.keys, key) {
+        Ok(Some(l)) => l.len(),
+        Ok(None) => 0,
+        Err(_) => return false,
+    };
+    if before == 0 {
+        // The first call creates the list, the others change it.
+        let mut l = ListValue::new();
+        push(&mut l);
+        if ctx.keys.set(key, Value::List(Box::new(l)), false).is_err()
+            || ctx.keys.modified_times(key, values.len() - 1).is_err()
+        {
+            return false;
+        }
+    } else {
+        if ctx.keys.modified_times(key, values.len()).is_err() {
+            return false;
+        }
+        match write_list(&mut ctx.keys, key) {
+            Ok(Some(l)) => push(l),
+            _ => return false,
+        }
+    }
+    for i in 1..=values.len() {
+        ctx.out.int((before + i) as i64);
+    }
+    true
+}
+
+fn lpush_run(ctx: &mut Ctx, key: &[u8], _calls: usize, values: &[&[u8]]) -> bool {
+    push_run(ctx, key, values, End::Left)
+}
+
+fn rpush_run(ctx: &mut Ctx, key: &[u8], _calls: usize, values: &[&[u8]]) -> bool {
+    push_run(ctx, key, values, End::Right)
+}
+
+/// Pipelined calls of LPOP or RPOP without a count, on one key, applied in
+/// one go (see `commands::run`): each call pops one element, or answers
+/// null once the list is gone, and the changes counted are the calls'.
+/// False (nothing done) when the key is absent or holds another type.
+fn pop_run(ctx: &mut Ctx, key: &[u8], calls: usize, end: End) -> bool {
+    let len = match write_list(&mut ctx.keys, key) {
+        Ok(Some(l)) => l.len(),
+        _ => return false,
+    };
+    let take = calls.min(len);
+    let emptied = take == len;
+    // Each pop is a change; the one that empties the list deletes the key
+    // (counted by the removal).
+    if ctx
+        .keys
+        .modified_times(key, take - emptied as usize)
+        .is_err()
+    {
+        return false;
+    }
+    let items = match write_list(&mut ctx.keys, key) {
+        Ok(Some(l)) => match end {
+            End::Left => l.pop_front(take),
+            End::Right => l.pop_back(take),
+        },
+        _ => return false,
+    };
+    if emptied && ctx.keys.remove(key).is_err() {
+        return false;
+    }
+    for v in &items {
+        ctx.out.bulk(v);
+    }
+    for _ in items.len()..calls {
+        ctx.out.null();
+    }
+    true
+}
+
+fn lpop_run(ctx: &mut Ctx, key: &[u8], calls: usize, _rest: &[&[u8]]) -> bool {
+    pop_run(ctx, key, calls, End::Left)
+}
+
+fn rpop_run(ctx: &mut Ctx, key: &[u8], calls: usize, _rest: &[&[u8]]) -> bool {
+    pop_run(ctx, key, calls, End::Right)
+}
+
 // ---------------------------------------------------------------------------
 // Pushes
 
@@ -489,11 +587,10 @@ fn pop(ctx: &mut Ctx, a: &[&[u8]], end: End, name: &str) -> CmdResult {
         }
     };
     let key = a[1];
-    if write_list(&mut ctx.keys, key)?.is_none() {
-        match count {
-            Some(_) => ctx.out.null_array(),
-            None => ctx.out.null(),
-        }
+    // Without a count one lookup does: lists are never empty, so nothing
+    // popped means no list.
+    if count.is_some() && write_list(&mut ctx.keys, key)?.is_none() {
+        ctx.out.null_array();
         return Ok(());
     }
     let items = pop_values(ctx, key, end, count.unwrap_or(1))?;

@@ -693,8 +693,40 @@ fn account(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]], ns: u64, failed
     }
 }
 
+/// The command name a thread looked up last, as the client wrote it, and
+/// what it found: a pipeline repeats one name, and comparing a few bytes
+/// costs a tenth of lower-casing and hashing them.
+#[derive(Clone, Copy)]
+struct LastLookup {
+    name: [u8; 16],
+    len: u8,
+    cmd: &'static Command,
+}
+
+thread_local! {
+    static LAST_LOOKUP: std::cell::Cell<Option<LastLookup>> = const { std::cell::Cell::new(None) };
+}
+
 /// Looks a command up and checks its arity.
 pub fn resolve(args: &[&[u8]]) -> Result<&'static Command, CmdError> {
+    let name = args.first().copied().unwrap_or_default();
+    let cached = LAST_LOOKUP
+        .with(|c| c.get())
+        .filter(|l| l.name.get(..l.len as usize) == Some(name))
+        .map(|l| l.cmd);
+    let cmd = match cached {
+        Some(c) => c,
+        None => lookup_uncached(args, name)?,
+    };
+    if !cmd.spec.arity_ok(args.len()) {
+        return Err(CmdError::WrongArity(cmd.full_name.clone()));
+    }
+    Ok(cmd)
+}
+
+/// [`resolve`]'s table lookup, which remembers a command found by its name
+/// alone (no subcommands).
+fn lookup_uncached(args: &[&[u8]], name: &[u8]) -> Result<&'static Command, CmdError> {
     let t = table();
     let cmd = match t.lookup(args) {
         Lookup::Found(c) => c,
@@ -707,8 +739,15 @@ pub fn resolve(args: &[&[u8]]) -> Result<&'static Command, CmdError> {
         }
         Lookup::MissingSub(c) => return Err(CmdError::WrongArity(c.full_name.clone())),
     };
-    if !cmd.spec.arity_ok(args.len()) {
-        return Err(CmdError::WrongArity(cmd.full_name.clone()));
+    // Not a subcommand (found by the second argument too) nor a container.
+    if cmd.subs.is_empty() && !cmd.full_name.contains('|') && name.len() <= 16 {
+        let mut last = LastLookup {
+            name: [0; 16],
+            len: name.len() as u8,
+            cmd,
+        };
+        last.name[..name.len()].copy_from_slice(name);
+        LAST_LOOKUP.with(|c| c.set(Some(last)));
     }
     Ok(cmd)
 }

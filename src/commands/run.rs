@@ -5,7 +5,10 @@
 //! and then run one at a time. Replies, command statistics, keyspace hits,
 //! errors and the AOF are those of running the calls one at a time;
 //! anything that could make them differ (a transaction, replies switched
-//! off, a call that is refused) runs them one at a time instead.
+//! off, a call that is refused) runs them one at a time instead. Writes
+//! applied in one go (LPUSH, RPOP, ...: [`RunHandler::Apply`]) are so only
+//! while nothing observes their single changes: no keyspace events, no
+//! blocked client, no client-side caching, no AOF, no memory limit.
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -18,8 +21,9 @@ use super::{
 };
 use crate::protocol::Reply;
 use crate::state::client::{ClientState, ReplyMode};
+use crate::state::journal;
 use crate::state::notify::{self, Class};
-use crate::state::Server;
+use crate::state::{Ctx, Server};
 
 /// Most calls handled together: enough to overlap the misses of a rank
 /// walk (16 walks run about twice as fast as one at a time, 32 no faster).
@@ -35,6 +39,8 @@ pub struct PipelineRun {
     bytes: Vec<u8>,
     /// Where each of those ends in `bytes`.
     ends: SmallVec<[usize; 2 * MAX_RUN + 2]>,
+    /// Number of calls held (their arguments after the key may be none).
+    calls: usize,
 }
 
 impl PipelineRun {
@@ -58,10 +64,7 @@ impl PipelineRun {
 
     /// Number of calls held.
     fn len(&self) -> usize {
-        match self.per_call() {
-            0 => 0,
-            per => self.ends.len().saturating_sub(2) / per,
-        }
+        self.calls
     }
 
     /// Adds the call `args` of `cmd` if it can join the run: a command
@@ -73,10 +76,7 @@ impl PipelineRun {
         let [name, key, rest @ ..] = args else {
             return false;
         };
-        if cmd.spec.batch.is_none()
-            || rest.is_empty()
-            || cmd.spec.arity.unsigned_abs() as usize != args.len()
-        {
+        if cmd.spec.batch.is_none() || cmd.spec.arity.unsigned_abs() as usize != args.len() {
             return false;
         }
         match self.cmd {
@@ -100,6 +100,7 @@ impl PipelineRun {
         for a in rest {
             self.add(a);
         }
+        self.calls += 1;
         true
     }
 
@@ -131,6 +132,7 @@ impl PipelineRun {
 
     fn clear(&mut self) {
         self.cmd = None;
+        self.calls = 0;
         self.bytes.clear();
         self.ends.clear();
     }
@@ -138,18 +140,21 @@ impl PipelineRun {
 
 /// Runs a pipelined command: adds it to `run` if it can join (running the
 /// run once it is full), else runs the calls waiting in `run`, then it.
+/// `more` says whether more input follows it already (else it runs at
+/// once when no run is waiting: a run of one call gains nothing).
 /// Call [`execute_run`] when the pipeline ends.
 pub fn execute_pipelined<'s>(
     server: &'s Server,
     client: &mut ClientState,
     out: &mut Reply,
     args: &[&[u8]],
+    more: bool,
     run: &mut PipelineRun,
     cache: &mut LockCache<'s>,
 ) {
     let resolved = resolve(args);
     if let Ok(cmd) = resolved {
-        if run.push(cmd, args) {
+        if (more || run.len() > 0) && run.push(cmd, args) {
             if run.is_full() {
                 execute_run(server, client, out, run, cache);
             }
@@ -190,7 +195,12 @@ fn run_calls<'s>(
         .batch
         .filter(|_| n > 1 && client.multi.is_none() && matches!(client.reply_mode, ReplyMode::On))
         // A batched read would not raise its keymiss events.
-        .filter(|_| !notify::enabled(server.notify_flags.load(Ordering::Relaxed), Class::KEY_MISS));
+        .filter(|_| !notify::enabled(server.notify_flags.load(Ordering::Relaxed), Class::KEY_MISS))
+        // The AOF logs each call; a memory limit is checked before each.
+        .filter(|h| {
+            !matches!(h, RunHandler::Apply(_))
+                || (!journal::feeding(&server.aof) && server.memory.maxmemory() == 0)
+        });
     let first = run.call(0);
     // The calls still to run one at a time after the handler.
     let mut next = 0;
@@ -211,6 +221,17 @@ fn run_calls<'s>(
                             return end;
                         }
                     }
+                    RunHandler::Apply(apply) => {
+                        if unobserved(ctx) && apply(ctx, key, n, &rest) {
+                            next = n;
+                            let end = Instant::now();
+                            let ns = end.saturating_duration_since(start).as_nanos() as u64;
+                            for i in 0..n {
+                                account(ctx, cmd, &run.call(i), ns / n as u64, false);
+                            }
+                            return end;
+                        }
+                    }
                     RunHandler::Prepare(prepare) => prepare(ctx, key, &rest),
                 }
                 invoke(ctx, cmd, &first, start)
@@ -220,4 +241,12 @@ fn run_calls<'s>(
     for i in next..n {
         execute_cached(server, client, out, &run.call(i), cache);
     }
+}
+
+/// Whether nothing observes a write's single changes, with the locks held
+/// (a client blocking on the key registers under them): no keyspace events
+/// (a client's own would go ahead of its reply), no blocked client to wake
+/// after each change, no key noted for client-side caching.
+fn unobserved(ctx: &Ctx<'_, '_>) -> bool {
+    ctx.keys.notify_flags == 0 && !ctx.keys.track_ready && ctx.keys.tracked.is_none()
 }

@@ -29,7 +29,17 @@ pub enum RunHandler {
     /// A write: reads ahead what the calls will read (changing nothing),
     /// then they run one at a time as usual.
     Prepare(fn(&mut Ctx<'_, '_>, &[u8], &[&[u8]])),
+    /// A write applied in one go (given the number of calls too): makes
+    /// each call's change and writes its reply, as the calls one at a time
+    /// would, and returns true; or returns false, having changed, written
+    /// and counted nothing, to have them run one at a time. Used only
+    /// while nothing observes the single changes (`commands::run`).
+    Apply(ApplyRun),
 }
+
+/// A [`RunHandler::Apply`] handler: the key, the number of calls, and the
+/// calls' arguments after the key, back to back.
+pub type ApplyRun = fn(&mut Ctx<'_, '_>, &[u8], usize, &[&[u8]]) -> bool;
 
 /// Extracts the indexes of the key arguments of a command whose keys are not
 /// at fixed positions (ZUNIONSTORE, EVAL, ...). Indexes must be in range.

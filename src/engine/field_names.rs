@@ -61,7 +61,6 @@ pub fn name(id: u8) -> Option<&'static [u8]> {
 }
 
 /// The id of `name`, if it has one.
-#[cfg(test)]
 pub fn lookup(name: &[u8]) -> Option<u8> {
     if !(2..=MAX_NAME_LEN).contains(&name.len()) {
         return None;

@@ -934,6 +934,10 @@ impl Listpack {
     /// field's bytes is).
     fn find(&self, field: &[u8]) -> Option<(usize, PairAt<'_>)> {
         let bytes = &self.bytes[..];
+        // A named pair is `field`'s when its id is `field`'s: one byte to
+        // compare instead of a name to fetch and compare (a name has one
+        // id for good, so one without an id now has no pair here).
+        let want = field_names::lookup(field);
         let mut start = 0;
         while let Some(&h) = bytes.get(start) {
             let (found, next) = if h < LONG_PAIR {
@@ -943,16 +947,16 @@ impl Listpack {
             } else if (NAMED_PAIR..NAMED_INT).contains(&h) {
                 let id = *bytes.get(start + 1)?;
                 let vl = (h - NAMED_PAIR) as usize;
-                (field_names::name(id) == Some(field), start + 2 + vl)
+                (want == Some(id), start + 2 + vl)
             } else if (NAMED_INT..NAMED_LONG_PAIR).contains(&h) {
                 let id = *bytes.get(start + 1)?;
                 let w = *INT_WIDTHS.get((h - NAMED_INT) as usize)?;
-                (field_names::name(id) == Some(field), start + 2 + w)
+                (want == Some(id), start + 2 + w)
             } else if h == NAMED_LONG_PAIR {
                 let id = *bytes.get(start + 1)?;
                 let mut at = start + 2;
                 let vl = read_varint(bytes, &mut at)?;
-                (field_names::name(id) == Some(field), at.checked_add(vl)?)
+                (want == Some(id), at.checked_add(vl)?)
             } else {
                 let p = pair_at(bytes, start)?;
                 (p.field == field, p.end)

@@ -446,7 +446,18 @@ fn write_leb(out: &mut [u8], mut v: usize) -> usize {
 }
 
 /// The LEB128 number at `at`: its value and its size.
+#[inline]
 fn read_leb(buf: &[u8], at: usize) -> Option<(usize, usize)> {
+    // One byte (below 128) is by far the most common: walks go through
+    // here for every suffix entry they pass.
+    match *buf.get(at)? {
+        b if b < 0x80 => Some((b as usize, 1)),
+        _ => read_leb_long(buf, at),
+    }
+}
+
+/// [`read_leb`] for a number of more than one byte.
+fn read_leb_long(buf: &[u8], at: usize) -> Option<(usize, usize)> {
     let mut v = 0usize;
     let mut shift = 0;
     let mut n = 0;
@@ -476,6 +487,7 @@ fn read_le(buf: &[u8], at: usize, n: usize) -> Option<u64> {
 }
 
 /// The size of the entry at `at`, without reading its bytes.
+#[inline]
 fn entry_size(buf: &[u8], at: usize) -> Option<usize> {
     let h = *buf.get(at)?;
     Some(match h {
@@ -669,6 +681,9 @@ impl Node {
 
     /// The offset of entry `j` (the end offset when `j` is the length).
     fn seek(&self, j: usize) -> usize {
+        if j >= self.len() {
+            return self.end();
+        }
         let i = self.marks.partition_point(|m| (m.idx as usize) <= j);
         let (mut off, mut idx) = match i.checked_sub(1).and_then(|i| self.marks.get(i)) {
             Some(m) => (m.off as usize, m.idx as usize),

@@ -349,6 +349,7 @@ impl Conn {
                             &mut self.client,
                             &mut self.out,
                             &args,
+                            consumed < self.rbuf.len(),
                             run,
                             &mut cache,
                         );

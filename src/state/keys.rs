@@ -231,11 +231,21 @@ impl<'a> Keys<'a> {
     /// The live entry under `key`, for change (an expired key is removed).
     pub fn entry_mut(&mut self, key: &[u8]) -> Result<Option<&mut Entry>, CmdError> {
         let now = self.now_ms;
-        if self.part_mut(key)?.expire_if_needed(key, now) {
-            self.part_mut(key)?.touch_watched(key);
+        // The key's shard found once (hashing the key) for all three steps.
+        let idx = self.ks.shard_of(key);
+        if self.shard_part_mut(idx)?.expire_if_needed(key, now) {
+            self.shard_part_mut(idx)?.touch_watched(key);
             self.raise_expired(key);
         }
-        Ok(self.part_mut(key)?.get_mut(key, now))
+        Ok(self.shard_part_mut(idx)?.get_mut(key, now))
+    }
+
+    /// The part of the selected database in shard `idx`, for change.
+    fn shard_part_mut(&mut self, idx: usize) -> Result<&mut Db, CmdError> {
+        let db = self.db;
+        let g = self.locked.guard_mut(idx).ok_or_else(not_locked)?;
+        let shard = g.shard_mut().ok_or_else(not_locked)?;
+        shard.dbs.get_mut(db).ok_or(CmdError::DbIndexOutOfRange)
     }
 
     /// The live value under `key`, for change.
@@ -283,6 +293,18 @@ impl<'a> Keys<'a> {
     pub fn modified(&mut self, key: &[u8]) -> Result<(), CmdError> {
         let db = self.db;
         self.modified_in(key, db)
+    }
+
+    /// [`Keys::modified`] for `n` changes of `key` at once (a run of
+    /// pipelined writes): counts them all; WATCHes, blocked clients and
+    /// client-side caching hear of the key once, as they would of the last.
+    pub fn modified_times(&mut self, key: &[u8], n: usize) -> Result<(), CmdError> {
+        if n == 0 {
+            return Ok(());
+        }
+        self.modified(key)?;
+        self.dirty += n as u64 - 1;
+        Ok(())
     }
 
     /// [`Keys::modified`] for a key of another database.

@@ -678,6 +678,12 @@ pub fn feed(aof: &Aof, keys: &mut Keys<'_>, db: usize, args: &[&[u8]]) -> u64 {
     wait
 }
 
+/// Whether changes are fed to the AOF (on, or a rewrite collecting them):
+/// while not, a command's changes need no log entry of their own.
+pub fn feeding(aof: &Aof) -> bool {
+    aof.feeding()
+}
+
 /// Logs keys removed by the active expiry cycle (called with their shard
 /// locked).
 pub fn feed_expired(aof: &Aof, db: usize, keys: Vec<Bytes>) {
