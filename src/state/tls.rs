@@ -191,9 +191,11 @@ fn protocols(value: &str) -> Result<Vec<&'static SupportedProtocolVersion>, Stri
         let v = match word.to_ascii_lowercase().as_str() {
             "tlsv1.2" => &rustls::version::TLS12,
             "tlsv1.3" => &rustls::version::TLS13,
-            "tlsv1" | "tlsv1.0" | "tlsv1.1" => return Err(format!(
+            "tlsv1" | "tlsv1.0" | "tlsv1.1" => {
+                return Err(format!(
                 "{word} is not supported: Rostrum's TLS (rustls) speaks TLSv1.2 and TLSv1.3 only"
-            )),
+            ))
+            }
             _ => return Err(format!("Invalid tls-protocols specified: {word}")),
         };
         if !out.iter().any(|o| o.version == v.version) {
@@ -235,10 +237,17 @@ const TLS12_NAMES: &[(&str, &str)] = &[
 ];
 
 /// The rustls suite named `name` (its IANA name), if rustls has it.
+/// (rustls spells the TLS 1.3 ones `TLS13_...`.)
 fn suite(name: &str) -> Option<SupportedCipherSuite> {
+    let upper = name.to_ascii_uppercase();
+    let rustls_name = upper.replacen("TLS_", "TLS13_", 1);
     rustls::crypto::ring::ALL_CIPHER_SUITES
         .iter()
-        .find(|s| s.suite().as_str() == Some(name))
+        .find(|s| {
+            let n = s.suite().as_str();
+            n == Some(upper.as_str())
+                || (s.version() == &rustls::version::TLS13 && n == Some(rustls_name.as_str()))
+        })
         .copied()
 }
 
