@@ -40,11 +40,13 @@ pub async fn accept(server: Arc<Server>, stream: TcpStream, reject: Option<&'sta
             }
             None => connection::serve(server, tls).await,
         },
+        // Redis logs these at `verbose`: not shown at the default level,
+        // so that a stream of bad clients does not flood the log.
         Ok(Err(e)) => {
-            tracing::info!("Error accepting a client connection: {e} (addr={peer})");
+            tracing::debug!("Error accepting a client connection: {e} (addr={peer})");
         }
         Err(_) => {
-            tracing::info!(
+            tracing::debug!(
                 "Error accepting a client connection: TLS handshake timed out (addr={peer})"
             );
         }
