@@ -202,7 +202,7 @@ fn bad_clients_are_refused_while_good_ones_are_served() {
                     assert!(r.starts_with(b":"), "{r:?}");
                     n += 1;
                     // And new good connections are accepted meanwhile.
-                    if n % 50 == 0 {
+                    if n.is_multiple_of(50) {
                         assert!(served(port, good.clone()), "new good client refused");
                     }
                 }
