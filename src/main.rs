@@ -413,6 +413,10 @@ fn main() {
         Ok(r) => r,
         Err(e) => fail(&format!("cannot start the runtime: {e}"), pidfile),
     };
+    // The TLS certificates, read before anything else can fail late.
+    if let Err(e) = server.tls.reload(&server.config.read()) {
+        fail(&format!("Failed to configure TLS: {e}"), pidfile);
+    }
     // Load the AOF before accepting clients.
     if let Err(e) = rostrum::persistence::start(&server) {
         fail(&e, pidfile);

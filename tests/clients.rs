@@ -8,7 +8,9 @@
 //! against a server of its own), as do the LB.* leaderboard commands
 //! (`lb_check.py`, `lb.js`) and LB.WATCH (`lbwatch_check.py`), and
 //! node-redis (`caching.js`) checks
-//! client-side caching with RESP3 and Pub/Sub.
+//! client-side caching with RESP3 and Pub/Sub. TLS goes through redis-py
+//! (`tls_check.py`, `ssl=True`) and ioredis (`tls.js`, `tls: {...}`), each
+//! against a server of its own with certificates made by the test.
 //!
 //! When python3 with redis-py, or node with the installed node_modules, is
 //! missing, the test prints SKIPPED and passes, unless the environment
@@ -261,4 +263,37 @@ fn python_redis_py_stream_pipeline() {
 #[test]
 fn python_redis_py_lb_watch() {
     own_server_through(&PYTHON, "tests/clients/python/lbwatch_check.py", "lbwatch");
+}
+
+/// TLS through the client (redis-py `ssl=True`, ioredis `tls`): against a
+/// server of its own with a TLS port requiring client certificates, the
+/// certificates made by the test (tests/common/certs.rs).
+fn tls_through(client: &Client, script: &str) {
+    if let Some(why) = (client.missing)() {
+        skip(client, &why);
+        return;
+    }
+    let pki = common::certs::Pki::new();
+    let tls_port = common::free_port();
+    let args = pki.server_args(tls_port);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = TestServer::start(&refs);
+    let certs = pki.dir.to_string_lossy().into_owned();
+    run_script(
+        client,
+        script,
+        server.port,
+        &["--tls-port", &tls_port.to_string(), "--certs", &certs],
+        "tls",
+    );
+}
+
+#[test]
+fn python_redis_py_tls() {
+    tls_through(&PYTHON, "tests/clients/python/tls_check.py");
+}
+
+#[test]
+fn node_ioredis_tls() {
+    tls_through(&NODE, "tests/clients/node/tls.js");
 }

@@ -8,15 +8,14 @@
 //! output, replies and outbox together, is held to its class of
 //! `client-output-buffer-limit`.
 
-use std::io::Read;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::{Buf, BytesMut};
-use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
+use super::transport::Transport;
 use crate::commands;
 use crate::protocol::{Limits, Parsed, Reply, RequestParser};
 use crate::state::client::{ClientInfo, ClientState, Unblock};
@@ -68,9 +67,9 @@ enum Stop {
     Close,
 }
 
-struct Conn {
+struct Conn<S: Transport> {
     server: Arc<Server>,
-    stream: TcpStream,
+    stream: S,
     info: Arc<ClientInfo>,
     client: ClientState,
     rbuf: BytesMut,
@@ -84,23 +83,18 @@ struct Conn {
 }
 
 /// Serves one client until it quits, is killed, breaks the protocol or the
-/// server shuts down.
-pub async fn serve(server: Arc<Server>, stream: TcpStream) {
-    let _ = stream.set_nodelay(true);
-    let addr = stream
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
-    let laddr = stream
-        .local_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
+/// server shuts down. `stream` is plain TCP or TLS (after the handshake).
+pub async fn serve<S: Transport>(server: Arc<Server>, stream: S) {
+    let tcp = stream.tcp();
+    let _ = tcp.set_nodelay(true);
+    let addr = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let laddr = tcp.local_addr().map(|a| a.to_string()).unwrap_or_default();
     let id = server.next_client_id();
     let info = Arc::new(ClientInfo::new(id, addr, laddr, unix_ms()));
     #[cfg(unix)]
     {
         use std::os::fd::AsRawFd;
-        info.fd.store(stream.as_raw_fd() as i64, Ordering::Relaxed);
+        info.fd.store(tcp.as_raw_fd() as i64, Ordering::Relaxed);
     }
     server.clients.insert(id, info.clone());
     server
@@ -166,7 +160,7 @@ fn past_limit(
         && output_over(info, outbox_taken, limit, unwritten)
 }
 
-impl Conn {
+impl<S: Transport> Conn<S> {
     async fn run(&mut self) -> Result<(), Stop> {
         loop {
             self.process_buffer().await?;
@@ -525,10 +519,9 @@ impl Conn {
     /// close yet. Bytes that arrived meanwhile (pipelined commands) are
     /// moved into the read buffer on the way.
     fn peer_gone(&mut self) -> bool {
-        let sock = socket2::SockRef::from(&self.stream);
         let mut chunk = [0u8; 4096];
         loop {
-            match (&*sock).read(&mut chunk) {
+            match self.stream.read_now(&mut chunk) {
                 Ok(0) => return true,
                 Ok(n) => {
                     self.rbuf.extend_from_slice(&chunk[..n]);
@@ -597,7 +590,7 @@ impl Conn {
     /// limit) or the server shuts down.
     async fn write_out(&mut self, limit: &OutputLimit) -> Result<(), Stop> {
         // Usually the socket takes it all at once: one write, no waiting.
-        let mut done = match self.stream.try_write(&self.out.buf) {
+        let mut done = match self.stream.try_write_now(&self.out.buf) {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
             Err(_) => return Err(Stop::Close),
@@ -614,9 +607,9 @@ impl Conn {
         while done < len {
             tokio::select! {
                 biased;
-                r = self.stream.writable() => {
-                    r.map_err(|_| Stop::Close)?;
-                    match self.stream.try_write(&self.out.buf[done..]) {
+                r = self.stream.write_some(&self.out.buf[done..]) => {
+                    match r {
+                        Ok(0) => return Err(Stop::Close),
                         Ok(n) => {
                             done += n;
                             // A slow reader can stay past the soft limit.
@@ -651,11 +644,38 @@ impl Conn {
                 }
             }
         }
+        if S::BUFFERS_WRITES {
+            self.flush_transport().await?;
+        }
         self.info.outbox.set_replies(0);
         if woken {
             self.info.wake.notify_one();
         }
         Ok(())
+    }
+
+    /// Pushes out what the transport still holds (TLS records), waiting
+    /// as `write_out` does: until done, killed or shut down.
+    async fn flush_transport(&mut self) -> Result<(), Stop> {
+        let mut woken = false;
+        let r = loop {
+            tokio::select! {
+                biased;
+                r = self.stream.flush() => break r.map_err(|_| Stop::Close),
+                _ = self.info.wake.notified() => {
+                    if self.info.killed.load(Ordering::Acquire) {
+                        return Err(Stop::Close);
+                    }
+                    // Not for us (an unblocked key): passed on below.
+                    woken = true;
+                }
+                _ = self.shutdown.changed() => return Err(Stop::Close),
+            }
+        };
+        if woken {
+            self.info.wake.notify_one();
+        }
+        r
     }
 
     /// Replies to writes go out only once the writes are in the AOF:

@@ -6,6 +6,8 @@ pub mod connection;
 pub mod http;
 pub mod live;
 pub mod logging;
+pub mod tls;
+pub mod transport;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -24,20 +26,29 @@ use crate::state::{unix_ms, Server};
 /// `listening` is called once every listener is bound (the daemonized
 /// parent exits then; see `main`).
 pub async fn run(server: Arc<Server>, listening: impl FnOnce()) -> std::io::Result<()> {
-    let (binds, port) = {
+    let (binds, port, tls_port) = {
         let c = server.config.read();
-        (c.bind.clone(), c.port)
+        (c.bind.clone(), c.port, crate::state::tls::port(&c))
     };
+    // `port 0` with a TLS port: TLS only, as Redis.
+    let plain = port != 0 || tls_port == 0;
     let mut listeners = Vec::new();
     for addr in &binds {
         let addr = addr.trim_start_matches('-');
-        let l = TcpListener::bind((addr, port)).await?;
-        server.port.store(
-            l.local_addr()?.port() as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        tracing::info!("Ready to accept connections tcp on {}", l.local_addr()?);
-        listeners.push(l);
+        if plain {
+            let l = TcpListener::bind((addr, port)).await?;
+            server.port.store(
+                l.local_addr()?.port() as u64,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            tracing::info!("Ready to accept connections tcp on {}", l.local_addr()?);
+            listeners.push((l, false));
+        }
+        if tls_port != 0 {
+            let l = TcpListener::bind((addr, tls_port)).await?;
+            tracing::info!("Ready to accept connections tls on {}", l.local_addr()?);
+            listeners.push((l, true));
+        }
     }
     listening();
     spawn_cron(server.clone());
@@ -45,8 +56,8 @@ pub async fn run(server: Arc<Server>, listening: impl FnOnce()) -> std::io::Resu
     http::spawn(server.clone()).await?;
     spawn_signals(server.clone());
     let mut tasks = Vec::new();
-    for l in listeners {
-        tasks.push(tokio::spawn(accept_loop(server.clone(), l)));
+    for (l, tls) in listeners {
+        tasks.push(tokio::spawn(accept_loop(server.clone(), l, tls)));
     }
     for t in tasks {
         let _ = t.await;
@@ -57,7 +68,9 @@ pub async fn run(server: Arc<Server>, listening: impl FnOnce()) -> std::io::Resu
 /// The reply to a non-loopback client refused by protected mode.
 const PROTECTED_MODE_DENIED: &[u8] = b"-DENIED Rostrum is running in protected mode: protected mode is enabled and no password is set for the default user, so only connections from the loopback interface are accepted. To serve other hosts, set a password (requirepass), or turn protected mode off (CONFIG SET protected-mode no from a loopback connection, or --config protected-mode=no at start-up), and restart if needed.\r\n";
 
-async fn accept_loop(server: Arc<Server>, listener: TcpListener) {
+/// Accepts clients on `listener` until shutdown; `tls`: the TLS port,
+/// whose handshakes run in each client's own task (see `tls::accept`).
+async fn accept_loop(server: Arc<Server>, listener: TcpListener, tls: bool) {
     let mut shutdown = server.shutdown.subscribe();
     loop {
         tokio::select! {
@@ -69,25 +82,31 @@ async fn accept_loop(server: Arc<Server>, listener: TcpListener) {
                     };
                     // Protected mode: without a password only loopback
                     // clients are served, as in Redis.
-                    if protected && !peer.ip().is_loopback() {
+                    let reject: Option<&'static [u8]> = if protected && !peer.ip().is_loopback() {
+                        Some(PROTECTED_MODE_DENIED)
+                    } else if server.clients.len() >= max {
+                        Some(b"-ERR max number of clients reached\r\n")
+                    } else {
+                        None
+                    };
+                    if reject.is_some() {
                         server.stats.rejected_connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        tokio::spawn(async move {
-                            use tokio::io::AsyncWriteExt;
-                            let mut s = stream;
-                            let _ = s.write_all(PROTECTED_MODE_DENIED).await;
-                        });
-                        continue;
                     }
-                    if server.clients.len() >= max {
-                        server.stats.rejected_connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        tokio::spawn(async move {
-                            use tokio::io::AsyncWriteExt;
-                            let mut s = stream;
-                            let _ = s.write_all(b"-ERR max number of clients reached\r\n").await;
-                        });
-                        continue;
+                    match (tls, reject) {
+                        (true, reject) => {
+                            tokio::spawn(tls::accept(server.clone(), stream, reject));
+                        }
+                        (false, Some(line)) => {
+                            tokio::spawn(async move {
+                                use tokio::io::AsyncWriteExt;
+                                let mut s = stream;
+                                let _ = s.write_all(line).await;
+                            });
+                        }
+                        (false, None) => {
+                            tokio::spawn(connection::serve(server.clone(), stream));
+                        }
                     }
-                    tokio::spawn(connection::serve(server.clone(), stream));
                 }
                 Err(e) => {
                     tracing::warn!("accept failed: {e}");

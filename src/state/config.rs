@@ -468,6 +468,36 @@ pub static PARAMS: &[Param] = &[
     stored("oom-score-adj-values", &[], Kind::Text, "0 200 800"),
     stored("acllog-max-len", &[], NON_NEG, "128"),
     immutable(stored("cluster-enabled", &[], BOOL, "no")),
+    // TLS: state::tls builds the rustls configurations from these (CONFIG
+    // SET rebuilds them, refusing a change that does not build).
+    immutable(stored("tls-port", &[], int(0, 65535), "0")),
+    stored("tls-cert-file", &[], Kind::Text, ""),
+    stored("tls-key-file", &[], Kind::Text, ""),
+    stored("tls-key-file-pass", &[], Kind::Text, ""),
+    stored("tls-client-cert-file", &[], Kind::Text, ""),
+    stored("tls-client-key-file", &[], Kind::Text, ""),
+    stored("tls-client-key-file-pass", &[], Kind::Text, ""),
+    // No DHE suites in rustls: accepted, not used.
+    stored("tls-dh-params-file", &[], Kind::Text, ""),
+    stored("tls-ca-cert-file", &[], Kind::Text, ""),
+    stored("tls-ca-cert-dir", &[], Kind::Text, ""),
+    stored(
+        "tls-auth-clients",
+        &[],
+        Kind::Enum(&["no", "yes", "optional"]),
+        "yes",
+    ),
+    stored("tls-protocols", &[], Kind::Text, ""),
+    stored("tls-ciphers", &[], Kind::Text, ""),
+    stored("tls-ciphersuites", &[], Kind::Text, ""),
+    stored("tls-prefer-server-ciphers", &[], BOOL, "no"),
+    stored("tls-session-caching", &[], BOOL, "yes"),
+    stored("tls-session-cache-size", &[], NON_NEG, "20480"),
+    // rustls's session cache has no expiry: accepted, not used.
+    stored("tls-session-cache-timeout", &[], NON_NEG, "300"),
+    stored("tls-replication", &[], BOOL, "no"),
+    // No cluster: accepted (TLS for a cluster bus Rostrum does not have).
+    stored("tls-cluster", &[], BOOL, "no"),
     // Slow log and latency.
     num_field!(
         "slowlog-log-slower-than",

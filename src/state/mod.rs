@@ -26,6 +26,7 @@ pub mod outbox;
 pub mod pubsub;
 pub mod seasons;
 pub mod server;
+pub mod tls;
 pub mod tracking;
 pub mod watch;
 

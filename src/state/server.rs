@@ -267,6 +267,8 @@ pub struct Server {
     /// Hot copy of `client-output-buffer-limit`'s normal class (clients
     /// that subscribe to nothing, monitors included).
     pub normal_limit: LimitCell,
+    /// The TLS configurations in force (see `state::tls`).
+    pub tls: super::tls::Tls,
 }
 
 impl Server {
@@ -320,6 +322,7 @@ impl Server {
             monitors: Monitors::new(),
             season_timers: SeasonTimers::default(),
             normal_limit,
+            tls: super::tls::Tls::default(),
         })
     }
 

@@ -2,6 +2,8 @@
 //! stop it when the handle is dropped.
 #![allow(dead_code)]
 
+pub mod certs;
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

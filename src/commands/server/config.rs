@@ -82,7 +82,26 @@ fn set(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         .iter()
         .map(|(n, v)| (n.as_str(), v.as_str()))
         .collect();
-    let result = ctx.server.config.write().set_many(&pairs);
+    let result = {
+        let mut config = ctx.server.config.write();
+        // A TLS change takes effect only if its configuration builds (the
+        // files read, the names known); else the old one stays.
+        let tls = pairs
+            .iter()
+            .find(|(n, _)| n.len() > 4 && n[..4].eq_ignore_ascii_case("tls-"));
+        let before = tls.map(|_| config.clone());
+        config.set_many(&pairs).and_then(|()| match (tls, before) {
+            (Some((name, _)), Some(before)) => ctx.server.tls.reload(&config).map_err(|why| {
+                tracing::warn!("Unable to update TLS configuration: {why}");
+                *config = before;
+                SetError::Failed(
+                    name.to_string(),
+                    format!("Unable to update TLS configuration. {why}"),
+                )
+            }),
+            _ => Ok(()),
+        })
+    };
     match result {
         Ok(()) => {
             ctx.server.refresh_hot_config();
