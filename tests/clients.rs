@@ -6,7 +6,8 @@
 //! directory), and `verify` checks that everything came back identical.
 //! Pub/Sub goes through both too (`pubsub_check.py`, `pubsub.js`, each
 //! against a server of its own), as do the LB.* leaderboard commands
-//! (`lb_check.py`, `lb.js`) and LB.WATCH (`lbwatch_check.py`), and
+//! (`lb_check.py`, `lb.js`) and LB.WATCH (`lbwatch_check.py`; ioredis
+//! through its pub/sub face, `lbwatch.js`), and
 //! node-redis (`caching.js`) checks
 //! client-side caching with RESP3 and Pub/Sub.
 //!
@@ -261,4 +262,12 @@ fn python_redis_py_stream_pipeline() {
 #[test]
 fn python_redis_py_lb_watch() {
     own_server_through(&PYTHON, "tests/clients/python/lbwatch_check.py", "lbwatch");
+}
+
+/// A live board through ioredis, which speaks only RESP2 and Pub/Sub: the
+/// pub/sub face of LB.WATCH (SUBSCRIBE `__lbwatch@0__:3:race`) gives a
+/// snapshot then exactly the net changes, as JSON messages.
+#[test]
+fn node_ioredis_lb_watch_through_pubsub() {
+    own_server_through(&NODE, "tests/clients/node/lbwatch.js", "lbwatch");
 }
