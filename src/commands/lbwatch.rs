@@ -216,7 +216,7 @@ pub fn parse_channel(name: &[u8]) -> Option<(usize, u64, &[u8])> {
     let rest = &rest[end + 3..];
     let colon = rest.iter().position(|&c| c == b':')?;
     let n = digits(&rest[..colon])?;
-    if n < 1 || n > MAX_N {
+    if !(1..=MAX_N).contains(&n) {
         return None;
     }
     Some((db, n, &rest[colon + 1..]))

@@ -212,8 +212,9 @@ mod tests {
         assert!(near(p[2], 990_000), "{p:?}");
         assert!(near(p[3], 999_000), "{p:?}");
         assert!(near(p[4], 1_000_000), "{p:?}");
-        // 1..=1000 us: none under 2^10 ns, all under 2^20 ns (1.05 ms).
-        assert_eq!(h.below_pow2(10), 0);
+        // 1..=1000 us: one under 2^10 ns (1,000 ns), all under 2^20 ns
+        // (1.05 ms).
+        assert_eq!(h.below_pow2(10), 1);
         assert_eq!(h.below_pow2(20), 1000);
         // Under 2^19 ns (524,288 ns): 1..=524 us.
         assert_eq!(h.below_pow2(19), 524);
