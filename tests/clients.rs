@@ -6,7 +6,8 @@
 //! directory), and `verify` checks that everything came back identical.
 //! Pub/Sub goes through both too (`pubsub_check.py`, `pubsub.js`, each
 //! against a server of its own), as do the LB.* leaderboard commands
-//! (`lb_check.py`, `lb.js`) and LB.WATCH (`lbwatch_check.py`), and
+//! (`lb_check.py`, `lb.js`) and LB.WATCH (`lbwatch_check.py`; ioredis
+//! through its pub/sub face, `lbwatch.js`), and
 //! node-redis (`caching.js`) checks
 //! client-side caching with RESP3 and Pub/Sub. TLS goes through redis-py
 //! (`tls_check.py`, `ssl=True`) and ioredis (`tls.js`, `tls: {...}`), each
@@ -296,4 +297,12 @@ fn python_redis_py_tls() {
 #[test]
 fn node_ioredis_tls() {
     tls_through(&NODE, "tests/clients/node/tls.js");
+}
+
+/// A live board through ioredis, which speaks only RESP2 and Pub/Sub: the
+/// pub/sub face of LB.WATCH (SUBSCRIBE `__lbwatch@0__:3:race`) gives a
+/// snapshot then exactly the net changes, as JSON messages.
+#[test]
+fn node_ioredis_lb_watch_through_pubsub() {
+    own_server_through(&NODE, "tests/clients/node/lbwatch.js", "lbwatch");
 }

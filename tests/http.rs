@@ -184,6 +184,38 @@ fn metrics_scraped_under_load() {
         sample(&body, "rostrum_board_entries{db=\"0\",key=\"board\"}").is_some_and(|n| n > 1.0)
     );
     assert!(body.contains("# TYPE redis_commands_total counter"));
+    // Per-command latency histograms: cumulative buckets ending in +Inf,
+    // which equals _count, and a _sum.
+    assert!(body.contains("# TYPE rostrum_command_duration_seconds histogram"));
+    let buckets: Vec<(String, f64)> = body
+        .lines()
+        .filter_map(|l| {
+            let rest =
+                l.strip_prefix("rostrum_command_duration_seconds_bucket{cmd=\"lb.incr\",le=\"")?;
+            let (le, v) = rest.split_once("\"} ")?;
+            Some((le.to_string(), v.parse().ok()?))
+        })
+        .collect();
+    assert!(buckets.len() > 2, "lb.incr buckets in\n{body}");
+    assert!(
+        buckets.windows(2).all(|w| w[0].1 <= w[1].1),
+        "cumulative: {buckets:?}"
+    );
+    let (last_le, inf) = buckets.last().cloned().unwrap();
+    assert_eq!(last_le, "+Inf");
+    assert!(inf > 0.0);
+    assert_eq!(
+        sample(
+            &body,
+            "rostrum_command_duration_seconds_count{cmd=\"lb.incr\"}"
+        ),
+        Some(inf)
+    );
+    assert!(sample(
+        &body,
+        "rostrum_command_duration_seconds_sum{cmd=\"lb.incr\"}"
+    )
+    .is_some_and(|s| s > 0.0));
     promtool_check(&body);
     // Other paths and methods.
     assert_eq!(get(http, "/nope", None).0, "HTTP/1.1 404 Not Found");
@@ -284,4 +316,63 @@ fn websocket_streams_the_snapshot_and_diffs_as_json() {
     let (status, page) = get(http, "/boards/live%20board?n=5", None);
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert!(page.contains("new WebSocket") && page.contains("/ws/boards/"));
+}
+
+#[test]
+fn websocket_gets_a_snapshot_of_each_new_period() {
+    let http = free_port();
+    let srv = TestServer::start(&["--config", &format!("http-port={http}")]);
+    let mut c = srv.conn();
+    let run = |c: &mut redis::Connection, args: &[&str]| {
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        let _: redis::Value = cmd.query(c).unwrap();
+    };
+    // Just after a boundary of EVERY 3000, so that the steps before the
+    // rollover have most of a period.
+    let since = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+            % 3000
+    };
+    while !(50..400).contains(&since()) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    run(&mut c, &["LB.CREATE", "s", "RESET", "EVERY", "3000"]);
+    run(&mut c, &["LB.SUBMIT", "s", "ann", "10"]);
+    let (mut ws, _) =
+        tungstenite::connect(format!("ws://127.0.0.1:{http}/ws/boards/s?n=2&interval=20"))
+            .expect("a WebSocket");
+    if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    }
+    assert_eq!(
+        next_text(&mut ws),
+        r#"{"type":"snapshot","key":"s","version":1,"period":1,"entries":[[1,"ann",10]]}"#
+    );
+    run(&mut c, &["LB.SUBMIT", "s", "bob", "20"]);
+    assert_eq!(
+        next_text(&mut ws),
+        r#"{"type":"diff","key":"s","version":2,"entries":[[1,"bob",20],[2,"ann",10]]}"#
+    );
+    // The timer rolls the board over at the boundary.
+    assert_eq!(
+        next_text(&mut ws),
+        r#"{"type":"snapshot","key":"s","version":3,"period":2,"entries":[]}"#
+    );
+    run(&mut c, &["LB.SUBMIT", "s", "cat", "1"]);
+    assert_eq!(
+        next_text(&mut ws),
+        r#"{"type":"diff","key":"s","version":4,"entries":[[1,"cat",1]]}"#
+    );
+    run(&mut c, &["LB.RESET", "s"]);
+    assert_eq!(
+        next_text(&mut ws),
+        r#"{"type":"snapshot","key":"s","version":5,"period":3,"entries":[]}"#
+    );
+    ws.close(None).ok();
 }

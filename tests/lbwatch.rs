@@ -434,3 +434,89 @@ fn a_watcher_that_never_reads_is_cut_off_while_another_keeps_up() {
         }
     }
 }
+
+/// Sleeps until just after a multiple of `ms` since the epoch (where an
+/// `EVERY ms` board rolls over), so that what follows has most of a
+/// period before the next boundary.
+fn just_after_boundary(ms: u128) {
+    let since = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+            % ms
+    };
+    while !(50..400).contains(&since()) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A season rollover (RESET EVERY) and LB.RESET each send the watcher a
+/// snapshot of the new, empty period (not a diff removing every place);
+/// the diffs that follow apply to it.
+fn rollover(srv: &TestServer, w: &mut redis::Connection) {
+    let mut c = srv.conn();
+    run(&mut c, &["DEL", "season"]);
+    just_after_boundary(3000);
+    run(&mut c, &["LB.CREATE", "season", "RESET", "EVERY", "3000"]);
+    run(&mut c, &["LB.SUBMIT", "season", "a", "10"]);
+    run(&mut c, &["LB.SUBMIT", "season", "b", "5"]);
+    w.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let snap = msg(run(w, &["LB.WATCH", "season", "3", "INTERVAL", "20"]));
+    assert_eq!(
+        (snap.kind.as_str(), snap.version, snap.items),
+        ("lb.snapshot", 1, vec![e(1, "a", 10), e(2, "b", 5)])
+    );
+    let mut next = || msg(w.recv_response().expect("a message within 5 s"));
+    run(&mut c, &["LB.SUBMIT", "season", "c", "7"]);
+    let d = next();
+    assert_eq!(
+        (d.kind.as_str(), d.version, d.items),
+        ("lb.diff", 2, vec![e(2, "c", 7), e(3, "b", 5)])
+    );
+    // The boundary passes (the server's timer rolls the board): the new
+    // period, empty, as a snapshot.
+    let s = next();
+    assert_eq!(
+        (s.kind.as_str(), s.key.as_str(), s.version, s.items),
+        ("lb.snapshot", "season", 3, vec![])
+    );
+    run(&mut c, &["LB.SUBMIT", "season", "d", "1"]);
+    let d = next();
+    assert_eq!((d.kind.as_str(), d.version), ("lb.diff", 4));
+    assert_eq!(d.items, vec![e(1, "d", 1)]);
+    // LB.RESET ends the period now: another snapshot.
+    run(&mut c, &["LB.RESET", "season"]);
+    let s = next();
+    assert_eq!(
+        (s.kind.as_str(), s.version, s.items),
+        ("lb.snapshot", 5, vec![])
+    );
+    // A board without seasons reset by LB.RESET gets one: a snapshot too.
+    run(&mut c, &["DEL", "plain"]);
+    run(&mut c, &["LB.SUBMIT", "plain", "p", "3"]);
+    let mut w2 = srv.conn();
+    w2.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let snap = msg(run(&mut w2, &["LB.WATCH", "plain", "2", "INTERVAL", "20"]));
+    assert_eq!(snap.items, vec![e(1, "p", 3)]);
+    run(&mut c, &["LB.RESET", "plain"]);
+    let s = msg(w2.recv_response().expect("a snapshot within 5 s"));
+    assert_eq!(
+        (s.kind.as_str(), s.version, s.items),
+        ("lb.snapshot", 2, vec![])
+    );
+}
+
+#[test]
+fn resp2_watcher_gets_a_snapshot_of_each_new_period() {
+    let srv = TestServer::start(&[]);
+    let mut w = srv.conn();
+    rollover(&srv, &mut w);
+}
+
+#[test]
+fn resp3_watcher_gets_a_snapshot_of_each_new_period() {
+    let srv = TestServer::start(&[]);
+    let mut w = resp3_conn(&srv);
+    rollover(&srv, &mut w);
+}

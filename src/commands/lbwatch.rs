@@ -11,6 +11,19 @@
 //!   replaces that watch (new n and interval) and sends a new snapshot.
 //! - A key that holds nothing is watched as an empty board (it may be
 //!   created later); another type answers WRONGTYPE.
+//! - The pub/sub face, for clients that only speak Pub/Sub (ioredis,
+//!   Jedis, go-redis): SUBSCRIBE to `__lbwatch@<db>__:<n>:<key>` (named
+//!   like keyspace notifications; `<n>` from 1 to 1000, the key is the
+//!   rest of the name, colons and all) joins the watch group of (db, key,
+//!   n, the default INTERVAL) and receives Pub/Sub `message` frames on that
+//!   channel whose payload is the JSON line the WebSocket sends: the
+//!   snapshot first, then the diffs. It is an ordinary subscription in
+//!   every other way (PUBSUB CHANNELS / NUMSUB count it, UNSUBSCRIBE or a
+//!   disconnect leaves the group, the `pubsub` output limit applies); a
+//!   name that does not parse, or a database that does not exist, is an
+//!   ordinary channel. PUBLISH to such a channel reaches its subscribers
+//!   like any PUBLISH (only the server's own messages are snapshots and
+//!   diffs).
 //! - LB.UNWATCH answers one array, `["lb.unwatch", [key ...], left]`: the
 //!   keys it stopped watching and the number of watches left (UNSUBSCRIBE's
 //!   one frame per channel, pushed in RESP3, would leave a client that
@@ -101,11 +114,12 @@ fn lb_watch(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let w = parse_watch(a)?;
     let key = a[1];
     let db = ctx.keys.db;
+    let now = ctx.keys.now_ms;
     let value = ctx.keys.typed(key, |v| match v {
         Value::Leaderboard(_) => Some(v),
         _ => None,
     })?;
-    let top = top_of_value(value, w.n);
+    let top = top_of_value(value, w.n, now);
     // A second watch of the key replaces the first.
     leave(ctx.server, ctx.client, Some((db, key)));
     let id = GroupKey {
@@ -167,11 +181,89 @@ fn note_count(client: &mut ClientState) {
         .store(n as u32, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// Disconnection and RESET: every watch ends.
+/// Disconnection and RESET: every watch ends (LB.WATCH's and the
+/// boards' channels').
 pub fn forget(server: &Server, client: &mut ClientState) {
     if !client.lb_watches.list.is_empty() {
         leave(server, client, None);
     }
+    let me = client.info.clone();
+    for (channel, g) in std::mem::take(&mut client.lb_watches.channels) {
+        server.live.leave(
+            &g,
+            &Watcher::Channel {
+                client: me.clone(),
+                channel,
+            },
+        );
+    }
+}
+
+/// The prefix of a board's channel (the pub/sub face).
+pub const CHANNEL_PREFIX: &[u8] = b"__lbwatch@";
+
+/// (db, n, key) of a board's channel `__lbwatch@<db>__:<n>:<key>`.
+pub fn parse_channel(name: &[u8]) -> Option<(usize, u64, &[u8])> {
+    let rest = name.strip_prefix(CHANNEL_PREFIX)?;
+    let digits = |b: &[u8]| -> Option<u64> {
+        if b.is_empty() || b.len() > 9 || !b.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(b).ok()?.parse().ok()
+    };
+    let end = rest.windows(3).position(|w| w == b"__:")?;
+    let db = digits(&rest[..end])? as usize;
+    let rest = &rest[end + 3..];
+    let colon = rest.iter().position(|&c| c == b':')?;
+    let n = digits(&rest[..colon])?;
+    if !(1..=MAX_N).contains(&n) {
+        return None;
+    }
+    Some((db, n, &rest[colon + 1..]))
+}
+
+/// SUBSCRIBE of `name` (newly subscribed): a board's channel joins the
+/// board's watch group; the snapshot and diffs come as messages.
+pub fn subscribed(server: &Server, client: &mut ClientState, name: &[u8]) {
+    let Some((db, n, key)) = parse_channel(name) else {
+        return;
+    };
+    if db >= server.keyspace.databases() {
+        return;
+    }
+    let channel: std::sync::Arc<[u8]> = name.into();
+    let id = GroupKey {
+        db,
+        key: bytes::Bytes::copy_from_slice(key),
+        n,
+        interval_ms: DEFAULT_INTERVAL_MS,
+    };
+    let group = server.live.join_later(
+        id,
+        Watcher::Channel {
+            client: client.info.clone(),
+            channel: channel.clone(),
+        },
+    );
+    client.lb_watches.channels.push((channel, group));
+}
+
+/// UNSUBSCRIBE of `name`: a board's channel leaves its group.
+pub fn unsubscribed(server: &Server, client: &mut ClientState, name: &[u8]) {
+    let me = client.info.clone();
+    client.lb_watches.channels.retain(|(channel, g)| {
+        if &channel[..] != name {
+            return true;
+        }
+        server.live.leave(
+            g,
+            &Watcher::Channel {
+                client: me.clone(),
+                channel: channel.clone(),
+            },
+        );
+        false
+    });
 }
 
 fn lb_unwatch(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
@@ -201,6 +293,30 @@ fn lb_unwatch(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn board_channels() {
+        assert_eq!(
+            parse_channel(b"__lbwatch@0__:10:race"),
+            Some((0, 10, &b"race"[..]))
+        );
+        assert_eq!(
+            parse_channel(b"__lbwatch@3__:1:a:b:"),
+            Some((3, 1, &b"a:b:"[..]))
+        );
+        assert_eq!(parse_channel(b"__lbwatch@0__:5:"), Some((0, 5, &b""[..])));
+        for bad in [
+            &b"__lbwatch@0__:0:k"[..],
+            b"__lbwatch@0__:1001:k",
+            b"__lbwatch@x__:1:k",
+            b"__lbwatch@__:1:k",
+            b"__lbwatch@0__:1",
+            b"__keyspace@0__:k",
+            b"lbwatch",
+        ] {
+            assert_eq!(parse_channel(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn watch_arguments() {

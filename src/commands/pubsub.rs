@@ -238,11 +238,16 @@ fn subscribe_to(ctx: &mut Ctx, a: &[&[u8]], kind: Kind) -> CmdResult {
     // are scripts, which NOSCRIPT keeps out. EXEC may subscribe.)
     let server = ctx.server;
     for name in &a[1..] {
-        server
+        let new = server
             .pubsub
             .subscribe(kind, &ctx.client.info, &mut ctx.client.pubsub, name);
         let count = ctx.client.pubsub.count_for(kind);
         confirm(ctx, kind.subscribe_word(), Some(name), count);
+        if new && kind == Kind::Channel && name.starts_with(super::lbwatch::CHANNEL_PREFIX) {
+            // A board's channel (after the confirmation, which the
+            // snapshot follows).
+            super::lbwatch::subscribed(server, ctx.client, name);
+        }
     }
     Ok(())
 }
@@ -254,6 +259,11 @@ fn unsubscribe_from(ctx: &mut Ctx, a: &[&[u8]], kind: Kind) -> CmdResult {
         let names = server
             .pubsub
             .unsubscribe_all(kind, &ctx.client.info, &mut ctx.client.pubsub);
+        if kind == Kind::Channel {
+            for n in &names {
+                super::lbwatch::unsubscribed(server, ctx.client, n);
+            }
+        }
         if names.is_empty() {
             let count = ctx.client.pubsub.count_for(kind);
             confirm(ctx, word, None, count);
@@ -267,9 +277,12 @@ fn unsubscribe_from(ctx: &mut Ctx, a: &[&[u8]], kind: Kind) -> CmdResult {
         return Ok(());
     }
     for name in &a[1..] {
-        server
+        let was = server
             .pubsub
             .unsubscribe(kind, &ctx.client.info, &mut ctx.client.pubsub, name);
+        if was && kind == Kind::Channel {
+            super::lbwatch::unsubscribed(server, ctx.client, name);
+        }
         let count = ctx.client.pubsub.count_for(kind);
         confirm(ctx, word, Some(name), count);
     }

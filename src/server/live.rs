@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::state::watch::{top_of_value, Entry};
+use crate::state::watch::{top_of_value, BoardTop};
 use crate::state::{unix_ms, Server};
 
 /// Spawns the task; it ends with the server.
@@ -16,6 +16,27 @@ pub fn spawn(server: Arc<Server>) {
     tokio::spawn(async move {
         let mut shutdown = server.shutdown.subscribe();
         loop {
+            // Groups made by SUBSCRIBE of a board's channel: their flag
+            // goes in the key's WATCH list and their top is read under
+            // the key's shard, as LB.WATCH does.
+            for g in server.live.unregistered() {
+                let ks = &server.keyspace;
+                let mut guard = ks.lock_one(ks.shard_of(&g.id.key), true);
+                let now = unix_ms();
+                match guard.shard_mut().and_then(|s| s.dbs.get_mut(g.id.db)) {
+                    Some(part) => {
+                        let value = part.peek(&g.id.key, now).map(|e| &e.value);
+                        if g.register(top_of_value(value, g.id.n, now)) {
+                            part.watch(&g.id.key, &g.dirty);
+                        }
+                    }
+                    // No such database (SUBSCRIBE checks): an empty board
+                    // that never changes.
+                    None => {
+                        g.register(BoardTop::default());
+                    }
+                }
+            }
             let limit = server.pubsub.limit();
             let (next, retired) = server
                 .live
@@ -45,14 +66,15 @@ pub fn spawn(server: Arc<Server>) {
 }
 
 /// The top `n` of (`db`, `key`) now.
-fn read_top(server: &Server, db: usize, key: &[u8], n: u64) -> Vec<Entry> {
+fn read_top(server: &Server, db: usize, key: &[u8], n: u64) -> BoardTop {
     let ks = &server.keyspace;
+    let now = unix_ms();
     let g = ks.lock_one(ks.shard_of(key), false);
     let value = g
         .shard()
         .dbs
         .get(db)
-        .and_then(|part| part.peek(key, unix_ms()))
+        .and_then(|part| part.peek(key, now))
         .map(|e| &e.value);
-    top_of_value(value, n)
+    top_of_value(value, n, now)
 }

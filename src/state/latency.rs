@@ -99,6 +99,21 @@ impl Histogram {
             .map_or(0, |c| c[b % SUB].load(Ordering::Relaxed))
     }
 
+    /// Calls that took less than 2^`k` ns (`k` from 4 to 35: the
+    /// histogram's groups end on powers of two, so the count is exact; the
+    /// cumulative buckets of /metrics).
+    pub fn below_pow2(&self, k: u32) -> u64 {
+        let k = k.clamp(SUB_BITS, MAX_BITS - 1);
+        // Group g (g >= 1) holds [2^(g+3), 2^(g+4)); group 0 holds [0, 16).
+        let last = (k - SUB_BITS) as usize;
+        self.groups[..=last]
+            .iter()
+            .filter_map(|g| g.get())
+            .flat_map(|c| c.iter())
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum()
+    }
+
     /// The duration (ns) under which `p` percent of the calls fell, for
     /// each `p` (0 when nothing was recorded).
     pub fn percentiles(&self, ps: &[f64]) -> Vec<u64> {
@@ -197,6 +212,12 @@ mod tests {
         assert!(near(p[2], 990_000), "{p:?}");
         assert!(near(p[3], 999_000), "{p:?}");
         assert!(near(p[4], 1_000_000), "{p:?}");
+        // 1..=1000 us: one under 2^10 ns (1,000 ns), all under 2^20 ns
+        // (1.05 ms).
+        assert_eq!(h.below_pow2(10), 1);
+        assert_eq!(h.below_pow2(20), 1000);
+        // Under 2^19 ns (524,288 ns): 1..=524 us.
+        assert_eq!(h.below_pow2(19), 524);
         h.reset();
         assert_eq!(h.total(), 0);
     }

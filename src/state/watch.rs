@@ -55,12 +55,38 @@ pub fn top_of(board: &Leaderboard, n: u64) -> Vec<Entry> {
         .collect()
 }
 
-/// The top n of the value under a key (nothing, or another type, is an
-/// empty top: the key may become a board later).
-pub fn top_of_value(value: Option<&Value>, n: u64) -> Vec<Entry> {
-    match value {
-        Some(Value::Leaderboard(b)) => top_of(b, n),
-        _ => Vec::new(),
+/// What a group reads of its board: the top n, and the period it is of.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BoardTop {
+    pub entries: Vec<Entry>,
+    /// The current period's number (a board with seasons or reset by
+    /// LB.RESET; None otherwise): when it changes, watchers get a snapshot
+    /// of the new period instead of a diff.
+    pub period: Option<u64>,
+}
+
+/// The top n of the value under a key at `now_ms` (nothing, or another
+/// type, is an empty top: the key may become a board later). A board
+/// whose period ended but was not rolled yet reads as its new, empty
+/// period, as the LB.* reads see it.
+pub fn top_of_value(value: Option<&Value>, n: u64, now_ms: u64) -> BoardTop {
+    let Some(Value::Leaderboard(b)) = value else {
+        return BoardTop::default();
+    };
+    let Some(season) = b.season() else {
+        return BoardTop {
+            entries: top_of(b, n),
+            period: None,
+        };
+    };
+    let passed = b.due(now_ms, true).count;
+    BoardTop {
+        entries: if passed == 0 {
+            top_of(b, n)
+        } else {
+            Vec::new()
+        },
+        period: Some(season.number + passed),
     }
 }
 
@@ -130,7 +156,13 @@ fn json_string(out: &mut Vec<u8>, b: &[u8]) {
 
 /// Encodes `[word, key, version, [[place, member, score] | [place, nil] ...]]`
 /// in the three forms.
-fn encode(word: &str, key: &[u8], version: u64, items: &[(u64, Option<&Entry>)]) -> Encoded {
+fn encode(
+    word: &str,
+    key: &[u8],
+    version: u64,
+    period: Option<u64>,
+    items: &[(u64, Option<&Entry>)],
+) -> Encoded {
     let mut resp2 = Vec::with_capacity(64 + items.len() * 32);
     // Without the first byte: the head is added per reader.
     resp2.extend_from_slice(b"4\r\n");
@@ -164,7 +196,11 @@ fn encode(word: &str, key: &[u8], version: u64, items: &[(u64, Option<&Entry>)])
     json_string(&mut json, word.trim_start_matches("lb.").as_bytes());
     json.extend_from_slice(b",\"key\":");
     json_string(&mut json, key);
-    json.extend_from_slice(format!(",\"version\":{version},\"entries\":[").as_bytes());
+    json.extend_from_slice(format!(",\"version\":{version}").as_bytes());
+    if let Some(p) = period {
+        json.extend_from_slice(format!(",\"period\":{p}").as_bytes());
+    }
+    json.extend_from_slice(b",\"entries\":[");
     for (i, (place, e)) in items.iter().enumerate() {
         if i > 0 {
             json.push(b',');
@@ -182,19 +218,21 @@ fn encode(word: &str, key: &[u8], version: u64, items: &[(u64, Option<&Entry>)])
     Encoded { resp2, resp3, json }
 }
 
-/// A snapshot message: every place of `top`.
-pub fn encode_snapshot(key: &[u8], version: u64, top: &[Entry]) -> Encoded {
+/// A snapshot message: every place of `top` (its JSON names the period,
+/// when the board has one).
+pub fn encode_snapshot(key: &[u8], version: u64, top: &BoardTop) -> Encoded {
     let items: Vec<(u64, Option<&Entry>)> = top
+        .entries
         .iter()
         .enumerate()
         .map(|(i, e)| (i as u64 + 1, Some(e)))
         .collect();
-    encode("lb.snapshot", key, version, &items)
+    encode("lb.snapshot", key, version, top.period, &items)
 }
 
 /// A diff message.
 pub fn encode_diff(key: &[u8], version: u64, items: &[(u64, Option<&Entry>)]) -> Encoded {
-    encode("lb.diff", key, version, items)
+    encode("lb.diff", key, version, None, items)
 }
 
 /// A watcher that is not a RESP client (a WebSocket): JSON lines are
@@ -216,6 +254,24 @@ pub enum Watcher {
     Client(Arc<ClientInfo>),
     /// A WebSocket.
     Json(Arc<JsonWatcher>),
+    /// A RESP connection subscribed to the board's channel (the pub/sub
+    /// face, `__lbwatch@<db>__:<n>:<key>`): each message is a Pub/Sub
+    /// `message` on that channel whose payload is the JSON line.
+    Channel {
+        client: Arc<ClientInfo>,
+        channel: Arc<[u8]>,
+    },
+}
+
+/// A Pub/Sub `message` frame on `channel` carrying `payload`, without its
+/// first byte (`*` or `>`).
+fn message_frame(channel: &[u8], payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(32 + channel.len() + payload.len());
+    out.extend_from_slice(b"3\r\n");
+    bulk(&mut out, b"message");
+    bulk(&mut out, channel);
+    bulk(&mut out, payload);
+    out
 }
 
 impl Watcher {
@@ -223,6 +279,16 @@ impl Watcher {
         match (self, other) {
             (Watcher::Client(a), Watcher::Client(b)) => a.id == b.id,
             (Watcher::Json(a), Watcher::Json(b)) => Arc::ptr_eq(a, b),
+            (
+                Watcher::Channel {
+                    client: a,
+                    channel: x,
+                },
+                Watcher::Channel {
+                    client: b,
+                    channel: y,
+                },
+            ) => a.id == b.id && x == y,
             _ => false,
         }
     }
@@ -241,6 +307,27 @@ impl Watcher {
                     (b'*', &msg.resp2)
                 };
                 match c.outbox.push(head, body, limit) {
+                    Pushed::Queued => true,
+                    Pushed::Dropped => false,
+                    Pushed::OverLimit => {
+                        c.close_for_output_limit();
+                        false
+                    }
+                }
+            }
+            Watcher::Channel { client: c, channel } => {
+                if c.killed.load(Ordering::Acquire) {
+                    return false;
+                }
+                let head = if c.resp.load(Ordering::Relaxed) == 3 {
+                    b'>'
+                } else {
+                    b'*'
+                };
+                match c
+                    .outbox
+                    .push(head, &message_frame(channel, &msg.json), limit)
+                {
                     Pushed::Queued => true,
                     Pushed::Dropped => false,
                     Pushed::OverLimit => {
@@ -278,9 +365,16 @@ pub struct GroupKey {
 #[derive(Debug)]
 struct GroupState {
     version: u64,
-    top: Vec<Entry>,
+    top: BoardTop,
     watchers: Vec<Watcher>,
     due: Instant,
+    /// Whether `dirty` is in the key's WATCH list and `top` was read
+    /// then: a group made by [`LiveBoards::join_later`] is not until the
+    /// live-boards task (or an LB.WATCH, which holds the key) registers it.
+    registered: bool,
+    /// Watchers still to get their snapshot (from the task, once the
+    /// group is registered); they get no diff before it.
+    waiting: Vec<Watcher>,
 }
 
 /// Watchers of one (database, key, n, interval).
@@ -302,6 +396,20 @@ impl Group {
     /// The version last sent.
     pub fn version(&self) -> u64 {
         self.state.lock().version
+    }
+
+    /// Registers a group made by [`LiveBoards::join_later`]: `top` is its
+    /// board read while the caller holds the key's shard. True when the
+    /// caller is to put `dirty` in the key's WATCH list (false: it was
+    /// registered already).
+    pub fn register(&self, top: BoardTop) -> bool {
+        let mut st = self.state.lock();
+        if st.registered {
+            return false;
+        }
+        st.top = top;
+        st.registered = true;
+        true
     }
 }
 
@@ -339,7 +447,7 @@ pub struct LiveBoards {
 }
 
 /// Reads the top `n` of (`db`, `key`) now: `read_top(db, key, n)`.
-pub type ReadTop<'a> = dyn FnMut(usize, &[u8], u64) -> Vec<Entry> + 'a;
+pub type ReadTop<'a> = dyn FnMut(usize, &[u8], u64) -> BoardTop + 'a;
 
 /// A group left without watchers: its flag is to be removed from its key's
 /// WATCH list by the caller of [`LiveBoards::run_due`].
@@ -366,32 +474,26 @@ impl LiveBoards {
     /// Adds `watcher` to the group of `id`, making it (with `fresh()` as
     /// its first top) if there is none. The snapshot is the group's
     /// current version, so that its next diff applies to it.
-    pub fn join(
-        &self,
-        id: GroupKey,
-        watcher: Watcher,
-        fresh: impl FnOnce() -> Vec<Entry>,
-    ) -> Joined {
+    pub fn join(&self, id: GroupKey, watcher: Watcher, fresh: impl FnOnce() -> BoardTop) -> Joined {
         let mut groups = self.groups.lock();
-        let (group, created) = match groups.get(&id) {
-            Some(g) => (g.clone(), false),
+        let group = match groups.get(&id) {
+            Some(g) => g.clone(),
             None => {
-                let g = Arc::new(Group {
-                    id: id.clone(),
-                    dirty: Arc::new(AtomicBool::new(false)),
-                    state: Mutex::new(GroupState {
-                        version: 1,
-                        top: fresh(),
-                        watchers: Vec::new(),
-                        due: Instant::now() + Duration::from_millis(id.interval_ms),
-                    }),
-                });
+                let g = self.new_group(&id);
                 groups.insert(id.clone(), g.clone());
-                (g, true)
+                g
             }
         };
+        let mut created = false;
         let snapshot = {
             let mut st = group.state.lock();
+            if !st.registered {
+                // New, or made by join_later and not registered yet: this
+                // caller holds the key, so it registers it now.
+                st.top = fresh();
+                st.registered = true;
+                created = true;
+            }
             st.watchers.push(watcher);
             encode_snapshot(&id.key, st.version, &st.top)
         };
@@ -407,9 +509,57 @@ impl LiveBoards {
         }
     }
 
+    /// A group not registered yet (see [`GroupState::registered`]).
+    fn new_group(&self, id: &GroupKey) -> Arc<Group> {
+        Arc::new(Group {
+            id: id.clone(),
+            dirty: Arc::new(AtomicBool::new(false)),
+            state: Mutex::new(GroupState {
+                version: 1,
+                top: BoardTop::default(),
+                watchers: Vec::new(),
+                due: Instant::now() + Duration::from_millis(id.interval_ms),
+                registered: false,
+                waiting: Vec::new(),
+            }),
+        })
+    }
+
+    /// Adds `watcher` to the group of `id` from where the key is not held
+    /// (SUBSCRIBE of a board's channel): it gets its snapshot from the
+    /// live-boards task, which registers a new group first
+    /// ([`LiveBoards::unregistered`], [`Group::register`]).
+    pub fn join_later(&self, id: GroupKey, watcher: Watcher) -> Arc<Group> {
+        let mut groups = self.groups.lock();
+        let group = match groups.get(&id) {
+            Some(g) => g.clone(),
+            None => {
+                let g = self.new_group(&id);
+                groups.insert(id, g.clone());
+                g
+            }
+        };
+        group.state.lock().waiting.push(watcher);
+        drop(groups);
+        self.wake.notify_one();
+        group
+    }
+
+    /// Groups made by [`LiveBoards::join_later`] and not registered yet.
+    pub fn unregistered(&self) -> Vec<Arc<Group>> {
+        self.groups
+            .lock()
+            .values()
+            .filter(|g| !g.state.lock().registered)
+            .cloned()
+            .collect()
+    }
+
     /// Removes `watcher` from `group` (the task retires an empty group).
     pub fn leave(&self, group: &Group, watcher: &Watcher) {
-        group.state.lock().watchers.retain(|w| !w.same(watcher));
+        let mut st = group.state.lock();
+        st.watchers.retain(|w| !w.same(watcher));
+        st.waiting.retain(|w| !w.same(watcher));
     }
 
     /// Watchers of every group on (`db`, `key`) (the metrics).
@@ -448,7 +598,20 @@ impl LiveBoards {
             let mut groups = self.groups.lock();
             groups.retain(|_, g| {
                 let mut st = g.state.lock();
-                if st.watchers.is_empty() {
+                if st.registered && !st.waiting.is_empty() {
+                    // Snapshots of what the others were last sent, so that
+                    // the next diff applies to them too.
+                    let snap = encode_snapshot(&g.id.key, st.version, &st.top);
+                    let mut sent = 0u64;
+                    for w in std::mem::take(&mut st.waiting) {
+                        if w.send(&snap, limit) {
+                            st.watchers.push(w);
+                            sent += 1;
+                        }
+                    }
+                    self.counters.deliveries.fetch_add(sent, Ordering::Relaxed);
+                }
+                if st.watchers.is_empty() && st.waiting.is_empty() {
                     retired.push(Retired {
                         db: g.id.db,
                         key: g.id.key.clone(),
@@ -477,11 +640,17 @@ impl LiveBoards {
             // while a group's is held.
             let top = read_top(g.id.db, &g.id.key, g.id.n);
             let mut st = g.state.lock();
-            let items = diff(&st.top, &top);
-            if items.is_empty() {
-                continue;
-            }
-            let msg = encode_diff(&g.id.key, st.version + 1, &items);
+            // A new period (a season rolled over, LB.RESET) is sent whole:
+            // a watcher then knows the old period's entries are gone.
+            let msg = if top.period != st.top.period {
+                encode_snapshot(&g.id.key, st.version + 1, &top)
+            } else {
+                let items = diff(&st.top.entries, &top.entries);
+                if items.is_empty() {
+                    continue;
+                }
+                encode_diff(&g.id.key, st.version + 1, &items)
+            };
             st.version += 1;
             self.counters.diffs.fetch_add(1, Ordering::Relaxed);
             let mut sent = 0u64;
@@ -509,6 +678,9 @@ impl LiveBoards {
 #[derive(Debug, Default)]
 pub struct ClientWatches {
     pub list: Vec<Arc<Group>>,
+    /// Boards' channels it subscribed to (the pub/sub face), with their
+    /// groups.
+    pub channels: Vec<(Arc<[u8]>, Arc<Group>)>,
 }
 
 #[cfg(test)]
@@ -553,11 +725,73 @@ mod tests {
             String::from_utf8_lossy(&m.json),
             r#"{"type":"diff","key":"k","version":7,"entries":[[1,"al\"ice",5],[2,null]]}"#
         );
-        let s = encode_snapshot(b"k", 1, &[]);
+        let s = encode_snapshot(b"k", 1, &BoardTop::default());
         assert_eq!(
             String::from_utf8_lossy(&s.json),
             r#"{"type":"snapshot","key":"k","version":1,"entries":[]}"#
         );
+    }
+
+    fn top(entries: Vec<Entry>) -> BoardTop {
+        BoardTop {
+            entries,
+            period: None,
+        }
+    }
+
+    #[test]
+    fn a_new_period_is_sent_as_a_snapshot() {
+        let lb = LiveBoards::new();
+        let a = client(1);
+        let first = BoardTop {
+            entries: vec![e("x", 1)],
+            period: Some(4),
+        };
+        let j = lb.join(id(2), Watcher::Client(a.clone()), || first.clone());
+        let limit = OutputLimit::default();
+        let mut t = Instant::now();
+        // The period rolls over, empty: a snapshot, not a removal diff.
+        j.group.dirty.store(true, Ordering::Release);
+        t += Duration::from_secs(1);
+        lb.run_due(t, &limit, &mut |_, _, _| BoardTop {
+            entries: vec![],
+            period: Some(5),
+        });
+        let got = drain(&a);
+        assert_eq!(got[0], b'*');
+        assert_eq!(
+            &got[1..],
+            &encode_snapshot(
+                b"k",
+                2,
+                &BoardTop {
+                    entries: vec![],
+                    period: Some(5),
+                }
+            )
+            .resp2[..]
+        );
+        let j5 = encode_snapshot(
+            b"k",
+            2,
+            &BoardTop {
+                entries: vec![],
+                period: Some(5),
+            },
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&j5.json),
+            r#"{"type":"snapshot","key":"k","version":2,"period":5,"entries":[]}"#
+        );
+        // Same entries, another period (both empty): still a snapshot.
+        j.group.dirty.store(true, Ordering::Release);
+        t += Duration::from_secs(1);
+        lb.run_due(t, &limit, &mut |_, _, _| BoardTop {
+            entries: vec![],
+            period: Some(6),
+        });
+        assert!(drain(&a).starts_with(b"*4\r\n$11\r\nlb.snapshot"));
+        assert_eq!(j.group.version(), 3);
     }
 
     fn client(id: u64) -> Arc<ClientInfo> {
@@ -585,18 +819,18 @@ mod tests {
         let lb = LiveBoards::new();
         let (a, b) = (client(1), client(2));
         b.resp.store(3, Ordering::Relaxed);
-        let j = lb.join(id(2), Watcher::Client(a.clone()), || vec![e("x", 1)]);
+        let j = lb.join(id(2), Watcher::Client(a.clone()), || top(vec![e("x", 1)]));
         assert!(j.created);
         let j2 = lb.join(id(2), Watcher::Client(b.clone()), || unreachable!());
         assert!(!j2.created);
-        assert_eq!(j2.snapshot, encode_snapshot(b"k", 1, &[e("x", 1)]));
+        assert_eq!(j2.snapshot, encode_snapshot(b"k", 1, &top(vec![e("x", 1)])));
         let limit = OutputLimit::default();
         let later = Instant::now() + Duration::from_secs(1);
         // Not dirty: nothing read, nothing sent.
         let mut reads = 0;
         lb.run_due(later, &limit, &mut |_, _, _| {
             reads += 1;
-            vec![]
+            BoardTop::default()
         });
         assert_eq!(reads, 0);
         j.group.dirty.store(true, Ordering::Release);
@@ -604,7 +838,7 @@ mod tests {
         lb.run_due(later, &limit, &mut |_, _, n| {
             reads += 1;
             assert_eq!(n, 2);
-            vec![e("y", 2), e("x", 1)]
+            top(vec![e("y", 2), e("x", 1)])
         });
         assert_eq!(reads, 1, "one read for both watchers");
         let got_a = drain(&a);
@@ -615,7 +849,7 @@ mod tests {
         // Both leave: the next run retires the group.
         lb.leave(&j.group, &Watcher::Client(a.clone()));
         lb.leave(&j.group, &Watcher::Client(b.clone()));
-        let (next, retired) = lb.run_due(later, &limit, &mut |_, _, _| vec![]);
+        let (next, retired) = lb.run_due(later, &limit, &mut |_, _, _| BoardTop::default());
         assert!(next.is_none());
         assert_eq!(retired.len(), 1);
         assert_eq!(lb.groups(), 0);
@@ -625,8 +859,8 @@ mod tests {
     fn a_watcher_past_its_limit_is_cut_off_others_keep_receiving() {
         let lb = LiveBoards::new();
         let (slow, fast) = (client(1), client(2));
-        let j = lb.join(id(1), Watcher::Client(slow.clone()), Vec::new);
-        lb.join(id(1), Watcher::Client(fast.clone()), Vec::new);
+        let j = lb.join(id(1), Watcher::Client(slow.clone()), BoardTop::default);
+        lb.join(id(1), Watcher::Client(fast.clone()), BoardTop::default);
         let limit = OutputLimit {
             hard: 300,
             soft: 0,
@@ -636,7 +870,7 @@ mod tests {
         for i in 0..20 {
             j.group.dirty.store(true, Ordering::Release);
             t += Duration::from_secs(1);
-            lb.run_due(t, &limit, &mut |_, _, _| vec![e("m", i)]);
+            lb.run_due(t, &limit, &mut |_, _, _| top(vec![e("m", i)]));
             drain(&fast);
         }
         assert!(slow.killed.load(Ordering::Acquire));

@@ -152,6 +152,20 @@ struct Families(BTreeMap<String, (&'static str, String, Vec<String>)>);
 
 impl Families {
     fn add(&mut self, name: &str, kind: &'static str, help: &str, labels: &str, value: f64) {
+        self.add_sample(name, kind, help, name, labels, value);
+    }
+
+    /// A sample named `sample` in family `name` (a histogram's
+    /// `_bucket`, `_sum` and `_count` belong to one family).
+    fn add_sample(
+        &mut self,
+        name: &str,
+        kind: &'static str,
+        help: &str,
+        sample: &str,
+        labels: &str,
+        value: f64,
+    ) {
         let fam = self
             .0
             .entry(name.to_string())
@@ -165,7 +179,7 @@ impl Families {
         } else {
             "-Inf".to_string()
         };
-        fam.2.push(format!("{name}{labels} {v}"));
+        fam.2.push(format!("{sample}{labels} {v}"));
     }
 
     fn render(self) -> String {
@@ -388,6 +402,68 @@ fn board_metrics(f: &mut Families, server: &Server) {
     );
 }
 
+/// The upper bounds of the latency histograms' buckets: 2^k ns for these
+/// k (1.024 us, 4.096 us, ... 17.2 s), where the INFO latencystats
+/// histogram's groups end, so each cumulative count is exact.
+const LATENCY_BOUNDS_LOG2: [u32; 13] = [10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 34];
+
+/// Each command's latency histogram (`rostrum_command_duration_seconds`):
+/// the INFO latencystats figures (recorded while `latency-tracking` is on,
+/// as Redis does), with `_sum` from INFO commandstats' time. Commands never
+/// called are left out.
+fn latency_metrics(f: &mut Families, server: &Server) {
+    const NAME: &str = "rostrum_command_duration_seconds";
+    const HELP: &str = "How long each command took (INFO latencystats)";
+    let table = commands::table::table();
+    let stats = server.command_stats(table.slots());
+    for c in table.all_slots() {
+        let Some(s) = stats.get(c.id) else {
+            continue;
+        };
+        let h = &s.latency;
+        let count = h.total();
+        if count == 0 {
+            continue;
+        }
+        let cmd = label(c.full_name.as_bytes());
+        for k in LATENCY_BOUNDS_LOG2 {
+            let le = (1u64 << k) as f64 / 1e9;
+            f.add_sample(
+                NAME,
+                "histogram",
+                HELP,
+                "rostrum_command_duration_seconds_bucket",
+                &format!("{{cmd=\"{cmd}\",le=\"{le}\"}}"),
+                h.below_pow2(k) as f64,
+            );
+        }
+        f.add_sample(
+            NAME,
+            "histogram",
+            HELP,
+            "rostrum_command_duration_seconds_bucket",
+            &format!("{{cmd=\"{cmd}\",le=\"+Inf\"}}"),
+            count as f64,
+        );
+        f.add_sample(
+            NAME,
+            "histogram",
+            HELP,
+            "rostrum_command_duration_seconds_sum",
+            &format!("{{cmd=\"{cmd}\"}}"),
+            s.usec.load(Ordering::Relaxed) as f64 / 1e6,
+        );
+        f.add_sample(
+            NAME,
+            "histogram",
+            HELP,
+            "rostrum_command_duration_seconds_count",
+            &format!("{{cmd=\"{cmd}\"}}"),
+            count as f64,
+        );
+    }
+}
+
 fn live_metrics(f: &mut Families, server: &Server) {
     let live = &server.live;
     for (db, key, n) in live.watchers_by_board() {
@@ -437,6 +513,7 @@ pub fn render(server: &Server) -> String {
     f.add("redis_up", "gauge", "Whether the server answers", "", 1.0);
     info_metrics(&mut f, &info_text(server));
     board_metrics(&mut f, server);
+    latency_metrics(&mut f, server);
     live_metrics(&mut f, server);
     f.render()
 }

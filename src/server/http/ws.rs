@@ -144,7 +144,8 @@ pub async fn serve(
         let Some(part) = g.shard_mut().and_then(|s| s.dbs.get_mut(0)) else {
             return;
         };
-        let top = top_of_value(part.peek(&key, unix_ms()).map(|e| &e.value), n);
+        let now = unix_ms();
+        let top = top_of_value(part.peek(&key, now).map(|e| &e.value), n, now);
         let id = GroupKey {
             db: 0,
             key: key.clone(),

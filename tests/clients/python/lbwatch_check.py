@@ -78,6 +78,62 @@ def scripted(port, protocol):
     conn.disconnect()
 
 
+def face(port, protocol):
+    """The pub/sub face: SUBSCRIBE to the board's channel (what a client
+    that knows only Pub/Sub does) gives `message`s whose payload is the
+    WebSocket's JSON, a snapshot then the same net changes."""
+    import json
+
+    r = redis.Redis(port=port, decode_responses=True)
+    key = f"face{protocol}"
+    channel = f"__lbwatch@0__:3:{key}"
+    r.delete(key)
+    r.execute_command("LB.CREATE", key, "POLICY", "SET", "TIEBREAK", "EARLIEST")
+    r.execute_command("LB.SUBMIT", key, "a", 10)
+    r.execute_command("LB.SUBMIT", key, "b", 20)
+    sub = redis.Redis(port=port, protocol=protocol, decode_responses=True, socket_timeout=5)
+    p = sub.pubsub()
+    p.subscribe(channel)
+
+    def next_message():
+        m = p.get_message(timeout=5)
+        while m is not None and m["type"] != "message":
+            m = p.get_message(timeout=5)
+        if m is None:
+            raise AssertionError("no message within 5 s")
+        expect(m["channel"], channel, "channel")
+        return json.loads(m["data"])
+
+    expect(
+        next_message(),
+        {"type": "snapshot", "key": key, "version": 1, "entries": [[1, "b", 20], [2, "a", 10]]},
+        "snapshot",
+    )
+    expect(r.pubsub_numsub(channel), [(channel, 1)], "PUBSUB NUMSUB")
+    expect(channel in r.pubsub_channels("__lbwatch@*"), True, "PUBSUB CHANNELS")
+    steps = [
+        ([("LB.SUBMIT", key, "c", 15)], 2, [[2, "c", 15], [3, "a", 10]]),
+        ([("LB.SUBMIT", key, "a", 30)], 3, [[1, "a", 30], [2, "b", 20], [3, "c", 15]]),
+        ([("LB.SUBMIT", key, "x", 99), ("LB.SUBMIT", key, "d", 5), ("LB.REM", key, "x")], None, None),
+        ([("LB.SUBMIT", key, "d", 20)], 4, [[3, "d", 20]]),
+        ([("LB.REM", key, "a"), ("LB.SUBMIT", key, "b", 19)], 5, [[1, "d", 20], [2, "b", 19], [3, "c", 15]]),
+        ([("DEL", key)], 6, [[1, None], [2, None], [3, None]]),
+    ]
+    for commands, version, items in steps:
+        step(r, *commands)
+        if version is None:
+            continue
+        expect(
+            next_message(),
+            {"type": "diff", "key": key, "version": version, "entries": items},
+            f"diff {version}",
+        )
+    p.unsubscribe(channel)
+    p.get_message(timeout=1)
+    expect(r.pubsub_numsub(channel), [(channel, 0)], "left after UNSUBSCRIBE")
+    p.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
@@ -88,6 +144,8 @@ def main():
         [
             ("RESP2 watcher in subscribe mode", lambda: scripted(args.port, 2)),
             ("RESP3 watcher with pushes", lambda: scripted(args.port, 3)),
+            ("RESP2 pub/sub face (SUBSCRIBE __lbwatch@0__:3:key)", lambda: face(args.port, 2)),
+            ("RESP3 pub/sub face", lambda: face(args.port, 3)),
         ],
     )
 
