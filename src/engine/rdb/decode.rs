@@ -647,6 +647,9 @@ pub struct LoadedFile {
     pub keys: Vec<LoadedKey>,
     /// Keys whose expiry had passed (not in `keys`).
     pub expired: u64,
+    /// Bytes read, the checksum included (an AOF base goes on with
+    /// commands after them).
+    pub end: u64,
 }
 
 /// Reads a whole RDB file. `databases` bounds SELECTDB; keys whose expiry
@@ -768,6 +771,7 @@ pub fn read_file(
             ));
         }
     }
+    out.end = r.offset();
     Ok(out)
 }
 
