@@ -324,8 +324,7 @@ fn redis_server_appendonlydir_loads_into_rostrum() {
     if !have_redis() {
         return;
     }
-    // Streams in an RDB base are Redis's listpack type, not read yet.
-    for (preamble, streams) in [("yes", false), ("no", true)] {
+    for (preamble, streams) in [("yes", true), ("no", true)] {
         let (want, got) = cross(true, preamble, streams);
         assert!(want.contains("bigz") && want.contains("ttl:true"), "{want}");
         same(&got, &want, &format!("preamble {preamble}"));
@@ -337,8 +336,7 @@ fn rostrum_appendonlydir_loads_into_redis_server() {
     if !have_redis() {
         return;
     }
-    // Streams in an RDB base are written as Rostrum's own record for now.
-    for (preamble, streams) in [("yes", false), ("no", true)] {
+    for (preamble, streams) in [("yes", true), ("no", true)] {
         let (want, got) = cross(false, preamble, streams);
         assert!(want.contains("bigz") && want.contains("ttl:true"), "{want}");
         same(&got, &want, &format!("preamble {preamble}"));
