@@ -847,7 +847,7 @@ impl Config {
     pub fn aof_use_rdb_preamble(&self) -> bool {
         self.other
             .get("aof-use-rdb-preamble")
-            .map_or(true, |v| v == "yes")
+            .is_none_or(|v| v == "yes")
     }
 
     /// The `save` points as (seconds, changes) pairs.
