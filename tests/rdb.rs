@@ -353,7 +353,7 @@ fn redis_dump_rdb_loads_into_rostrum() {
         let mut c = node.conn();
         assert_eq!(contents(&mut c), expected, "limits {limits:?}");
         let info = common::info(&mut c, "persistence");
-        assert_eq!(info["rdb_last_load_keys_loaded"], (3 * 16).to_string());
+        assert_eq!(info["rdb_last_load_keys_loaded"], (3 * 17).to_string());
         let r: String = redis::cmd("FCALL")
             .arg("rdbfn")
             .arg(0)
