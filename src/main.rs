@@ -304,8 +304,11 @@ fn startup_line(c: &Config, config_file: Option<&str>) -> String {
             .map(|d| d.display().to_string())
             .unwrap_or_else(|_| c.dir.clone());
         format!(
-            "AOF on (appendfsync {}), data file {}/{}",
-            c.appendfsync, dir, c.appendfilename
+            "AOF on (appendfsync {}), data files in {}/{} (manifest {}.manifest)",
+            c.appendfsync,
+            dir,
+            c.appenddirname(),
+            c.appendfilename
         )
     } else {
         "AOF off (appendonly no): data is kept in memory only".to_string()

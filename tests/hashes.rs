@@ -357,8 +357,7 @@ fn hashes_survive_an_aof_restart_and_a_rewrite() {
     srv.terminate();
 
     // HINCRBYFLOAT is logged as the HSET of its result.
-    let text = String::from_utf8_lossy(&std::fs::read(dir.0.join("appendonly.aof")).expect("aof"))
-        .into_owned();
+    let text = String::from_utf8_lossy(&common::aof_bytes(&dir.0)).into_owned();
     assert!(!text.to_ascii_uppercase().contains("HINCRBYFLOAT"));
     assert!(text.contains("$4\r\nHSET\r\n$3\r\nnum\r\n$1\r\nf\r\n$4\r\n10.6\r\n"));
 
@@ -374,8 +373,7 @@ fn hashes_survive_an_aof_restart_and_a_rewrite() {
     wait_rewrite(&mut c);
     drop(c);
     drop(srv);
-    let text = String::from_utf8_lossy(&std::fs::read(dir.0.join("appendonly.aof")).expect("aof"))
-        .into_owned();
+    let text = String::from_utf8_lossy(&common::aof_bytes(&dir.0)).into_owned();
     assert!(!text.contains("HDEL"));
     // 700 fields: 11 HSETs of at most 64 pairs.
     assert_eq!(text.matches("$3\r\nbig\r\n").count(), 11);

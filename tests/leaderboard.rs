@@ -638,8 +638,7 @@ fn boards_survive_an_aof_restart_and_a_rewrite() {
     drop(c);
     srv.terminate();
 
-    let text = String::from_utf8_lossy(&std::fs::read(dir.0.join("appendonly.aof")).expect("aof"))
-        .into_owned();
+    let text = String::from_utf8_lossy(&common::aof_bytes(&dir.0)).into_owned();
     assert!(!text.contains("LB.MSUBMIT"), "logged as LB.SUBMITs");
     assert!(
         text.contains("$5\r\nMULTI\r\n"),
@@ -659,8 +658,7 @@ fn boards_survive_an_aof_restart_and_a_rewrite() {
     wait_rewrite(&mut c);
     drop(c);
     drop(srv);
-    let text = String::from_utf8_lossy(&std::fs::read(dir.0.join("appendonly.aof")).expect("aof"))
-        .into_owned();
+    let text = String::from_utf8_lossy(&common::aof_bytes(&dir.0)).into_owned();
     assert!(
         !text.contains("LB.REM") && !text.contains("LB.INCR"),
         "{text}"
@@ -776,7 +774,7 @@ fn a_truncated_aof_drops_the_boards_unfinished_write() {
     let before = boards(&mut c);
     drop(c);
     srv.terminate();
-    let aof = dir.0.join("appendonly.aof");
+    let aof = common::aof_files(&dir.0).pop().expect("aof");
     let good = std::fs::read(&aof).expect("aof");
 
     let last = resp(&[

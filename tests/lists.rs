@@ -242,8 +242,7 @@ fn the_aof_logs_blocking_pops_as_plain_ones_and_restores_lists() {
     assert_eq!(q::<i64>(&mut c, &["EXISTS", "l"]), 0);
     srv.terminate();
 
-    let text = String::from_utf8_lossy(&std::fs::read(dir.join("appendonly.aof")).expect("aof"))
-        .to_ascii_uppercase();
+    let text = String::from_utf8_lossy(&common::aof_bytes(&dir)).to_ascii_uppercase();
     for blocking in ["BLPOP", "BRPOP", "BLMOVE", "BRPOPLPUSH", "BLMPOP"] {
         assert!(!text.contains(blocking), "{blocking} in the AOF");
     }
@@ -272,8 +271,7 @@ fn the_aof_logs_blocking_pops_as_plain_ones_and_restores_lists() {
     }
     thread::sleep(Duration::from_millis(100));
     srv.terminate();
-    let text = String::from_utf8_lossy(&std::fs::read(dir.join("appendonly.aof")).expect("aof"))
-        .into_owned();
+    let text = String::from_utf8_lossy(&common::aof_bytes(&dir)).into_owned();
     assert!(text.contains("RPUSH"), "rewritten file has no RPUSH");
     assert!(!text.contains("LPOP"), "rewritten file still has the pops");
     let srv = TestServer::start_with_aof(&dir);

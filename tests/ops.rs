@@ -241,7 +241,7 @@ fn daemonize_and_pidfile_as_an_init_script_starts_and_stops_it() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(!pidfile.exists(), "pidfile removed at a clean shutdown");
-    assert!(dir.join("appendonly.aof").exists());
+    assert!(dir.join("appendonlydir/appendonly.aof.manifest").exists());
 
     // A daemon that cannot start says why, and its start command fails.
     let out = run_binary(

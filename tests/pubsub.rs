@@ -294,7 +294,7 @@ fn publish_is_not_written_to_the_aof_and_loading_is_unaffected() {
             .unwrap();
         srv.terminate();
     }
-    let aof = std::fs::read(dir.join("appendonly.aof")).expect("the AOF");
+    let aof = common::aof_bytes(&dir);
     let text = String::from_utf8_lossy(&aof).to_ascii_lowercase();
     assert!(!text.contains("publish"), "{text}");
     assert!(text.contains("k3"));

@@ -173,6 +173,42 @@ fn populate(c: &mut redis::Connection) {
             .arg(format!("{p}h"))
             .arg(400_000)
             .ignore();
+        // A stream of two listpack nodes with a deleted entry, a group with
+        // pending entries and consumers, and a second group.
+        let st = format!("{p}stream");
+        for i in 1..=150 {
+            let x = pipe.cmd("XADD");
+            x.arg(&st).arg(format!("{}-{}", 1000 + i, i % 3));
+            if i % 7 == 0 {
+                x.arg("other").arg(i).ignore();
+            } else {
+                x.arg("user").arg(i).arg("n").arg("12345678901").ignore();
+            }
+        }
+        pipe.cmd("XDEL").arg(&st).arg("1010-1").ignore();
+        pipe.cmd("XGROUP")
+            .arg("CREATE")
+            .arg(&st)
+            .arg("g1")
+            .arg("0")
+            .ignore();
+        pipe.cmd("XGROUP")
+            .arg("CREATE")
+            .arg(&st)
+            .arg("g2")
+            .arg("$")
+            .ignore();
+        pipe.cmd("XREADGROUP")
+            .arg(&["GROUP", "g1", "alice", "COUNT", "5", "STREAMS"])
+            .arg(&st)
+            .arg(">")
+            .ignore();
+        pipe.cmd("XREADGROUP")
+            .arg(&["GROUP", "g1", "bob", "COUNT", "2", "STREAMS"])
+            .arg(&st)
+            .arg(">")
+            .ignore();
+        pipe.cmd("XACK").arg(&st).arg("g1").arg("1002-2").ignore();
         let _: () = pipe.query(c).expect("populate");
     }
     let _: () = redis::cmd("SELECT").arg(0).query(c).expect("select");
@@ -222,6 +258,23 @@ fn contents(c: &mut redis::Connection) -> BTreeMap<String, String> {
                         redis::cmd("HGETALL").arg(&k).query(c).expect("hgetall");
                     v.sort();
                     format!("{v:?}")
+                }
+                "stream" => {
+                    // Everything but the radix tree's shape.
+                    let v: Vec<redis::Value> = redis::cmd("XINFO")
+                        .arg("STREAM")
+                        .arg(&k)
+                        .arg("FULL")
+                        .query(c)
+                        .expect("xinfo");
+                    let mut out = String::new();
+                    for pair in v.chunks(2) {
+                        let key = format!("{:?}", pair[0]);
+                        if !key.contains("radix-tree") {
+                            out.push_str(&format!("{key}={:?} ", pair.get(1)));
+                        }
+                    }
+                    out
                 }
                 other => other.to_string(),
             };
@@ -285,7 +338,7 @@ fn redis_dump_rdb_loads_into_rostrum() {
         let mut rc = redis.conn();
         populate(&mut rc);
         let expected = contents(&mut rc);
-        assert_eq!(expected.len(), 3 * 16);
+        assert_eq!(expected.len(), 3 * 17);
         let lib = "#!lua name=rdblib\nredis.register_function('rdbfn', function(keys, args) return 'from-rdb' end)";
         let _: String = redis::cmd("FUNCTION")
             .arg("LOAD")
@@ -300,7 +353,7 @@ fn redis_dump_rdb_loads_into_rostrum() {
         let mut c = node.conn();
         assert_eq!(contents(&mut c), expected, "limits {limits:?}");
         let info = common::info(&mut c, "persistence");
-        assert_eq!(info["rdb_last_load_keys_loaded"], (3 * 16).to_string());
+        assert_eq!(info["rdb_last_load_keys_loaded"], (3 * 17).to_string());
         let r: String = redis::cmd("FCALL")
             .arg("rdbfn")
             .arg(0)

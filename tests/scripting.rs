@@ -960,7 +960,7 @@ fn functions_survive_a_restart_with_the_aof_and_script_writes_are_logged_as_comm
     // A read-only script is not logged at all.
     cmd(&mut c, &["EVAL", "return redis.call('get', 'e1')", "0"]).unwrap();
     std::thread::sleep(Duration::from_millis(1200));
-    let aof = std::fs::read(dir.join("appendonly.aof")).expect("aof");
+    let aof = common::aof_bytes(&dir);
     let text = String::from_utf8_lossy(&aof);
     assert!(text.contains("FUNCTION"), "{text}");
     assert!(!text.contains("EVAL") && !text.contains("FCALL"), "{text}");

@@ -227,8 +227,7 @@ fn a_stored_result_survives_an_aof_restart() {
     srv.terminate();
 
     // Logged as received.
-    let text = String::from_utf8_lossy(&std::fs::read(dir.0.join("appendonly.aof")).expect("aof"))
-        .into_owned();
+    let text = String::from_utf8_lossy(&common::aof_bytes(&dir.0)).into_owned();
     assert!(text.contains("$4\r\nSORT\r\n$3\r\nids\r\n$2\r\nBY\r\n$3\r\nw_*\r\n"));
 
     let srv = TestServer::start_with_aof(&dir.0);

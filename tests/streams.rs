@@ -288,8 +288,7 @@ fn streams_survive_an_aof_restart_and_a_rewrite() {
     drop(c);
     srv.terminate();
 
-    let text = String::from_utf8_lossy(&std::fs::read(dir.0.join("appendonly.aof")).expect("aof"))
-        .into_owned();
+    let text = String::from_utf8_lossy(&common::aof_bytes(&dir.0)).into_owned();
     // Generated ids and deliveries are journalled as their effects.
     assert!(!text.contains("\r\n*\r\n"));
     assert!(!text.to_ascii_uppercase().contains("XREADGROUP"));
@@ -303,8 +302,7 @@ fn streams_survive_an_aof_restart_and_a_rewrite() {
     wait_rewrite(&mut c);
     drop(c);
     drop(srv);
-    let text = String::from_utf8_lossy(&std::fs::read(dir.0.join("appendonly.aof")).expect("aof"))
-        .into_owned();
+    let text = String::from_utf8_lossy(&common::aof_bytes(&dir.0)).into_owned();
     assert!(!text.contains("\r\nXDEL\r\n") && !text.contains("\r\nXTRIM\r\n"));
     let srv = TestServer::start_with_aof(&dir.0);
     let mut c = srv.conn();

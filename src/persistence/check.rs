@@ -1,10 +1,17 @@
 //! `rostrum check-aof [--fix] FILE`: checks an AOF the way redis-check-aof
-//! checks a single (old-style) AOF file, prints the same report, and with
-//! `--fix` truncates the file to its last valid command after asking.
+//! 7.0 does, prints the same report, and with `--fix` truncates the file
+//! to its last valid command after asking. FILE is one file (commands,
+//! with or without an RDB preamble) or a manifest
+//! (`appendonlydir/appendonly.aof.manifest`): then the base and the incrs
+//! it names are checked in order, and only the last may be fixed.
 
 use std::fmt::Write as _;
 use std::io::{BufRead, Write};
 use std::path::Path;
+
+use super::aofdir::Manifest;
+use crate::engine::rdb::decode;
+use crate::engine::rdb::Limits;
 
 /// The result of checking a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,14 +134,19 @@ impl Reader<'_> {
 
 /// Checks AOF bytes; `ok_up_to` is where `--fix` would cut.
 pub fn check_bytes(data: &[u8]) -> Report {
+    check_from(data, 0)
+}
+
+/// Checks the commands of `data` from `start` (after an RDB preamble).
+fn check_from(data: &[u8], start: usize) -> Report {
     let mut r = Reader {
         data,
-        pos: 0,
-        epos: 0,
+        pos: start,
+        epos: start,
         line: 1,
         error: None,
     };
-    let mut ok = 0usize;
+    let mut ok = start;
     let mut multi = 0u32;
     'commands: loop {
         if multi == 0 {
@@ -193,9 +205,66 @@ pub fn check_bytes(data: &[u8]) -> Report {
     }
 }
 
+/// Whether `path` is a manifest (its first line that is not a comment
+/// starts with `file`, as redis-check-aof tells).
+fn is_manifest(path: &Path) -> bool {
+    let Ok(text) = std::fs::read(path) else {
+        return false;
+    };
+    text.split(|&b| b == b'\n')
+        .find(|l| !l.starts_with(b"#"))
+        .is_some_and(|l| l.starts_with(b"file"))
+}
+
 /// Runs `check-aof`: prints the report to `out`; with `fix`, asks on
 /// `input` and truncates. Returns the process exit code.
 pub fn run(path: &Path, fix: bool, input: &mut dyn BufRead, out: &mut dyn Write) -> i32 {
+    if is_manifest(path) {
+        return run_manifest(path, fix, input, out);
+    }
+    let _ = writeln!(out, "Start checking Old-Style AOF");
+    check_file(path, fix, input, out)
+}
+
+/// Checks every file a manifest names: the base, then the incrs in order.
+fn run_manifest(path: &Path, fix: bool, input: &mut dyn BufRead, out: &mut dyn Write) -> i32 {
+    let _ = writeln!(out, "Start checking Multi Part AOF");
+    let text = match std::fs::read(path) {
+        Ok(t) => String::from_utf8_lossy(&t).into_owned(),
+        Err(e) => {
+            let _ = writeln!(out, "Cannot open file {}: {e}", path.display());
+            return 1;
+        }
+    };
+    let m = match Manifest::parse(&text) {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = writeln!(out, "{e}");
+            return 1;
+        }
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let files: Vec<_> = m.load_order().collect();
+    for (i, f) in files.iter().enumerate() {
+        let last = i + 1 == files.len();
+        let kind = if m.base.as_ref() == Some(*f) {
+            "BASE"
+        } else {
+            "INCR"
+        };
+        let _ = writeln!(out, "Start to check {kind} AOF {}.", f.name);
+        // Only the last file may be cut (what a crash leaves).
+        let code = check_file(&dir.join(&f.name), fix && last, input, out);
+        if code != 0 {
+            return code;
+        }
+    }
+    let _ = writeln!(out, "All AOF files and manifest are valid");
+    0
+}
+
+/// Checks one file (commands, with or without an RDB preamble).
+fn check_file(path: &Path, fix: bool, input: &mut dyn BufRead, out: &mut dyn Write) -> i32 {
     let name = path.display().to_string();
     let data = match std::fs::read(path) {
         Ok(d) => d,
@@ -204,15 +273,33 @@ pub fn run(path: &Path, fix: bool, input: &mut dyn BufRead, out: &mut dyn Write)
             return 1;
         }
     };
+    let mut start = 0;
     if data.starts_with(b"REDIS") {
         let _ = writeln!(
             out,
-            "The AOF {name} has an RDB preamble, which rostrum check-aof does not check"
+            "The AOF appears to start with an RDB preamble.\nChecking the RDB preamble to start:"
         );
-        return 1;
+        match decode::read_file(&data, usize::MAX, 0, &Limits::default()) {
+            Ok(loaded) => {
+                let _ = writeln!(
+                    out,
+                    "[info] {} keys read\nRDB preamble is OK, proceeding with AOF tail...",
+                    loaded.keys.len()
+                );
+                start = loaded.end as usize;
+            }
+            Err(e) => {
+                let _ = writeln!(
+                    out,
+                    "--- RDB ERROR DETECTED ---\n[offset {}] {}\nRDB preamble of AOF file is not sane, aborting.",
+                    e.offset, e.what
+                );
+                return 1;
+            }
+        }
     }
-    let rep = check_bytes(&data);
-    let mut text = String::from("Start checking Old-Style AOF\n");
+    let rep = check_from(&data, start);
+    let mut text = String::new();
     if let Some(e) = &rep.error {
         let _ = writeln!(text, "{e}");
     }

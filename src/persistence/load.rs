@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::Read;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,6 +22,7 @@ use bytes::{Buf, BytesMut};
 
 use crate::commands;
 use crate::commands::table::{CommandSpec, KeySpec};
+use crate::engine::rdb::decode;
 use crate::engine::Value;
 use crate::protocol::{Limits, Parsed, Reply, RequestParser};
 use crate::state::client::{ClientInfo, ClientState};
@@ -195,6 +196,45 @@ fn bad_format(path: &Path, offset: u64, why: &str) -> String {
     )
 }
 
+/// An RDB preamble (a base file written with `aof-use-rdb-preamble yes`,
+/// or an old-style AOF whose rewrite wrote one): its keys are stored and
+/// the commands after it replayed next. Returns where they start (0 when
+/// the file has no preamble), the file positioned there.
+fn load_preamble(server: &Server, path: &Path, file: &mut File) -> Result<u64, String> {
+    let mut sig = [0u8; 5];
+    let is_rdb = file.read_exact(&mut sig).is_ok() && &sig == b"REDIS";
+    let mut end = 0;
+    if is_rdb {
+        let data = std::fs::read(path)
+            .map_err(|e| format!("Error reading the append only file {}: {e}", path.display()))?;
+        let (limits, databases) = {
+            let c = server.config.read();
+            (c.rdb_limits(), c.databases)
+        };
+        let loaded = decode::read_file(&data, databases, unix_ms(), &limits).map_err(|e| {
+            format!(
+                "Error reading the RDB preamble of the AOF file {}: {e}",
+                path.display()
+            )
+        })?;
+        drop(data);
+        end = loaded.end;
+        tracing::info!(
+            "Reading RDB base file on AOF loading... ({} keys)",
+            loaded.keys.len()
+        );
+        super::rdb::apply_loaded(server, loaded).map_err(|e| {
+            format!(
+                "Error loading the RDB preamble of the AOF file {}: {e}",
+                path.display()
+            )
+        })?;
+    }
+    file.seek(SeekFrom::Start(end))
+        .map_err(|e| format!("Error reading the append only file {}: {e}", path.display()))?;
+    Ok(end)
+}
+
 /// Replays the AOF at `path` into the server's keyspace.
 pub fn load_file(server: &Server, path: &Path, load_truncated: bool) -> Result<Loaded, String> {
     let started = Instant::now();
@@ -209,6 +249,8 @@ pub fn load_file(server: &Server, path: &Path, load_truncated: bool) -> Result<L
         });
     }
     tracing::info!("Reading the AOF file {} ({total} bytes)", path.display());
+    // File offset of rbuf[0]: everything before it was whole commands.
+    let mut offset = load_preamble(server, path, &mut file)?;
     let info = Arc::new(ClientInfo::new(0, String::new(), String::new(), unix_ms()));
     let mut client = ClientState::new(info, true);
     client.deny_blocking = true;
@@ -217,8 +259,6 @@ pub fn load_file(server: &Server, path: &Path, load_truncated: bool) -> Result<L
     let mut parser = RequestParser::new();
     let limits = Limits::default();
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
-    // File offset of rbuf[0]: everything before it was whole commands.
-    let mut offset: u64 = 0;
     // Where the open MULTI started, if one is open.
     let mut multi_at: Option<u64> = None;
     let mut commands_run: u64 = 0;
@@ -245,12 +285,6 @@ pub fn load_file(server: &Server, path: &Path, load_truncated: bool) -> Result<L
                         }
                     }
                     Some(b'*') => {}
-                    Some(_) if offset == 0 && rbuf.starts_with(b"REDIS") => {
-                        return Err(format!(
-                            "The AOF file {} starts with an RDB preamble, which Rostrum can't load",
-                            path.display()
-                        ));
-                    }
                     Some(_) => return Err(bad_format(path, offset, "expected '*'")),
                 }
             }

@@ -2,31 +2,27 @@
 //! the keyspace. The journal every write is fed to (the AOF's format, its
 //! writer thread, copy-before-write) is `state::journal`, below `commands`.
 //!
-//! - [`start`] loads the AOF at start-up ([`load`] replays it through the
-//!   dispatcher) and starts the writer and rewrite threads;
+//! - [`start`] loads the AOF at start-up ([`load`] replays each file
+//!   through the dispatcher) and starts the writer and rewrite threads;
+//! - [`aofdir`] is the AOF's files in Redis 7.0's layout (`appendonlydir/`,
+//!   its manifest, base and incr files, the upgrade of a single file);
 //! - [`rewrite`] writes a compact file of the current data in the
 //!   background (BGREWRITEAOF, SAVE, automatic rewrite) and swaps it in;
 //! - [`rdb`] saves and loads `dir`/`dbfilename` (SAVE, BGSAVE, the save
 //!   points, start-up with `appendonly no`);
 //! - [`check`] is `rostrum check-aof`.
 
+pub mod aofdir;
 pub mod check;
 pub mod load;
 pub mod rdb;
 pub mod rewrite;
 
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::state::journal::writer;
 use crate::state::Server;
-
-/// Where the AOF lives: `dir`/`appendfilename`.
-pub fn aof_path(server: &Server) -> PathBuf {
-    let c = server.config.read();
-    PathBuf::from(&c.dir).join(&c.appendfilename)
-}
 
 /// After loading: reports every closed period whose archive file could
 /// not be opened (by its file's name; the period stays, unavailable), and
@@ -90,19 +86,30 @@ pub fn start(server: &Arc<Server>) -> Result<(), String> {
         (c.appendonly, c.aof_load_truncated)
     };
     if on {
-        let path = aof_path(server);
-        if path.exists() {
+        let layout = aofdir::Layout::of(server);
+        let manifest = layout.upgrade_or_read()?;
+        if let Some(m) = &manifest {
             server.aof.set_loading(true);
-            let r = load::load_file(server, &path, truncated_ok);
+            let r = load_files(server, &layout, m, truncated_ok);
             server.aof.set_loading(false);
             r?;
             // The replay's lookups are not the clients'.
             server.stats.keyspace_hits.store(0, Ordering::Relaxed);
             server.stats.keyspace_misses.store(0, Ordering::Relaxed);
         }
-        let (file, size) = writer::open_append(&path)
-            .map_err(|e| format!("Can't open the append-only file {}: {e}", path.display()))?;
-        server.aof.base_size.store(size, Ordering::Relaxed);
+        let rdb_base = server.config.read().aof_use_rdb_preamble();
+        let (file, size, before) = layout.open_for_append(
+            manifest,
+            |rdb| {
+                if rdb {
+                    rdb::empty_file(server, true)
+                } else {
+                    Vec::new()
+                }
+            },
+            rdb_base,
+        )?;
+        server.aof.base_size.store(before, Ordering::Relaxed);
         server.aof.current_size.store(size, Ordering::Relaxed);
         server.aof.feed.lock().install = Some((file, size));
         server.aof.set_state_on();
@@ -125,5 +132,29 @@ pub fn start(server: &Arc<Server>) -> Result<(), String> {
         .name("aof-rewrite".into())
         .spawn(move || rewrite::run(&s))
         .map_err(|e| format!("can't start the AOF rewrite thread: {e}"))?;
+    Ok(())
+}
+
+/// Loads the manifest's base then its incrs, in order. Only the last file
+/// may end with a command cut short (`aof-load-truncated`), as in Redis 7.
+fn load_files(
+    server: &Server,
+    layout: &aofdir::Layout,
+    m: &aofdir::Manifest,
+    truncated_ok: bool,
+) -> Result<(), String> {
+    let files: Vec<&aofdir::AofFile> = m.load_order().collect();
+    for (i, f) in files.iter().enumerate() {
+        let path = layout.file(&f.name);
+        if !path.is_file() {
+            return Err(format!(
+                "The AOF file {} doesn't exist (named by the manifest {})",
+                path.display(),
+                layout.manifest_path().display()
+            ));
+        }
+        let last = i + 1 == files.len();
+        load::load_file(server, &path, truncated_ok && last)?;
+    }
     Ok(())
 }

@@ -33,13 +33,30 @@ pub fn rdb_path(server: &Server) -> PathBuf {
 }
 
 /// A file writer that keeps the CRC-64 of what went through it.
-struct Sink {
-    w: BufWriter<File>,
+pub(super) struct Sink {
+    pub(super) w: BufWriter<File>,
     crc: u64,
     checksum: bool,
 }
 
 impl Sink {
+    /// A sink writing to `w`, with a checksum when `checksum`.
+    pub(super) fn new(w: BufWriter<File>, checksum: bool) -> Sink {
+        Sink {
+            w,
+            crc: 0,
+            checksum,
+        }
+    }
+
+    /// Writes the CRC-64 trailer (0 without `rdbchecksum`).
+    pub(super) fn put_checksum(&mut self) -> Result<(), String> {
+        let crc = if self.checksum { self.crc } else { 0 };
+        self.w
+            .write_all(&crc.to_le_bytes())
+            .map_err(|e| format!("Write error saving DB on disk: {e}"))
+    }
+
     fn put(&mut self, data: &[u8]) -> Result<(), String> {
         if self.checksum {
             self.crc = crc64(self.crc, data);
@@ -94,19 +111,12 @@ pub fn save(server: &Server, path: &Path) -> Result<(u64, u64), String> {
         *aof.job.write() = Some(job.clone());
         aof.set_rewriting(true);
     }
-    let mut sink = Sink {
-        w: BufWriter::with_capacity(1 << 20, file),
-        crc: 0,
-        checksum,
-    };
-    let result = write_all(server, &job, &libraries, &mut sink);
+    let mut sink = Sink::new(BufWriter::with_capacity(1 << 20, file), checksum);
+    let result = write_all(server, &job, &libraries, &mut sink, false);
     end_snapshot(aof);
     aof.rdb_last_cow.store(job.cow.peak(), Ordering::Relaxed);
     let finish = result.and_then(|()| {
-        let crc = if checksum { sink.crc } else { 0 };
-        sink.w
-            .write_all(&crc.to_le_bytes())
-            .map_err(|e| format!("Write error saving DB on disk: {e}"))?;
+        sink.put_checksum()?;
         let file = sink
             .w
             .into_inner()
@@ -134,33 +144,57 @@ pub fn save(server: &Server, path: &Path) -> Result<(u64, u64), String> {
     }
 }
 
-fn write_all(
+/// The RDB header: magic, AUX fields (`aof-base` 1 for an AOF's base
+/// file), function libraries.
+pub(super) fn write_header(
+    server: &Server,
+    head: &mut Vec<u8>,
+    libraries: &[Vec<u8>],
+    aof_base: bool,
+) {
+    encode::write_magic(head);
+    encode::write_aux(
+        head,
+        "redis-ver",
+        commands::connection::REDIS_VERSION.as_bytes(),
+    );
+    encode::write_aux_int(head, "redis-bits", 64);
+    encode::write_aux_int(head, "ctime", (unix_ms() / 1000) as i64);
+    encode::write_aux_int(head, "used-mem", MemoryFigures::read(server).used as i64);
+    let replid: String = server.run_id.chars().rev().collect();
+    encode::write_aux(head, "repl-id", replid.as_bytes());
+    encode::write_aux_int(head, "repl-offset", 0);
+    encode::write_aux_int(head, "aof-base", aof_base as i64);
+    for code in libraries {
+        encode::write_function(head, code);
+    }
+}
+
+/// An RDB file with no keys (the first base of an empty AOF).
+pub(super) fn empty_file(server: &Server, aof_base: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_header(server, &mut out, &[], aof_base);
+    encode::write_eof(&mut out);
+    let crc = if server.config.read().rdbchecksum {
+        crc64(0, &out)
+    } else {
+        0
+    };
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Writes the snapshot `job` as an RDB file, up to its EOF opcode (the
+/// checksum is [`Sink::put_checksum`]'s).
+pub(super) fn write_all(
     server: &Server,
     job: &Job,
     libraries: &[Vec<u8>],
     sink: &mut Sink,
+    aof_base: bool,
 ) -> Result<(), String> {
     let mut head = Vec::new();
-    encode::write_magic(&mut head);
-    encode::write_aux(
-        &mut head,
-        "redis-ver",
-        commands::connection::REDIS_VERSION.as_bytes(),
-    );
-    encode::write_aux_int(&mut head, "redis-bits", 64);
-    encode::write_aux_int(&mut head, "ctime", (unix_ms() / 1000) as i64);
-    encode::write_aux_int(
-        &mut head,
-        "used-mem",
-        MemoryFigures::read(server).used as i64,
-    );
-    let replid: String = server.run_id.chars().rev().collect();
-    encode::write_aux(&mut head, "repl-id", replid.as_bytes());
-    encode::write_aux_int(&mut head, "repl-offset", 0);
-    encode::write_aux_int(&mut head, "aof-base", 0);
-    for code in libraries {
-        encode::write_function(&mut head, code);
-    }
+    write_header(server, &mut head, libraries, aof_base);
     sink.put(&head)?;
     if !matches!(job.format, Format::Rdb(_)) {
         return Err("internal error: not an RDB snapshot".into());
@@ -231,14 +265,30 @@ pub fn load_at_start(server: &Server) -> Result<(), String> {
         )
     })?;
     drop(data);
-    load_functions(server, &loaded.functions).map_err(|e| {
+    let count = loaded.keys.len() as u64;
+    let expired = loaded.expired;
+    apply_loaded(server, loaded).map_err(|e| {
         format!(
             "Fatal error loading the DB {}: {e}. Exiting.",
             path.display()
         )
     })?;
+    server.aof.rdb_loaded_keys.store(count, Ordering::Relaxed);
+    server
+        .aof
+        .rdb_expired_keys
+        .store(expired, Ordering::Relaxed);
+    tracing::info!(
+        "Done loading RDB, keys loaded: {count}, keys expired: {expired}. DB loaded from disk: {:.3} seconds",
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Stores what an RDB file held: its function libraries, then its keys.
+pub(super) fn apply_loaded(server: &Server, loaded: decode::LoadedFile) -> Result<(), String> {
+    load_functions(server, &loaded.functions)?;
     let now = unix_ms();
-    let count = loaded.keys.len() as u64;
     let folder = crate::engine::leaderboard::disk::folder(Path::new(&server.config.read().dir));
     for mut k in loaded.keys {
         // Periods of ARCHIVE DISK boards come whole from the file; they
@@ -255,16 +305,6 @@ pub fn load_at_start(server: &Server) -> Result<(), String> {
             db.insert_with_expiry(&k.key, k.value, k.expire_ms, now);
         }
     }
-    server.aof.rdb_loaded_keys.store(count, Ordering::Relaxed);
-    server
-        .aof
-        .rdb_expired_keys
-        .store(loaded.expired, Ordering::Relaxed);
-    tracing::info!(
-        "Done loading RDB, keys loaded: {count}, keys expired: {}. DB loaded from disk: {:.3} seconds",
-        loaded.expired,
-        t.elapsed().as_secs_f64()
-    );
     Ok(())
 }
 

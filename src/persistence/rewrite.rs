@@ -6,22 +6,27 @@
 //! data as of T0 is the point-in-time snapshot of
 //! `state::journal::snapshot` (shards captured before they change, big
 //! sorted sets walked in steps with copy-before-write per member), written
-//! as commands; the active expiry cycle waits until the rewrite ends.
-//! Replaying the changes collected since T0 on top gives exactly the
-//! current data. At the end, under the feed mutex,
-//! the collected changes are appended, the temp file is fsynced, renamed
-//! over the AOF, the directory fsynced, and the writer continues on it.
+//! as commands, or in RDB format with `aof-use-rdb-preamble yes` (the new
+//! base file is then an RDB file followed by the changes as commands,
+//! which Redis 7 loads too); the active expiry cycle waits until the
+//! rewrite ends. Replaying the changes collected since T0 on top gives
+//! exactly the current data. At the end, under the feed mutex, the
+//! collected changes are appended, the temp file is fsynced and moved in
+//! as the new base, a new empty incr file created and the manifest
+//! replaced (`aofdir::Layout::install_rewrite`), and the writer continues
+//! on the new incr; the old files are deleted.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::aof_path;
+use super::aofdir::Layout;
+use super::rdb;
 use crate::state::journal::encode::write_command;
-use crate::state::journal::snapshot::{self, Job};
+use crate::state::journal::snapshot::{self, Format, Job};
 use crate::state::journal::writer::{check_fault, error_text};
 use crate::state::journal::{self, Aof, Stream};
 use crate::state::Server;
@@ -45,22 +50,24 @@ fn abandon(server: &Server, temp: &Path) {
     let _ = std::fs::remove_file(temp);
 }
 
-fn fsync_dir(path: &Path) -> std::io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    File::open(dir)?.sync_all()
-}
-
 /// Runs one rewrite to the end; returns the new file's size.
 fn rewrite_once(server: &Server) -> Result<u64, String> {
     let aof = &server.aof;
-    let path = aof_path(server);
-    let temp = path.with_file_name(format!("temp-rewriteaof-bg-{}.aof", std::process::id()));
+    let layout = Layout::of(server);
+    let temp = layout
+        .root
+        .join(format!("temp-rewriteaof-bg-{}.aof", std::process::id()));
     let file =
         File::create(&temp).map_err(|e| io_err(&format!("Can't create {}", temp.display()), e))?;
-    let job = Arc::new(Job::new());
+    let format = {
+        let c = server.config.read();
+        if c.aof_use_rdb_preamble() {
+            Format::Rdb(c.rdb_options())
+        } else {
+            Format::Aof
+        }
+    };
+    let job = Arc::new(Job::with_format(format));
     let libraries;
     {
         // T0: no command is running while the rewrite starts collecting.
@@ -72,10 +79,15 @@ fn rewrite_once(server: &Server) -> Result<u64, String> {
         *aof.job.write() = Some(job.clone());
         aof.set_rewriting(true);
     }
-    let result = write_and_swap(server, &job, &libraries, file, &temp, &path);
+    let result = write_and_swap(server, &job, &libraries, file, &temp, &layout);
     aof.aof_last_cow.store(job.cow.peak(), Ordering::Relaxed);
     if result.is_err() {
         abandon(server, &temp);
+    }
+    if result.is_ok() {
+        if let Err(e) = layout.delete_history() {
+            tracing::warn!("{e}");
+        }
     }
     result
 }
@@ -86,16 +98,20 @@ fn write_and_swap(
     libraries: &[Vec<u8>],
     file: File,
     temp: &Path,
-    path: &Path,
+    layout: &Layout,
 ) -> Result<u64, String> {
     let aof = &server.aof;
-    let mut w = BufWriter::with_capacity(1 << 20, file);
-    let mut chunk = Vec::new();
-    for code in libraries {
-        write_command(&mut chunk, [&b"FUNCTION"[..], b"LOAD", code].into_iter());
-    }
-    write_all(aof, &mut w, &chunk)?;
-    snapshot::write_all(&server.keyspace, job, &mut |b| write_all(aof, &mut w, b))?;
+    let w = BufWriter::with_capacity(1 << 20, file);
+    let rdb_base = matches!(job.format, Format::Rdb(_));
+    let w = if rdb_base {
+        // The RDB preamble: the same writer as BGSAVE's.
+        let mut sink = rdb::Sink::new(w, server.config.read().rdbchecksum);
+        rdb::write_all(server, job, libraries, &mut sink, true)?;
+        sink.put_checksum()?;
+        sink.w
+    } else {
+        write_commands(server, job, libraries, w)?
+    };
     let mut file = w
         .into_inner()
         .map_err(|e| io_err("Error writing the rewritten AOF", e.into_error()))?;
@@ -118,36 +134,29 @@ fn write_and_swap(
     // The swap, with feeding stopped.
     let mut f = aof.feed.lock();
     let rest = f.rewrite.take().unwrap_or_default();
-    let finish = (|| -> Result<u64, String> {
+    let finish = (|| -> Result<(File, u64), String> {
         write_all(aof, &mut file, &rest.buf)?;
         check_fault(aof).map_err(|e| io_err("Error fsyncing the rewritten AOF", e))?;
         file.sync_data()
             .map_err(|e| io_err("Error fsyncing the rewritten AOF", e))?;
-        std::fs::rename(temp, path).map_err(|e| {
-            io_err(
-                &format!("Error renaming {} to {}", temp.display(), path.display()),
-                e,
-            )
-        })?;
-        fsync_dir(path).map_err(|e| io_err("Error fsyncing the AOF directory", e))?;
-        file.metadata()
-            .map(|m| m.len())
-            .map_err(|e| io_err("Error reading the rewritten AOF size", e))
+        layout.install_rewrite(temp, rdb_base)
     })();
-    let size = match finish {
+    let (incr, size) = match finish {
         Ok(s) => s,
         Err(e) => {
             drop(f);
             return Err(e);
         }
     };
+    drop(file);
     if aof.enabled() {
-        f.install = Some((file, size));
+        f.install = Some((incr, 0));
         f.main.buf.clear();
-        f.main.db = rest.db;
+        // A new file: its first command selects the database.
+        f.main.db = None;
         aof.set_state_on();
         aof.base_size.store(size, Ordering::Relaxed);
-        aof.current_size.store(size, Ordering::Relaxed);
+        aof.current_size.store(0, Ordering::Relaxed);
         // Everything fed so far is in the new, fsynced file.
         aof.publish_synced(f.fed);
     }
@@ -156,6 +165,24 @@ fn write_and_swap(
     drop(f);
     aof.wake_writer.notify_one();
     Ok(size)
+}
+
+/// The snapshot as commands (`aof-use-rdb-preamble no`): the function
+/// libraries, then each shard.
+fn write_commands(
+    server: &Server,
+    job: &Job,
+    libraries: &[Vec<u8>],
+    mut w: BufWriter<File>,
+) -> Result<BufWriter<File>, String> {
+    let aof = &server.aof;
+    let mut chunk = Vec::new();
+    for code in libraries {
+        write_command(&mut chunk, [&b"FUNCTION"[..], b"LOAD", code].into_iter());
+    }
+    write_all(aof, &mut w, &chunk)?;
+    snapshot::write_all(&server.keyspace, job, &mut |b| write_all(aof, &mut w, b))?;
+    Ok(w)
 }
 
 /// What the snapshot thread runs next.

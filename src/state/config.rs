@@ -865,6 +865,21 @@ impl Config {
         }
     }
 
+    /// `appenddirname`: the AOF's folder under `dir`.
+    pub fn appenddirname(&self) -> &str {
+        self.other
+            .get("appenddirname")
+            .map(String::as_str)
+            .unwrap_or("appendonlydir")
+    }
+
+    /// `aof-use-rdb-preamble`: the AOF's base file is RDB (else commands).
+    pub fn aof_use_rdb_preamble(&self) -> bool {
+        self.other
+            .get("aof-use-rdb-preamble")
+            .is_none_or(|v| v == "yes")
+    }
+
     /// The `save` points as (seconds, changes) pairs.
     pub fn save_points(&self) -> Vec<(u64, u64)> {
         let nums: Vec<u64> = self

@@ -7,7 +7,7 @@ pub mod certs;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -36,6 +36,50 @@ pub struct TestServer {
 }
 
 /// A port that was free a moment ago on 127.0.0.1.
+/// The AOF's files under `dir` in load order: the base then the incrs
+/// named by `appendonlydir/appendonly.aof.manifest` (Redis 7.0's layout).
+#[allow(dead_code)]
+pub fn aof_files(dir: &Path) -> Vec<PathBuf> {
+    let adir = dir.join("appendonlydir");
+    let text = std::fs::read_to_string(adir.join("appendonly.aof.manifest")).unwrap_or_default();
+    let mut base = Vec::new();
+    let mut incrs = Vec::new();
+    for line in text.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        if w.len() < 6 || w[0] != "file" {
+            continue;
+        }
+        let path = adir.join(w[1]);
+        match w.get(5) {
+            Some(&"b") => base.push(path),
+            Some(&"i") => incrs.push(path),
+            _ => {}
+        }
+    }
+    base.extend(incrs);
+    base
+}
+
+/// Every AOF file's bytes under `dir`, in load order (for a test looking
+/// for the commands that were logged).
+#[allow(dead_code)]
+pub fn aof_bytes(dir: &Path) -> Vec<u8> {
+    let mut out = Vec::new();
+    for f in aof_files(dir) {
+        out.extend(std::fs::read(f).unwrap_or_default());
+    }
+    out
+}
+
+/// The total size of the AOF's files under `dir`.
+#[allow(dead_code)]
+pub fn aof_size(dir: &Path) -> u64 {
+    aof_files(dir)
+        .iter()
+        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+        .sum()
+}
+
 pub fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     l.local_addr().expect("local addr").port()
@@ -122,6 +166,8 @@ impl TestServer {
     }
 
     /// A server with the AOF on (`everysec`) in `dir`.
+    /// The base file is written as commands (`aof-use-rdb-preamble no`), so
+    /// that tests can read what a rewrite wrote ([`aof_bytes`]).
     pub fn start_with_aof(dir: &std::path::Path) -> TestServer {
         let dir = dir.to_str().expect("temp dir path is UTF-8");
         TestServer::start(&[
@@ -129,6 +175,8 @@ impl TestServer {
             "yes",
             "--appendfsync",
             "everysec",
+            "--aof-use-rdb-preamble",
+            "no",
             "--dir",
             dir,
         ])

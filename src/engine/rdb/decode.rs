@@ -3,6 +3,8 @@
 //! corrupt input is an [`RdbError`] naming the offset, never a panic; a
 //! file is read whole before any of it is used, so nothing is half-loaded.
 
+use std::collections::BTreeMap;
+
 use super::crc64::crc64;
 use super::packed::{intset_members, listpack_elements, ziplist_elements, zipmap_pairs, Elem};
 use super::{
@@ -339,6 +341,9 @@ impl<'a> Reader<'a> {
             }
             TYPE_LEADERBOARD => self.leaderboard(lim)?,
             TYPE_STREAM_ROSTRUM => self.stream()?,
+            STREAM_LISTPACKS | STREAM_LISTPACKS_2 | STREAM_LISTPACKS_3 => {
+                self.stream_listpacks(t)?
+            }
             _ => {
                 return Err(
                     self.err_at(at, format!("unsupported value type {t} ({})", type_name(t)))
@@ -352,7 +357,7 @@ impl<'a> Reader<'a> {
         Ok(StreamId::new(self.length()?, self.length()?))
     }
 
-    /// Rostrum's stream record (see `encode::write_stream`). Entry ids must
+    /// Rostrum's stream record of earlier versions (type 201). Entry ids must
     /// rise, and pending entries name consumers of their group.
     fn stream(&mut self) -> Result<Value, RdbError> {
         let at = self.offset();
@@ -423,6 +428,185 @@ impl<'a> Reader<'a> {
                         delivery_count,
                     },
                 );
+            }
+            st.groups.insert(name, g);
+        }
+        Ok(Value::Stream(Box::new(st)))
+    }
+
+    /// A 16-byte big-endian stream id (radix tree keys, pending entries).
+    fn raw_stream_id(&mut self) -> Result<StreamId, RdbError> {
+        let b: [u8; 16] = self.arr()?;
+        let mut ms = [0u8; 8];
+        let mut seq = [0u8; 8];
+        ms.copy_from_slice(&b[..8]);
+        seq.copy_from_slice(&b[8..]);
+        Ok(StreamId::new(
+            u64::from_be_bytes(ms),
+            u64::from_be_bytes(seq),
+        ))
+    }
+
+    /// Redis's stream types: 15 (5.0 to 6.2), 19 (7.0: first id, largest
+    /// deleted id, entries-added, a group's entries-read) and 21 (7.2: a
+    /// consumer's active time). Listpack nodes keyed by their master id,
+    /// entries in the master-entry / delta format, deleted ones skipped.
+    fn stream_listpacks(&mut self, t: u8) -> Result<Value, RdbError> {
+        let at = self.offset();
+        let bad = |what: &str| RdbError::new(at, format!("bad stream: {what}"));
+        let mut st = Stream::new();
+        let nodes = self.count(2)?;
+        let mut last: Option<StreamId> = None;
+        for _ in 0..nodes {
+            let key = self.string()?;
+            let lp_at = self.offset();
+            let lp = self.string()?;
+            let Ok(key) = <[u8; 16]>::try_from(key.as_slice()) else {
+                return Err(bad("a node key is not 16 bytes"));
+            };
+            let master = StreamId::new(
+                u64::from_be_bytes(key[..8].try_into().unwrap_or_default()),
+                u64::from_be_bytes(key[8..].try_into().unwrap_or_default()),
+            );
+            let elems = listpack_elements(&lp)
+                .ok_or_else(|| RdbError::new(lp_at, "bad stream: malformed listpack"))?;
+            let mut it = elems.into_iter();
+            let int = |it: &mut std::vec::IntoIter<Elem<'_>>| -> Result<i64, RdbError> {
+                match it.next() {
+                    Some(Elem::Int(n)) => Ok(n),
+                    Some(Elem::Str(s)) => std::str::from_utf8(s)
+                        .ok()
+                        .and_then(|s| s.parse().ok())
+                        .ok_or_else(|| RdbError::new(lp_at, "bad stream: integer expected")),
+                    None => Err(RdbError::new(lp_at, "bad stream: listpack ends early")),
+                }
+            };
+            let count = int(&mut it)?;
+            let deleted = int(&mut it)?;
+            let nmaster = int(&mut it)?;
+            if count < 0 || deleted < 0 || nmaster < 0 {
+                return Err(bad("negative count in a master entry"));
+            }
+            let mut master_fields = Vec::with_capacity(nmaster as usize);
+            for _ in 0..nmaster {
+                master_fields.push(
+                    it.next()
+                        .ok_or_else(|| bad("listpack ends early"))?
+                        .to_vec(),
+                );
+            }
+            if int(&mut it)? != 0 {
+                return Err(bad("master entry not terminated"));
+            }
+            for _ in 0..count + deleted {
+                let flags = int(&mut it)?;
+                let ms = master.ms.wrapping_add(int(&mut it)? as u64);
+                let seq = master.seq.wrapping_add(int(&mut it)? as u64);
+                let id = StreamId::new(ms, seq);
+                let mut fields: Vec<Vec<u8>> = Vec::new();
+                if flags & 2 != 0 {
+                    for f in &master_fields {
+                        fields.push(f.clone());
+                        fields.push(
+                            it.next()
+                                .ok_or_else(|| bad("listpack ends early"))?
+                                .to_vec(),
+                        );
+                    }
+                } else {
+                    let n = int(&mut it)?;
+                    if n < 0 {
+                        return Err(bad("negative field count"));
+                    }
+                    for _ in 0..2 * n {
+                        fields.push(
+                            it.next()
+                                .ok_or_else(|| bad("listpack ends early"))?
+                                .to_vec(),
+                        );
+                    }
+                }
+                int(&mut it)?;
+                if flags & 1 != 0 {
+                    continue;
+                }
+                if last.is_some_and(|l| l >= id) {
+                    return Err(bad("entry ids out of order"));
+                }
+                if fields.is_empty() {
+                    return Err(bad("an entry without fields"));
+                }
+                last = Some(id);
+                let refs: Vec<&[u8]> = fields.iter().map(Vec::as_slice).collect();
+                st.append(id, &refs);
+            }
+        }
+        let length = self.length()?;
+        if length != st.len() {
+            return Err(bad("the length does not match the entries"));
+        }
+        st.last_id = self.stream_id()?;
+        if last.is_some_and(|l| l > st.last_id) {
+            return Err(bad("last id below an entry's"));
+        }
+        if t >= types::STREAM_LISTPACKS_2 {
+            self.stream_id()?; // first id: the first entry's
+            st.max_deleted_id = self.stream_id()?;
+            st.entries_added = self.length()?;
+        } else {
+            st.max_deleted_id = StreamId::MIN;
+            st.entries_added = length;
+        }
+        let groups = self.count(2)?;
+        for _ in 0..groups {
+            let name = self.string()?;
+            let last_id = self.stream_id()?;
+            let entries_read = if t >= types::STREAM_LISTPACKS_2 {
+                let n = self.length()?;
+                (n != u64::MAX).then_some(n)
+            } else {
+                st.entries_read_at(last_id)
+            };
+            let mut g = Group::new(last_id, entries_read);
+            let npel = self.count(17)?;
+            let mut pel: BTreeMap<StreamId, (u64, u64)> = BTreeMap::new();
+            for _ in 0..npel {
+                let id = self.raw_stream_id()?;
+                let time = self.u64_le()?;
+                let count = self.length()?;
+                pel.insert(id, (time, count));
+            }
+            let consumers = self.count(9)?;
+            for _ in 0..consumers {
+                let cname: std::sync::Arc<[u8]> = self.string()?.into();
+                let seen_time = self.u64_le()?;
+                if t >= types::STREAM_LISTPACKS_3 {
+                    self.u64_le()?; // active time: Rostrum keeps the seen time
+                }
+                let mut c = Consumer {
+                    seen_time,
+                    ..Consumer::default()
+                };
+                let n = self.count(16)?;
+                for _ in 0..n {
+                    let id = self.raw_stream_id()?;
+                    let Some((delivery_time, delivery_count)) = pel.remove(&id) else {
+                        return Err(bad("a consumer's pending entry is not in its group's"));
+                    };
+                    c.pel.insert(id);
+                    g.pel.insert(
+                        id,
+                        Pending {
+                            consumer: cname.clone(),
+                            delivery_time,
+                            delivery_count,
+                        },
+                    );
+                }
+                g.consumers.insert(cname, c);
+            }
+            if !pel.is_empty() {
+                return Err(bad("a pending entry without a consumer"));
             }
             st.groups.insert(name, g);
         }
@@ -668,6 +852,9 @@ pub struct LoadedFile {
     pub keys: Vec<LoadedKey>,
     /// Keys whose expiry had passed (not in `keys`).
     pub expired: u64,
+    /// Bytes read, the checksum included (an AOF base goes on with
+    /// commands after them).
+    pub end: u64,
 }
 
 /// Reads a whole RDB file. `databases` bounds SELECTDB; keys whose expiry
@@ -789,6 +976,7 @@ pub fn read_file(
             ));
         }
     }
+    out.end = r.offset();
     Ok(out)
 }
 

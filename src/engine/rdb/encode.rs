@@ -7,7 +7,7 @@
 
 use super::crc64::crc64;
 use super::packed::{intset_bytes_width, ListpackWriter};
-use super::{lzf, opcodes, types, RDB_VERSION, TYPE_LEADERBOARD, TYPE_STREAM_ROSTRUM};
+use super::{lzf, opcodes, types, RDB_VERSION, TYPE_LEADERBOARD};
 use crate::engine::hash::HashValue;
 use crate::engine::keyspace::Shard;
 use crate::engine::leaderboard::{self, Leaderboard};
@@ -118,7 +118,7 @@ pub fn object_type(v: &Value) -> u8 {
         Value::Hash(h) if h.encoding() == "listpack" => types::HASH_LISTPACK,
         Value::Hash(_) => types::HASH,
         Value::Leaderboard(_) => TYPE_LEADERBOARD,
-        Value::Stream(_) => TYPE_STREAM_ROSTRUM,
+        Value::Stream(_) => types::STREAM_LISTPACKS_2,
     }
 }
 
@@ -392,40 +392,153 @@ fn write_id(out: &mut Vec<u8>, id: StreamId) {
     write_len(out, id.seq);
 }
 
-/// A stream as Rostrum's own record: the entries (id, then the field and
-/// value strings), the last id, the largest deleted id, entries-added, then
-/// each group (name, last delivered id, entries-read + 1 or 0 when
-/// unknown, consumers with their seen time, pending entries with consumer,
-/// delivery time and count).
-fn write_stream(out: &mut Vec<u8>, st: &Stream, o: EncodeOptions) {
-    write_len(out, st.len());
-    st.for_each_in(StreamId::MIN, StreamId::MAX, false, |id, fields| {
-        write_id(out, id);
-        write_len(out, fields.len() as u64);
-        for f in fields {
-            write_string(out, f, o.compress);
+/// Redis's `stream-node-max-entries` and `stream-node-max-bytes` defaults:
+/// when a stream's listpack node is full, as `streamAppendItem` decides.
+const STREAM_NODE_MAX_ENTRIES: usize = 100;
+const STREAM_NODE_MAX_BYTES: usize = 4096;
+
+/// A stream id as Redis keys its radix trees: 16 bytes, big-endian.
+fn raw_id(id: StreamId) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&id.ms.to_be_bytes());
+    b[8..].copy_from_slice(&id.seq.to_be_bytes());
+    b
+}
+
+/// One listpack node of a stream, as Redis 7.0 builds it by appending:
+/// the master entry (count, deleted, the first entry's field names, 0),
+/// then each entry as flags, id deltas against the master id, its values
+/// alone when its names are the master's (`SAMEFIELDS`) or its names and
+/// values, and its element count.
+fn stream_node(entries: &[(StreamId, Vec<Vec<u8>>)]) -> ListpackWriter {
+    let mut lp = ListpackWriter::new();
+    let Some((master, first)) = entries.first() else {
+        return lp;
+    };
+    let master_fields = node_header(&mut lp, entries.len(), first);
+    for (id, fields) in entries {
+        push_stream_entry(&mut lp, *master, &master_fields, *id, fields);
+    }
+    lp
+}
+
+/// A node's master entry; returns the master field names.
+fn node_header<'a>(lp: &mut ListpackWriter, count: usize, first: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
+    let master_fields: Vec<&[u8]> = first.iter().step_by(2).map(Vec::as_slice).collect();
+    lp.push_int(count as i64);
+    lp.push_int(0);
+    lp.push_int(master_fields.len() as i64);
+    for f in &master_fields {
+        lp.push(f);
+    }
+    lp.push_int(0);
+    master_fields
+}
+
+fn push_stream_entry(
+    lp: &mut ListpackWriter,
+    master: StreamId,
+    master_fields: &[&[u8]],
+    id: StreamId,
+    fields: &[Vec<u8>],
+) {
+    let same = fields.len() == master_fields.len() * 2
+        && fields
+            .iter()
+            .step_by(2)
+            .zip(master_fields)
+            .all(|(a, b)| a.as_slice() == *b);
+    let n = (fields.len() / 2) as i64;
+    lp.push_int(if same { 2 } else { 0 });
+    lp.push_int(id.ms.wrapping_sub(master.ms) as i64);
+    lp.push_int(id.seq.wrapping_sub(master.seq) as i64);
+    if same {
+        for v in fields.iter().skip(1).step_by(2) {
+            lp.push(v);
         }
+        lp.push_int(n + 3);
+    } else {
+        lp.push_int(n);
+        for f in fields {
+            lp.push(f);
+        }
+        lp.push_int(2 * n + 4);
+    }
+}
+
+fn write_stream_node(out: &mut Vec<u8>, entries: &[(StreamId, Vec<Vec<u8>>)], o: EncodeOptions) {
+    if let Some((master, _)) = entries.first() {
+        write_string(out, &raw_id(*master), false);
+        write_string(out, &stream_node(entries).finish(), o.compress);
+    }
+}
+
+/// A stream as Redis 7.0 writes it (`STREAM_LISTPACKS_2`): its entries in
+/// listpack nodes split where Redis's appends would split them (so a
+/// stream written by XADDs alone has Redis's bytes; deleted entries are
+/// not kept), the length, last, first and largest deleted ids,
+/// entries-added, then each group: name, last delivered id, entries-read
+/// (-1 unknown), its pending entries (16-byte id, delivery time, count)
+/// and its consumers (name, seen time, their pending ids).
+fn write_stream(out: &mut Vec<u8>, st: &Stream, o: EncodeOptions) {
+    let mut nodes: Vec<Vec<(StreamId, Vec<Vec<u8>>)>> = Vec::new();
+    let mut current: Vec<(StreamId, Vec<Vec<u8>>)> = Vec::new();
+    // The node being filled, as Redis sees its size.
+    let mut sizer = ListpackWriter::new();
+    st.for_each_in(StreamId::MIN, StreamId::MAX, false, |id, fields| {
+        let totelelen: usize = fields.iter().map(|f| f.len()).sum();
+        if !current.is_empty()
+            && (sizer.bytes() + 1 + totelelen >= STREAM_NODE_MAX_BYTES
+                || current.len() >= STREAM_NODE_MAX_ENTRIES)
+        {
+            nodes.push(std::mem::take(&mut current));
+        }
+        let entry: Vec<Vec<u8>> = fields.iter().map(|f| f.to_vec()).collect();
+        match current.first() {
+            None => {
+                sizer = ListpackWriter::new();
+                let master = node_header(&mut sizer, 1, &entry);
+                push_stream_entry(&mut sizer, id, &master, id, &entry);
+            }
+            Some((master_id, first)) => {
+                let master: Vec<&[u8]> = first.iter().step_by(2).map(Vec::as_slice).collect();
+                push_stream_entry(&mut sizer, *master_id, &master, id, &entry);
+            }
+        }
+        current.push((id, entry));
         true
     });
+    if !current.is_empty() {
+        nodes.push(current);
+    }
+    write_len(out, nodes.len() as u64);
+    for n in &nodes {
+        write_stream_node(out, n, o);
+    }
+    write_len(out, st.len());
     write_id(out, st.last_id);
+    write_id(out, st.first_id());
     write_id(out, st.max_deleted_id);
     write_len(out, st.entries_added);
     write_len(out, st.groups.len() as u64);
     for (name, g) in &st.groups {
         write_string(out, name, o.compress);
         write_id(out, g.last_id);
-        write_len(out, g.entries_read.map_or(0, |n| n.saturating_add(1)));
+        write_len(out, g.entries_read.unwrap_or(u64::MAX));
+        write_len(out, g.pel.len() as u64);
+        for (id, p) in &g.pel {
+            out.extend_from_slice(&raw_id(*id));
+            out.extend_from_slice(&p.delivery_time.to_le_bytes());
+            write_len(out, p.delivery_count);
+        }
         write_len(out, g.consumers.len() as u64);
         for (cname, c) in &g.consumers {
             write_string(out, cname, o.compress);
-            write_len(out, c.seen_time);
-        }
-        write_len(out, g.pel.len() as u64);
-        for (id, p) in &g.pel {
-            write_id(out, *id);
-            write_string(out, &p.consumer, o.compress);
-            write_len(out, p.delivery_time);
-            write_len(out, p.delivery_count);
+            out.extend_from_slice(&c.seen_time.to_le_bytes());
+            write_len(out, c.pel.len() as u64);
+            for id in &c.pel {
+                out.extend_from_slice(&raw_id(*id));
+            }
         }
     }
 }

@@ -14,9 +14,9 @@
 //!   SELECTDB, RESIZEDB, expiries, functions, EOF and checksum).
 //! - [`crc64`] and [`lzf`]: the checksum and the string compression.
 //!
-//! Streams (types 15, 19, 21) are refused by name until the stream type
-//! lands: its encoder and decoder go beside the others here, one match arm
-//! each in [`encode::write_object`] and `decode::Reader::object`.
+//! Streams are written as Redis 7.0's `STREAM_LISTPACKS_2` (listpack nodes
+//! in the master-entry / delta format, groups, pending entries, consumers)
+//! and read from types 15, 19, 21 and Rostrum's earlier record, 201.
 
 pub mod crc64;
 pub mod decode;
@@ -71,10 +71,10 @@ pub mod types {
 /// unknown-type error instead of misreading it.
 pub const TYPE_LEADERBOARD: u8 = 200;
 
-/// Rostrum's own type id for a stream, until streams are written in Redis's
-/// listpack layout: every entry, the stream's ids and counters, and its
-/// groups with consumers and pending entries (see `encode::write_stream`).
-/// Redis refuses it by number, as it does a leaderboard.
+/// Rostrum's own type id for a stream in earlier versions (streams are now
+/// written in Redis's listpack layout; files with this record still load):
+/// every entry, the stream's ids and counters, and its groups with
+/// consumers and pending entries.
 pub const TYPE_STREAM_ROSTRUM: u8 = 201;
 
 /// Opcodes of the file layout.

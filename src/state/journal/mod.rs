@@ -176,7 +176,10 @@ pub struct Aof {
     /// The last write or fsync error, `None` when writes succeed.
     pub(crate) write_error: Mutex<Option<String>>,
     write_failed: AtomicBool,
+    /// Bytes in the incr file the writer appends to.
     pub(crate) current_size: AtomicU64,
+    /// Bytes in the AOF's files before it (the base and any earlier incr):
+    /// INFO's `aof_base_size`; `aof_current_size` is the sum of both.
     pub(crate) base_size: AtomicU64,
     pub(crate) rewrite: Mutex<RewriteStatus>,
     pub(crate) wake_rewriter: Condvar,
@@ -863,7 +866,8 @@ pub fn info_fields(aof: &Aof) -> Vec<(&'static str, String)> {
         v.extend([
             (
                 "aof_current_size",
-                aof.current_size.load(Ordering::Relaxed).to_string(),
+                (aof.base_size.load(Ordering::Relaxed) + aof.current_size.load(Ordering::Relaxed))
+                    .to_string(),
             ),
             (
                 "aof_base_size",
@@ -896,8 +900,9 @@ pub fn auto_rewrite(aof: &Aof, percentage: u64, min_size: u64) {
     if !aof.enabled() {
         return;
     }
-    let cur = aof.current_size.load(Ordering::Relaxed);
+    // `current_size` is the incr file's, `base_size` the files' before it.
     let base = aof.base_size.load(Ordering::Relaxed).max(1);
+    let cur = base + aof.current_size.load(Ordering::Relaxed);
     if percentage == 0 || cur <= min_size {
         return;
     }
