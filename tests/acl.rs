@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{err, q, TestServer};
+use common::{cmd, err, q, TestServer};
 
 /// Every command's and subcommand's ACL categories, from COMMAND.
 fn categories(c: &mut redis::Connection) -> BTreeMap<String, Vec<String>> {
@@ -162,4 +162,65 @@ fn leaderboard_category_and_acl_cat() {
     assert_eq!(lb, want);
     assert!(err(&mut c, &["ACL", "CAT", "nosuch"]).contains("Unknown category 'nosuch'"));
     assert_eq!(q(&mut c, &["ACL", "WHOAMI"]), "default");
+}
+
+fn conn_as(srv: &TestServer, user: &str, pass: &str) -> redis::Connection {
+    let mut c = srv.conn();
+    assert_eq!(q(&mut c, &["AUTH", user, pass]), "OK");
+    c
+}
+
+/// A score service (`~lb:* +@leaderboard`), a read-only front (`%R~lb:*
+/// +@read`) and an admin: allowed and refused commands, keys read vs
+/// written, channels, MULTI and scripts, ACL LOG, and a deleted user's
+/// clients disconnected.
+#[test]
+fn users_for_a_game_backend() {
+    let srv = TestServer::start(&[]);
+    let mut admin = srv.conn();
+    for rules in [
+        &[
+            "scores",
+            "on",
+            ">s3cret",
+            "~lb:*",
+            "+@leaderboard",
+            "&scores",
+        ][..],
+        &[
+            "web", "on", ">w3b", "%R~lb:*", "+@read", "+eval", "+multi", "+exec",
+        ][..],
+    ] {
+        let mut args = vec!["ACL", "SETUSER"];
+        args.extend_from_slice(rules);
+        assert_eq!(q(&mut admin, &args), "OK");
+    }
+    let mut scores = conn_as(&srv, "scores", "s3cret");
+    assert!(err(&mut scores, &["ACL", "WHOAMI"]).contains("no permissions"));
+    let _ = q(&mut scores, &["LB.SUBMIT", "lb:season", "ada", "10"]);
+    assert!(err(&mut scores, &["LB.SUBMIT", "other", "ada", "10"])
+        .contains("no permissions to access one of the keys"));
+    assert!(
+        err(&mut scores, &["GET", "lb:season"]).contains("no permissions to run the 'get' command")
+    );
+
+    let mut web = conn_as(&srv, "web", "w3b");
+    let _ = q(&mut web, &["LB.TOP", "lb:season", "3"]);
+    assert!(err(&mut web, &["LB.SUBMIT", "lb:season", "bob", "1"])
+        .contains("no permissions to run the 'lb.submit' command"));
+    assert!(err(&mut web, &["GET", "secret"]).contains("no permissions to access one of the keys"));
+    assert!(err(
+        &mut web,
+        &["EVAL", "return redis.call('set','lb:x','1')", "0"]
+    )
+    .contains("can't run this command or subcommand"));
+    let log = q(&mut admin, &["ACL", "LOG"]);
+    assert!(log.contains("web") && log.contains("scores"), "{log}");
+    assert!(q(&mut admin, &["CLIENT", "LIST"]).contains("user=web"));
+
+    // Deleting a user disconnects its clients.
+    assert_eq!(q(&mut admin, &["ACL", "DELUSER", "web"]), "1");
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(cmd(&["PING"]).query::<redis::Value>(&mut web).is_err());
+    assert!(err(&mut admin, &["AUTH", "web", "w3b"]).contains("WRONGPASS"));
 }
