@@ -483,7 +483,7 @@ impl Selector {
                 .first_arg
                 .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase());
             let ok = match (self.firstargs.get(&req.id), first) {
-                (Some(args), Some(f)) => args.iter().any(|a| *a == f),
+                (Some(args), Some(f)) => args.contains(&f),
                 _ => false,
             };
             if !ok {
