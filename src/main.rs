@@ -398,6 +398,9 @@ fn main() {
     let pidfile = pidfile.as_deref();
     tracing::info!("{}", startup_line(&config, config_file.as_deref()));
 
+    if let Err(e) = rostrum::commands::acl::check_config_users(&config) {
+        fail(&e, pidfile);
+    }
     let threads = worker_threads(&config);
     let server = Server::new(config, config_file.clone().filter(|p| p != "-"));
     let idle = server.clone();

@@ -106,34 +106,22 @@ fn select(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// Checks a username/password pair against `requirepass` (the only user is
-/// `default`).
-fn check_password(ctx: &Ctx, user: &[u8], pass: &[u8]) -> Result<(), CmdError> {
-    let wrong = || CmdError::line("WRONGPASS invalid username-password pair or user is disabled.");
-    if user != b"default" {
-        return Err(wrong());
-    }
-    match &ctx.server.config.read().requirepass {
-        None => Ok(()),
-        Some(p) if p.as_slice() == pass => Ok(()),
-        Some(_) => Err(wrong()),
-    }
-}
-
 fn auth(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     match a.len() {
         2 => {
-            if ctx.server.config.read().requirepass.is_none() {
+            let nopass = super::acl::acl(ctx.server)
+                .user("default")
+                .is_some_and(|u| u.nopass);
+            if nopass {
                 return Err(CmdError::err(
                     "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
                 ));
             }
-            check_password(ctx, b"default", a[1])?;
+            super::acl::authenticate(ctx.server, ctx.client, b"default", a[1])?;
         }
-        3 => check_password(ctx, a[1], a[2])?,
+        3 => super::acl::authenticate(ctx.server, ctx.client, a[1], a[2])?,
         _ => return Err(CmdError::Syntax),
     }
-    ctx.client.authenticated = true;
     ctx.out.ok();
     Ok(())
 }
@@ -154,8 +142,7 @@ fn hello(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     while i < a.len() {
         let more = a.len() - i - 1;
         if is(a[i], "auth") && more >= 2 {
-            check_password(ctx, a[i + 1], a[i + 2])?;
-            ctx.client.authenticated = true;
+            super::acl::authenticate(ctx.server, ctx.client, a[i + 1], a[i + 2])?;
             i += 3;
         } else if is(a[i], "setname") && more >= 1 {
             let name = a[i + 1];
@@ -215,7 +202,9 @@ fn reset(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     ctx.client.reply_mode = ReplyMode::On;
     ctx.client.info.no_evict.store(false, Ordering::Relaxed);
     ctx.client.info.name.lock().clear();
-    ctx.client.authenticated = ctx.server.config.read().requirepass.is_none();
+    *ctx.client.info.user.lock() = "default".to_string();
+    ctx.client.acl_user = None;
+    ctx.client.authenticated = !super::acl::default_needs_auth(ctx.server);
     ctx.out.resp3 = false;
     ctx.client.info.resp.store(2, Ordering::Relaxed);
     ctx.out.simple(b"RESET");

@@ -2,6 +2,7 @@
 //! module parses arguments, applies them through `engine`, and writes the
 //! reply; it never touches sockets.
 
+pub mod acl;
 pub mod args;
 pub mod bitmap;
 pub mod cluster;
@@ -48,6 +49,7 @@ use crate::state::Server;
 /// Every family's commands; the table is built from this list.
 pub const FAMILIES: &[&[CommandSpec]] = &[
     connection::COMMANDS,
+    acl::COMMANDS,
     string::COMMANDS,
     keys::COMMANDS,
     server::COMMANDS,
@@ -228,6 +230,15 @@ fn admit<'s>(
     let spec = cmd.spec;
     if !client.authenticated && !spec.has(flags::NO_AUTH) {
         reject(server, client, out, Some(cmd), &CmdError::NoAuth);
+        return None;
+    }
+    let context = if client.multi.is_some() {
+        acl::Context::Multi
+    } else {
+        acl::Context::Toplevel
+    };
+    if let Err(e) = acl::check(server, client, cmd, args, context) {
+        reject(server, client, out, Some(cmd), &e);
         return None;
     }
     // AOF: writes are refused while the file can't be written (MISCONF).

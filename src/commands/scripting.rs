@@ -79,6 +79,7 @@ impl ScriptHost for Ctx<'_, '_> {
         if cmd.spec.has(NOSCRIPT) {
             return Err(b"ERR This Redis command is not allowed from script");
         }
+        super::acl::check_script(self.server, self.client, cmd, args)?;
         if cmd.spec.has(WRITE) && deny_writes {
             return Err(b"ERR Write commands are not allowed from read-only scripts.");
         }

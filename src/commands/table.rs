@@ -12,6 +12,7 @@ use smallvec::SmallVec;
 
 use super::Ctx;
 use crate::error::CmdResult;
+use crate::state::acl::category;
 
 /// A command handler: parse the arguments, apply, write the reply.
 pub type Handler = fn(&mut Ctx<'_, '_>, &[&[u8]]) -> CmdResult;
@@ -283,6 +284,9 @@ pub struct Command {
     pub id: usize,
     /// Registered subcommands, by lower-case name.
     pub subs: HashMap<&'static str, Command, ahash::RandomState>,
+    /// ACL categories ([`category`] bits), as COMMAND INFO and ACL CAT
+    /// report them and ACL rules use them.
+    pub categories: u64,
 }
 
 /// The whole command table.
@@ -313,11 +317,13 @@ impl CommandTable {
                 let id = count;
                 count += 1;
                 for sub in spec.subcommands {
+                    let full_name = format!("{}|{}", spec.name, sub.name);
                     subs.insert(
                         sub.name,
                         Command {
                             spec: sub,
-                            full_name: format!("{}|{}", spec.name, sub.name),
+                            categories: categories_of(&full_name, sub),
+                            full_name,
                             id: count,
                             subs: HashMap::default(),
                         },
@@ -331,6 +337,7 @@ impl CommandTable {
                         full_name: spec.name.to_string(),
                         id,
                         subs,
+                        categories: categories_of(spec.name, spec),
                     },
                 );
             }
@@ -416,6 +423,91 @@ impl CommandTable {
         v.sort_by_key(|c| c.id);
         v
     }
+}
+
+/// ACL categories that neither the flags nor the group give (Redis lists
+/// them per command): full name (`cmd|*` for every subcommand of `cmd`),
+/// categories added, categories removed.
+const CATEGORY_EXCEPTIONS: &[(&str, u64, u64)] = {
+    use category::*;
+    &[
+        ("asking", CONNECTION, 0),
+        ("readonly", CONNECTION, 0),
+        ("readwrite", CONNECTION, 0),
+        ("command", CONNECTION, 0),
+        ("command|*", CONNECTION, 0),
+        ("dbsize", KEYSPACE, 0),
+        ("flushall", KEYSPACE | DANGEROUS, 0),
+        ("flushdb", KEYSPACE | DANGEROUS, 0),
+        ("info", DANGEROUS, 0),
+        ("keys", DANGEROUS, 0),
+        ("lastsave", ADMIN | DANGEROUS, 0),
+        ("migrate", DANGEROUS, 0),
+        ("restore", DANGEROUS, 0),
+        ("swapdb", DANGEROUS, 0),
+        ("sort", SET | SORTEDSET | LIST | DANGEROUS, KEYSPACE),
+        ("sort_ro", SET | SORTEDSET | LIST | DANGEROUS, KEYSPACE),
+        // A watch reads the board it streams.
+        ("lb.watch", READ, 0),
+    ]
+};
+
+/// A command's ACL categories: from its flags (as Redis's
+/// `setImplicitACLCategories`), its group, and [`CATEGORY_EXCEPTIONS`].
+fn categories_of(full_name: &str, spec: &CommandSpec) -> u64 {
+    use category::*;
+    let mut c = 0;
+    if spec.subcommands.is_empty() || full_name.contains('|') {
+        c |= match spec.group {
+            "generic" => KEYSPACE,
+            "string" => STRING,
+            "sorted-set" => SORTEDSET,
+            "set" => SET,
+            "bitmap" => BITMAP,
+            "hash" => HASH,
+            "list" => LIST,
+            "hyperloglog" => HYPERLOGLOG,
+            "geo" => GEO,
+            "stream" => STREAM,
+            "connection" => CONNECTION,
+            "transactions" => TRANSACTION,
+            "scripting" => SCRIPTING,
+            "leaderboard" => LEADERBOARD,
+            _ => 0,
+        };
+        if spec.has(flags::WRITE) {
+            c |= WRITE;
+        }
+        // Scripts that only read are not @read, as in Redis.
+        if spec.has(flags::READONLY) && c & SCRIPTING == 0 {
+            c |= READ;
+        }
+        if spec.has(flags::ADMIN) {
+            c |= ADMIN | DANGEROUS;
+        }
+        if spec.has(flags::PUBSUB) {
+            c |= PUBSUB;
+        }
+        if spec.has(flags::FAST) {
+            c |= FAST;
+        }
+        if spec.has(flags::BLOCKING) {
+            c |= BLOCKING;
+        }
+    }
+    if c & FAST == 0 {
+        c |= SLOW;
+    }
+    let exception = CATEGORY_EXCEPTIONS
+        .iter()
+        .find(|e| match e.0.strip_suffix('*') {
+            Some(parent) => full_name.starts_with(parent),
+            None => e.0 == full_name,
+        });
+    if let Some((_, add, remove)) = exception {
+        c = (c | add) & !remove;
+    }
+    c
 }
 
 /// The command table, built on first use from every family's list.

@@ -154,7 +154,19 @@ fn exec(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     for q in &queue {
         let args: Vec<&[u8]> = q.args.iter().map(|a| a.as_slice()).collect();
         match resolve(&args) {
-            Ok(cmd) => super::call(ctx, cmd, &args),
+            Ok(cmd) => {
+                // Rules may have changed since the command was queued.
+                match super::acl::check(
+                    ctx.server,
+                    ctx.client,
+                    cmd,
+                    &args,
+                    super::acl::Context::Multi,
+                ) {
+                    Ok(()) => super::call(ctx, cmd, &args),
+                    Err(e) => ctx.out.error_bytes(&e.line_bytes()),
+                }
+            }
             Err(e) => ctx.out.error_bytes(&e.line_bytes()),
         }
     }

@@ -101,7 +101,7 @@ pub async fn serve<S: Transport>(server: Arc<Server>, stream: S) {
         .stats
         .connections_received
         .fetch_add(1, Ordering::Relaxed);
-    let needs_auth = server.config.read().requirepass.is_some();
+    let needs_auth = crate::commands::acl::default_needs_auth(&server);
     let client = ClientState::new(info.clone(), !needs_auth);
     let shutdown = server.shutdown.subscribe();
     let mut conn = Conn {

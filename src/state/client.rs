@@ -34,6 +34,9 @@ pub struct ClientInfo {
     pub db: AtomicUsize,
     /// Name set with CLIENT SETNAME / HELLO SETNAME.
     pub name: Mutex<Vec<u8>>,
+    /// The ACL user the connection is authenticated as (CLIENT LIST's
+    /// `user=`, CLIENT KILL USER, clients of a deleted user).
+    pub user: Mutex<String>,
     /// Library name and version from CLIENT SETINFO.
     pub lib: Mutex<(Vec<u8>, Vec<u8>)>,
     /// Slot of the last command run (see `commands::table`), `usize::MAX`
@@ -95,6 +98,7 @@ impl ClientInfo {
             last_cmd_ms: AtomicU64::new(now_ms),
             db: AtomicUsize::new(0),
             name: Mutex::new(Vec::new()),
+            user: Mutex::new(String::from("default")),
             lib: Mutex::new((Vec::new(), Vec::new())),
             last_cmd: AtomicUsize::new(usize::MAX),
             resp: AtomicUsize::new(2),
@@ -243,6 +247,10 @@ pub struct ClientState {
     pub db: usize,
     /// Whether AUTH has succeeded (or no password is set).
     pub authenticated: bool,
+    /// The ACL user's rules as last read, and the ACL version they were
+    /// read at (re-read when a user changes); None before the first
+    /// command.
+    pub acl_user: Option<(Arc<super::acl::User>, u64)>,
     /// Close the connection once the pending replies are written.
     pub close_after_reply: bool,
     /// CLIENT REPLY mode.
@@ -323,6 +331,7 @@ impl ClientState {
             info,
             db: 0,
             authenticated,
+            acl_user: None,
             close_after_reply: false,
             reply_mode: ReplyMode::On,
             multi: None,

@@ -18,6 +18,9 @@ pub struct Config {
     pub port: u16,
     pub protected_mode: bool,
     pub requirepass: Option<Vec<u8>>,
+    /// `user` lines of the config file, as written (the ACL family reads
+    /// them at start-up).
+    pub acl_users: Vec<String>,
     pub loglevel: String,
     pub logfile: String,
     pub databases: usize,
@@ -103,6 +106,7 @@ impl Default for Config {
             port: 6379,
             protected_mode: true,
             requirepass: None,
+            acl_users: Vec::new(),
             loglevel: "notice".into(),
             logfile: String::new(),
             databases: 16,
@@ -467,6 +471,14 @@ pub static PARAMS: &[Param] = &[
     ),
     stored("oom-score-adj-values", &[], Kind::Text, "0 200 800"),
     stored("acllog-max-len", &[], NON_NEG, "128"),
+    immutable(stored("aclfile", &[], Kind::Text, "")),
+    stored(
+        "acl-pubsub-default",
+        &[],
+        Kind::Enum(&["allchannels", "resetchannels"]),
+        "resetchannels",
+    ),
+    stored("masteruser", &[], Kind::Text, ""),
     immutable(stored("cluster-enabled", &[], BOOL, "no")),
     // TLS: state::tls builds the rustls configurations from these (CONFIG
     // SET rebuilds them, refusing a change that does not build).
@@ -991,6 +1003,10 @@ impl Config {
             };
             if name.eq_ignore_ascii_case("save") {
                 saw_save = true;
+            }
+            if name.eq_ignore_ascii_case("user") {
+                self.acl_users.push(value);
+                continue;
             }
             self.apply(&name, &value)
                 .map_err(|e| config_error(path, no + 1, raw, &e))?;

@@ -12,6 +12,7 @@
 //! family. What needs the dispatcher (AOF loading and rewrite, the
 //! connection loop) sits above it and reaches in here, never the other way.
 
+pub mod acl;
 pub mod client;
 pub mod clock;
 pub mod config;

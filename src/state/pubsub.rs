@@ -384,6 +384,24 @@ impl PubSub {
             .map_or(0, |s| s.len())
     }
 
+    /// Every subscription of the clients `pick` chooses: the client,
+    /// whether the name is a pattern, the name (for ACL rules that change).
+    pub fn subscriptions_where(
+        &self,
+        pick: impl Fn(&ClientInfo) -> bool,
+    ) -> Vec<(Arc<ClientInfo>, bool, Name)> {
+        let reg = self.registry.read();
+        let mut out = Vec::new();
+        for kind in [Kind::Channel, Kind::Pattern, Kind::Shard] {
+            for (name, subs) in reg.map(kind) {
+                for c in subs.iter().filter(|c| pick(c)) {
+                    out.push((c.clone(), kind == Kind::Pattern, name.clone()));
+                }
+            }
+        }
+        out
+    }
+
     /// Names of `kind` with at least one subscriber (PUBSUB NUMPAT, INFO).
     pub fn len(&self, kind: Kind) -> usize {
         self.registry.read().map(kind).len()

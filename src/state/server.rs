@@ -197,6 +197,9 @@ pub type Waiter = (u64, &'static str);
 pub struct Server {
     /// All the data.
     pub keyspace: Keyspace,
+    /// ACL users and log, made on first use by the commands layer (it
+    /// needs the command table's catalog).
+    pub acl: OnceLock<super::acl::Acl>,
     /// Current configuration.
     pub config: RwLock<Config>,
     /// Hot copies of configuration read on every command.
@@ -287,6 +290,7 @@ impl Server {
             .map(|_| format!("{:x}", rand::random::<u8>() % 16))
             .collect();
         Arc::new(Server {
+            acl: OnceLock::new(),
             aof: Aof::new(&config),
             keyspace: Keyspace::new(config.databases),
             slowlog_threshold_us: AtomicI64::new(config.slowlog_log_slower_than),

@@ -449,7 +449,7 @@ fn list(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
             if only.is_some_and(|t| t != ClientType::of(&c)) {
                 continue;
             }
-            client_line(&mut text, ctx, &c, "client|list", &slots, now);
+            client_line(&mut text, ctx.client.id(), &c, "client|list", &slots, now);
         }
     }
     ctx.out.verbatim(text.as_bytes());
@@ -461,7 +461,7 @@ fn info(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     let me = ctx.client.info.clone();
     client_line(
         &mut text,
-        ctx,
+        ctx.client.id(),
         &me,
         "client|info",
         &table().all_slots(),
@@ -471,18 +471,26 @@ fn info(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
+/// A client's CLIENT LIST line as it runs `current` (ACL LOG's
+/// `client-info`).
+pub fn client_info_line(c: &ClientInfo, current: &str) -> String {
+    let mut s = String::new();
+    client_line(&mut s, c.id, c, current, &table().all_slots(), unix_ms());
+    s.trim_end().to_string()
+}
+
 /// Appends one CLIENT LIST line (Redis 7.0's fields, then 7.2's lib-name
 /// and lib-ver). For the calling client, `current` names the command
 /// running now.
 fn client_line(
     out: &mut String,
-    ctx: &Ctx,
+    me_id: u64,
     c: &ClientInfo,
     current: &str,
     slots: &[&super::super::table::Command],
     now_ms: u64,
 ) {
-    let me = c.id == ctx.client.id();
+    let me = c.id == me_id;
     let name = String::from_utf8_lossy(&c.name.lock()).into_owned();
     let (lib_name, lib_ver) = {
         let lib = c.lib.lock();
@@ -535,7 +543,7 @@ fn client_line(
         out,
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} \
          multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp={} obl={} oll={} omem={} \
-         tot-mem={} events=r{} cmd={} user=default redir={} resp={} lib-name={} lib-ver={}",
+         tot-mem={} events=r{} cmd={} user={} redir={} resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,
         c.laddr,
@@ -559,6 +567,7 @@ fn client_line(
         rbs + qbuf + qbuf_free + pending.obl + pending.omem,
         if pending.obl > 0 { "w" } else { "" },
         cmd,
+        c.user.lock(),
         c.tracking.redirect_shown(),
         c.resp.load(Ordering::Relaxed),
         lib_name,

@@ -1,9 +1,9 @@
 //! COMMAND and its subcommands: the command table as clients see it.
 //!
 //! The table knows names, arities, flags, key positions and documentation
-//! lines. ACL categories, key-spec flags and command tips are not in it:
-//! COMMAND INFO derives plausible categories from the flags and group, and
-//! describes each key range as one key spec.
+//! lines, and ACL categories (derived from the flags and group, see
+//! `table::categories_of`). Key-spec flags and command tips are not in it:
+//! COMMAND INFO describes each key range as one key spec.
 
 use super::super::args::{is, text};
 use super::super::table::{flags, table, Command, CommandSpec, KeySpec};
@@ -11,6 +11,7 @@ use super::super::Ctx;
 use super::srv;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Reply;
+use crate::state::acl::category;
 
 use flags::{LOADING, STALE};
 
@@ -162,7 +163,7 @@ fn list(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
                 Box::new(|_| false)
             } else if is(kind, "aclcat") {
                 let cat = text(&value).to_ascii_lowercase();
-                Box::new(move |c| acl_categories(c.spec).iter().any(|k| k[1..] == cat))
+                Box::new(move |c| acl_categories(c).iter().any(|k| k[1..] == cat))
             } else if is(kind, "pattern") {
                 Box::new(move |c| {
                     crate::engine::glob::matches(&value, c.full_name.as_bytes(), true)
@@ -271,60 +272,12 @@ fn flag_names(spec: &CommandSpec) -> Vec<&'static str> {
     v
 }
 
-/// ACL categories derived from the flags and the group, in Redis's order.
-fn acl_categories(spec: &CommandSpec) -> Vec<&'static str> {
-    if !spec.subcommands.is_empty() {
-        return vec!["@slow"];
-    }
-    let group_cat = match spec.group {
-        "generic" => Some("@keyspace"),
-        "string" => Some("@string"),
-        "sorted-set" => Some("@sortedset"),
-        "set" => Some("@set"),
-        "bitmap" => Some("@bitmap"),
-        "hash" => Some("@hash"),
-        "list" => Some("@list"),
-        "hyperloglog" => Some("@hyperloglog"),
-        "geo" => Some("@geo"),
-        "stream" => Some("@stream"),
-        // (@pubsub comes from the PUBSUB flag: PUBSUB HELP has none.)
-        "connection" => Some("@connection"),
-        "transactions" => Some("@transaction"),
-        "scripting" => Some("@scripting"),
-        "leaderboard" => Some("@leaderboard"),
-        _ => None,
-    };
-    let has = |f| spec.has(f);
-    let admin = has(flags::ADMIN);
-    let order: [(&str, bool); 22] = [
-        ("@keyspace", false),
-        ("@read", has(flags::READONLY)),
-        ("@write", has(flags::WRITE)),
-        ("@set", false),
-        ("@sortedset", false),
-        ("@list", false),
-        ("@hash", false),
-        ("@string", false),
-        ("@bitmap", false),
-        ("@hyperloglog", false),
-        ("@geo", false),
-        ("@stream", false),
-        // Rostrum's own, as a Redis module adds one for its type.
-        ("@leaderboard", false),
-        ("@pubsub", has(flags::PUBSUB)),
-        ("@admin", admin),
-        ("@fast", has(flags::FAST)),
-        ("@slow", !has(flags::FAST)),
-        ("@blocking", has(flags::BLOCKING)),
-        ("@dangerous", admin),
-        ("@connection", false),
-        ("@transaction", false),
-        ("@scripting", false),
-    ];
-    order
+/// A command's ACL categories with their `@`, in COMMAND INFO's order.
+fn acl_categories(c: &Command) -> Vec<String> {
+    category::INFO_ORDER
         .iter()
-        .filter(|(name, on)| *on || group_cat == Some(*name))
-        .map(|(name, _)| *name)
+        .filter(|&&bit| c.categories & bit != 0)
+        .map(|&bit| format!("@{}", category::name(bit)))
         .collect()
 }
 
@@ -351,7 +304,7 @@ fn write_info(out: &mut Reply, c: &Command) {
     out.int(first);
     out.int(last);
     out.int(step);
-    let cats = acl_categories(spec);
+    let cats = acl_categories(c);
     out.set(cats.len());
     for cat in cats {
         out.simple(cat.as_bytes());
@@ -461,14 +414,19 @@ mod tests {
 
     #[test]
     fn categories_follow_flags_and_group() {
-        let get = table().get(b"dbsize").map(|c| c.spec);
+        let get = table().get(b"dbsize");
         let cats = get.map(acl_categories).unwrap_or_default();
-        assert_eq!(cats, vec!["@read", "@fast"]);
-        let flush = table().get(b"flushall").map(|c| c.spec);
+        assert_eq!(cats, vec!["@keyspace", "@read", "@fast"]);
+        let flush = table().get(b"flushall");
         assert_eq!(
             flush.map(acl_categories).unwrap_or_default(),
-            vec!["@write", "@slow"]
+            vec!["@keyspace", "@write", "@slow", "@dangerous"]
         );
+        let top = table().get(b"lb.submit");
+        assert!(top
+            .map(acl_categories)
+            .unwrap_or_default()
+            .contains(&"@leaderboard".to_string()));
     }
 
     /// The length of the one RESP2/RESP3 frame at the start of `b`.

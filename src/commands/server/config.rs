@@ -105,6 +105,12 @@ fn set(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     match result {
         Ok(()) => {
             ctx.server.refresh_hot_config();
+            if pairs
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("requirepass"))
+            {
+                super::super::acl::requirepass_changed(ctx.server);
+            }
             let aof_param = pairs.iter().find(|(n, _)| {
                 n.eq_ignore_ascii_case("appendonly") || n.eq_ignore_ascii_case("appendfsync")
             });

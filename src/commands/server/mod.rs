@@ -20,7 +20,7 @@ use crate::state::journal;
 use crate::state::unix_us;
 use std::sync::atomic::Ordering;
 
-pub use client::validate_client_name;
+pub use client::{client_info_line, validate_client_name};
 pub use info::MemoryFigures;
 
 /// A command of the `server` group.
