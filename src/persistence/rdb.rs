@@ -94,11 +94,15 @@ pub fn save(server: &Server, path: &Path) -> Result<(u64, u64), String> {
     let job = Arc::new(Job::with_format(Format::Rdb(opts)));
     let libraries;
     let dirty_at_start;
+    let repl_point;
     {
         // T0: no command runs while the snapshot starts.
         let _all = server.keyspace.lock_all(true);
         libraries = server.scripting.library_codes();
         dirty_at_start = journal::dirty(aof);
+        // The replication id and offset this snapshot is at (a full sync
+        // sends the file and the stream after that offset).
+        repl_point = aof.backlog.sync_point();
         *aof.job.write() = Some(job.clone());
         aof.set_rewriting(true);
     }
@@ -107,7 +111,7 @@ pub fn save(server: &Server, path: &Path) -> Result<(u64, u64), String> {
         crc: 0,
         checksum,
     };
-    let result = write_all(server, &job, &libraries, &mut sink);
+    let result = write_all(server, &job, &libraries, &repl_point, &mut sink);
     end_snapshot(aof);
     let finish = result.and_then(|()| {
         let crc = if checksum { sink.crc } else { 0 };
@@ -145,6 +149,7 @@ fn write_all(
     server: &Server,
     job: &Job,
     libraries: &[Vec<u8>],
+    repl_point: &(String, u64),
     sink: &mut Sink,
 ) -> Result<(), String> {
     let mut head = Vec::new();
@@ -161,9 +166,8 @@ fn write_all(
         "used-mem",
         MemoryFigures::read(server).used as i64,
     );
-    let replid: String = server.run_id.chars().rev().collect();
-    encode::write_aux(&mut head, "repl-id", replid.as_bytes());
-    encode::write_aux_int(&mut head, "repl-offset", 0);
+    encode::write_aux(&mut head, "repl-id", repl_point.0.as_bytes());
+    encode::write_aux_int(&mut head, "repl-offset", repl_point.1 as i64);
     encode::write_aux_int(&mut head, "aof-base", 0);
     for code in libraries {
         encode::write_function(&mut head, code);

@@ -267,6 +267,8 @@ pub struct Server {
     /// Hot copy of `client-output-buffer-limit`'s normal class (clients
     /// that subscribe to nothing, monitors included).
     pub normal_limit: LimitCell,
+    /// Replication: role, replicas, the link to the primary.
+    pub replication: super::replication::Replication,
 }
 
 impl Server {
@@ -281,6 +283,8 @@ impl Server {
         pubsub.set_limit(output_limit(&config, "pubsub"));
         let normal_limit = LimitCell::default();
         normal_limit.set(output_limit(&config, "normal"));
+        let replication = super::replication::Replication::new();
+        replication.configure(&config);
         let run_id: String = (0..40)
             .map(|_| format!("{:x}", rand::random::<u8>() % 16))
             .collect();
@@ -320,6 +324,7 @@ impl Server {
             monitors: Monitors::new(),
             season_timers: SeasonTimers::default(),
             normal_limit,
+            replication,
         })
     }
 
@@ -363,6 +368,7 @@ impl Server {
         self.tracking.set_max_keys(c.tracking_table_max_keys);
         super::clock::set_offset_ms(c.debug_clock_offset_ms);
         self.memory.configure(&c);
+        self.replication.configure(&c);
     }
 
     /// The output limit of client `c`: the `pubsub` class while it
