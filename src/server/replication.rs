@@ -141,7 +141,7 @@ pub async fn serve_replica(
         let end = aof.backlog.end();
         aof.backlog.inner.lock().pins.insert(info.id, end);
         repl.replicas.lock().push(replica.clone());
-        match full_sync(&server, &info, client, &req, &replica, &mut wr).await {
+        match full_sync(&server, &info, client, &req, &replica, &mut rd, &mut wr).await {
             Some(from) => from,
             None => {
                 forget(&server, info.id);
@@ -223,6 +223,7 @@ async fn full_sync(
     client: &ClientState,
     req: &SyncRequest,
     replica: &ReplicaInfo,
+    rd: &mut tokio::net::tcp::OwnedReadHalf,
     wr: &mut tokio::net::tcp::OwnedWriteHalf,
 ) -> Option<u64> {
     let diskless = conf(server, "repl-diskless-sync") == "yes" && client.repl.capa_eof;
@@ -293,6 +294,21 @@ async fn full_sync(
             .ok()?;
         wr.write_all(&data).await.ok()?;
         wr.write_all(mark.as_bytes()).await.ok()?;
+        // The replica finds the end by the mark's being the last bytes it
+        // read: the stream waits for its first REPLCONF ACK (as Redis's).
+        let timeout = Duration::from_secs(conf_u64(server, "repl-timeout", 60).max(1));
+        let mut buf = [0u8; 256];
+        let mut got = Vec::new();
+        while !got.windows(3).any(|w| w.eq_ignore_ascii_case(b"ack")) || !got.ends_with(b"\r\n") {
+            let n = tokio::time::timeout(timeout, rd.read(&mut buf))
+                .await
+                .ok()?
+                .ok()?;
+            if n == 0 {
+                return None;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
     } else {
         wr.write_all(format!("${}\r\n", data.len()).as_bytes())
             .await
