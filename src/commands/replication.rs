@@ -196,7 +196,7 @@ fn sync(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
 }
 
 fn replconf(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
-    if a.len() % 2 == 0 {
+    if a.len().is_multiple_of(2) {
         return Err(CmdError::Syntax);
     }
     let mut i = 1;
