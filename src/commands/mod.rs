@@ -16,6 +16,7 @@ pub mod list;
 pub mod long_double;
 pub mod persistence;
 pub mod pubsub;
+pub mod replication;
 pub mod run;
 pub mod scripting;
 pub mod server;
@@ -68,6 +69,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     dump::COMMANDS,
     stream::COMMANDS,
     lbwatch::COMMANDS,
+    replication::COMMANDS,
 ];
 
 /// Commands that run at once even inside MULTI.
@@ -241,6 +243,12 @@ fn admit<'s>(
         reject(server, client, out, Some(cmd), &e);
         return None;
     }
+    // Replication: -LOADING, -MASTERDOWN, -READONLY, -NOREPLICAS.
+    if let Some(e) = refuse_replication(server, client, spec) {
+        client.multi_error |= client.multi.is_some();
+        reject(server, client, out, Some(cmd), &e);
+        return None;
+    }
     // AOF: writes are refused while the file can't be written (MISCONF).
     if let Some(e) = refuse_write(server, client, spec) {
         reject(server, client, out, Some(cmd), &e);
@@ -372,7 +380,9 @@ fn run_admitted<'s>(
         &mut locked,
     );
     let start = client.clock.last;
-    let now_ms = if server.aof.loading() {
+    // The primary's stream applies with expiry off, as the AOF's replay:
+    // keys expire on a replica when their primary's DEL comes.
+    let now_ms = if server.aof.loading() || client.repl.is_master {
         0
     } else {
         client.clock.unix_ms_at(start)
@@ -482,6 +492,49 @@ const RDB_MISCONF: &str = "MISCONF Redis is configured to save RDB snapshots, bu
 
 /// Refuses a write while the AOF cannot be written (Redis's MISCONF), before
 /// the command runs or is queued. For EXEC the transaction is discarded.
+/// Why replication refuses this command now: a replica loading its
+/// primary's data (-LOADING), a replica without its primary under
+/// `replica-serve-stale-data no` (-MASTERDOWN), a write on a read-only
+/// replica (-READONLY), a write on a primary short of good replicas
+/// (-NOREPLICAS). The primary's own link is never refused.
+fn refuse_replication(
+    server: &Server,
+    client: &ClientState,
+    spec: &CommandSpec,
+) -> Option<CmdError> {
+    let repl = &server.replication;
+    if client.repl.is_master {
+        return None;
+    }
+    if repl.is_replica() {
+        if repl.loading.load(Ordering::Relaxed) && !spec.has(flags::LOADING) {
+            return Some(CmdError::line(
+                "LOADING Redis is loading the dataset in memory",
+            ));
+        }
+        if !spec.has(flags::STALE)
+            && !repl.serve_stale.load(Ordering::Relaxed)
+            && !repl.link.lock().up
+        {
+            return Some(CmdError::line(
+                "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+            ));
+        }
+        if spec.has(flags::WRITE) && repl.read_only.load(Ordering::Relaxed) {
+            return Some(CmdError::line(
+                "READONLY You can't write against a read only replica.",
+            ));
+        }
+        return None;
+    }
+    if spec.has(flags::WRITE) {
+        if let Some(line) = repl.refuse_write(crate::state::unix_ms()) {
+            return Some(CmdError::line(line));
+        }
+    }
+    None
+}
+
 fn refuse_write(server: &Server, client: &mut ClientState, spec: &CommandSpec) -> Option<CmdError> {
     let line = match journal::misconf(&server.aof) {
         Some(reason) => format!("MISCONF Errors writing to the AOF file: {reason}"),

@@ -102,17 +102,28 @@ pub fn save(server: &Server, path: &Path) -> Result<(u64, u64), String> {
     let job = Arc::new(Job::with_format(Format::Rdb(opts)));
     let libraries;
     let dirty_at_start;
+    let repl_point;
     {
         // T0: no command runs while the snapshot starts.
         let all = server.keyspace.lock_all(true);
         job.begin(&all);
         libraries = server.scripting.library_codes();
         dirty_at_start = journal::dirty(aof);
+        // The replication id and offset this snapshot is at (a full sync
+        // sends the file and the stream after that offset).
+        repl_point = aof.backlog.sync_point();
         *aof.job.write() = Some(job.clone());
         aof.set_rewriting(true);
     }
     let mut sink = Sink::new(BufWriter::with_capacity(1 << 20, file), checksum);
-    let result = write_all(server, &job, &libraries, &mut sink, false);
+    let result = write_all(
+        server,
+        &job,
+        &libraries,
+        Some(&repl_point),
+        &mut sink,
+        false,
+    );
     end_snapshot(aof);
     aof.rdb_last_cow.store(job.cow.peak(), Ordering::Relaxed);
     let finish = result.and_then(|()| {
@@ -151,6 +162,7 @@ pub(super) fn write_header(
     head: &mut Vec<u8>,
     libraries: &[Vec<u8>],
     aof_base: bool,
+    repl_point: Option<&(String, u64)>,
 ) {
     encode::write_magic(head);
     encode::write_aux(
@@ -161,9 +173,19 @@ pub(super) fn write_header(
     encode::write_aux_int(head, "redis-bits", 64);
     encode::write_aux_int(head, "ctime", (unix_ms() / 1000) as i64);
     encode::write_aux_int(head, "used-mem", MemoryFigures::read(server).used as i64);
-    let replid: String = server.run_id.chars().rev().collect();
-    encode::write_aux(head, "repl-id", replid.as_bytes());
-    encode::write_aux_int(head, "repl-offset", 0);
+    // A save records the replication point it was taken at (a full sync
+    // sends the stream after it); an AOF base records none of its own.
+    match repl_point {
+        Some((id, offset)) => {
+            encode::write_aux(head, "repl-id", id.as_bytes());
+            encode::write_aux_int(head, "repl-offset", *offset as i64);
+        }
+        None => {
+            let replid: String = server.run_id.chars().rev().collect();
+            encode::write_aux(head, "repl-id", replid.as_bytes());
+            encode::write_aux_int(head, "repl-offset", 0);
+        }
+    }
     encode::write_aux_int(head, "aof-base", aof_base as i64);
     for code in libraries {
         encode::write_function(head, code);
@@ -173,7 +195,7 @@ pub(super) fn write_header(
 /// An RDB file with no keys (the first base of an empty AOF).
 pub(super) fn empty_file(server: &Server, aof_base: bool) -> Vec<u8> {
     let mut out = Vec::new();
-    write_header(server, &mut out, &[], aof_base);
+    write_header(server, &mut out, &[], aof_base, None);
     encode::write_eof(&mut out);
     let crc = if server.config.read().rdbchecksum {
         crc64(0, &out)
@@ -190,11 +212,12 @@ pub(super) fn write_all(
     server: &Server,
     job: &Job,
     libraries: &[Vec<u8>],
+    repl_point: Option<&(String, u64)>,
     sink: &mut Sink,
     aof_base: bool,
 ) -> Result<(), String> {
     let mut head = Vec::new();
-    write_header(server, &mut head, libraries, aof_base);
+    write_header(server, &mut head, libraries, aof_base, repl_point);
     sink.put(&head)?;
     if !matches!(job.format, Format::Rdb(_)) {
         return Err("internal error: not an RDB snapshot".into());

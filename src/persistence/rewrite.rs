@@ -106,7 +106,7 @@ fn write_and_swap(
     let w = if rdb_base {
         // The RDB preamble: the same writer as BGSAVE's.
         let mut sink = rdb::Sink::new(w, server.config.read().rdbchecksum);
-        rdb::write_all(server, job, libraries, &mut sink, true)?;
+        rdb::write_all(server, job, libraries, None, &mut sink, true)?;
         sink.put_checksum()?;
         sink.w
     } else {

@@ -65,6 +65,8 @@ enum Ended {
 /// Why the connection ends.
 enum Stop {
     Close,
+    /// SYNC / PSYNC: the connection becomes a replica's.
+    Replica,
 }
 
 struct Conn<S: Transport> {
@@ -116,15 +118,31 @@ pub async fn serve<S: Transport>(server: Arc<Server>, stream: S) {
         outbox_taken: 0,
         shutdown,
     };
-    let _ = conn.run().await;
-    if let Some(b) = conn.client.blocked.take() {
+    let stop = conn.run().await;
+    let Conn {
+        stream,
+        info,
+        mut client,
+        ..
+    } = conn;
+    if let (Err(Stop::Replica), Some(req)) = (stop, client.repl.sync.take()) {
+        crate::server::replication::serve_replica(
+            server.clone(),
+            stream,
+            info.clone(),
+            &client,
+            req,
+        )
+        .await;
+    }
+    if let Some(b) = client.blocked.take() {
         server.unblock_client(id, &b.keys);
         server.signal_ready(&b.keys);
     }
     server.wake_client(server.pause.forget(id));
-    commands::flush_stats(&server, &mut conn.client);
-    commands::disconnect(&server, &mut conn.client);
-    conn.info.outbox.close();
+    commands::flush_stats(&server, &mut client);
+    commands::disconnect(&server, &mut client);
+    info.outbox.close();
     server.clients.remove(&id);
 }
 
@@ -169,6 +187,13 @@ impl<S: Transport> Conn<S> {
             self.send().await?;
             if self.client.close_after_reply || self.info.killed.load(Ordering::Acquire) {
                 return Err(Stop::Close);
+            }
+            if self.client.repl.sync.is_some() {
+                return Err(Stop::Replica);
+            }
+            if self.client.repl.wait.is_some() {
+                self.wait_replicas().await?;
+                continue;
             }
             if self.client.blocked.is_some() {
                 self.wait_unblocked().await?;
@@ -329,6 +354,8 @@ impl<S: Transport> Conn<S> {
             if self.client.blocked.is_some()
                 || self.client.postponed.is_some()
                 || self.client.close_after_reply
+                || self.client.repl.sync.is_some()
+                || self.client.repl.wait.is_some()
             {
                 break Batch::Done;
             }
@@ -452,6 +479,41 @@ impl<S: Transport> Conn<S> {
                 self.leave_line(&block.keys);
             }
         }
+        Ok(())
+    }
+
+    /// WAIT: until enough replicas acknowledged the offset, or the
+    /// timeout; then replies how many did.
+    async fn wait_replicas(&mut self) -> Result<(), Stop> {
+        let Some((offset, want, deadline)) = self.client.repl.wait.take() else {
+            return Ok(());
+        };
+        let repl = &self.server.replication;
+        let mut acks = repl.acks.subscribe();
+        let sleep = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(sleep);
+        let got = loop {
+            let got = repl.acked(offset);
+            if got >= want {
+                break got;
+            }
+            tokio::select! {
+                r = acks.changed() => if r.is_err() { return Err(Stop::Close) },
+                _ = &mut sleep => break repl.acked(offset),
+                _ = self.info.wake.notified() => {
+                    if self.info.killed.load(Ordering::Acquire) {
+                        return Err(Stop::Close);
+                    }
+                }
+                _ = self.shutdown.changed() => return Err(Stop::Close),
+            }
+        };
+        self.out.int(got as i64);
         Ok(())
     }
 

@@ -6,6 +6,7 @@ pub mod connection;
 pub mod http;
 pub mod live;
 pub mod logging;
+pub mod replication;
 pub mod tls;
 pub mod transport;
 
@@ -52,6 +53,21 @@ pub async fn run(server: Arc<Server>, listening: impl FnOnce()) -> std::io::Resu
     }
     listening();
     spawn_cron(server.clone());
+    replication::spawn_ping(server.clone());
+    // `replicaof host port` in the config file.
+    let configured = server.config.read().param("replicaof");
+    if let [host, port] = configured.split_whitespace().collect::<Vec<_>>()[..] {
+        if let Ok(port) = port.parse::<u16>() {
+            let addr = crate::state::replication::MasterAddr {
+                host: host.to_string(),
+                port,
+            };
+            if server.replication.set_master(Some(addr)) {
+                commands::replication::become_replica(&server);
+            }
+        }
+    }
+    replication::spawn_link(server.clone());
     live::spawn(server.clone());
     http::spawn(server.clone()).await?;
     spawn_signals(server.clone());

@@ -15,6 +15,13 @@ use super::outbox::Outbox;
 use super::pubsub::{Kind, Subscriptions};
 use super::tracking::{ClientTracking, TrackingFlags};
 
+/// `ClientInfo::repl_kind`: an ordinary client.
+pub const REPL_NONE: u8 = 0;
+/// `ClientInfo::repl_kind`: a replica of this server (flag `S`).
+pub const REPL_REPLICA: u8 = 1;
+/// `ClientInfo::repl_kind`: this server's primary (flag `M`).
+pub const REPL_MASTER: u8 = 2;
+
 /// What CLIENT LIST / INFO / KILL can see of a connection.
 #[derive(Debug)]
 pub struct ClientInfo {
@@ -68,6 +75,9 @@ pub struct ClientInfo {
     pub lb_watching: AtomicU32,
     /// CLIENT TRACKING settings others read to invalidate its keys.
     pub tracking: TrackingFlags,
+    /// Replication: [`REPL_NONE`], [`REPL_REPLICA`] (a replica of this
+    /// server) or [`REPL_MASTER`] (the link from this server's primary).
+    pub repl_kind: std::sync::atomic::AtomicU8,
     /// In monitor mode (see `state::monitor`).
     monitor: AtomicBool,
     /// Blocked by a blocking command (CLIENT UNBLOCK may end its wait).
@@ -116,6 +126,7 @@ impl ClientInfo {
             subscriptions: Default::default(),
             lb_watching: AtomicU32::new(0),
             tracking: TrackingFlags::default(),
+            repl_kind: std::sync::atomic::AtomicU8::new(REPL_NONE),
         }
     }
 
@@ -322,6 +333,8 @@ pub struct ClientState {
     /// CLIENT NO-TOUCH ON: this client's commands leave keys' access
     /// times (OBJECT IDLETIME) as they were; TOUCH still updates them.
     pub no_touch: bool,
+    /// Replication: what REPLCONF said, SYNC / PSYNC, WAIT.
+    pub repl: super::replication::ReplClient,
 }
 
 impl ClientState {
@@ -358,6 +371,7 @@ impl ClientState {
             script_debug: false,
             postponed: None,
             no_touch: false,
+            repl: Default::default(),
         }
     }
 

@@ -651,7 +651,7 @@ pub static PARAMS: &[Param] = &[
     // Rostrum's own: the Lua VM's memory limit, settable at run time.
     num_field!("lua-maxmemory", &[], MEMORY, lua_maxmemory),
     stored("shutdown-timeout", &[], NON_NEG, "10"),
-    // Replication (Rostrum is always a master without replicas).
+    // Replication (read through `Config::param`; see state::replication).
     stored(
         "replica-serve-stale-data",
         &["slave-serve-stale-data"],
@@ -659,6 +659,9 @@ pub static PARAMS: &[Param] = &[
         "yes",
     ),
     stored("replica-read-only", &["slave-read-only"], BOOL, "yes"),
+    immutable(stored("replicaof", &["slaveof"], Kind::Text, "")),
+    stored("masterauth", &[], Kind::Text, ""),
+    stored("masteruser", &[], Kind::Text, ""),
     stored("replica-lazy-flush", &["slave-lazy-flush"], BOOL, "no"),
     stored(
         "replica-ignore-maxmemory",
@@ -940,6 +943,12 @@ impl Config {
         }
         *self = next;
         Ok(())
+    }
+
+    /// The value of parameter `name` as CONFIG GET prints it (empty if
+    /// unknown).
+    pub fn param(&self, name: &str) -> String {
+        find(name).map(|p| p.value(self)).unwrap_or_default()
     }
 
     /// CONFIG GET: `(name as matched, value)` for every parameter whose

@@ -25,6 +25,7 @@ pub mod monitor;
 pub mod notify;
 pub mod outbox;
 pub mod pubsub;
+pub mod replication;
 pub mod seasons;
 pub mod server;
 pub mod tls;

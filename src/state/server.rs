@@ -272,6 +272,8 @@ pub struct Server {
     pub normal_limit: LimitCell,
     /// The TLS configurations in force (see `state::tls`).
     pub tls: super::tls::Tls,
+    /// Replication: role, replicas, the link to the primary.
+    pub replication: super::replication::Replication,
 }
 
 impl Server {
@@ -286,6 +288,8 @@ impl Server {
         pubsub.set_limit(output_limit(&config, "pubsub"));
         let normal_limit = LimitCell::default();
         normal_limit.set(output_limit(&config, "normal"));
+        let replication = super::replication::Replication::new();
+        replication.configure(&config);
         let run_id: String = (0..40)
             .map(|_| format!("{:x}", rand::random::<u8>() % 16))
             .collect();
@@ -327,6 +331,7 @@ impl Server {
             season_timers: SeasonTimers::default(),
             normal_limit,
             tls: super::tls::Tls::default(),
+            replication,
         })
     }
 
@@ -370,6 +375,7 @@ impl Server {
         self.tracking.set_max_keys(c.tracking_table_max_keys);
         super::clock::set_offset_ms(c.debug_clock_offset_ms);
         self.memory.configure(&c);
+        self.replication.configure(&c);
     }
 
     /// The output limit of client `c`: the `pubsub` class while it

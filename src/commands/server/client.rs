@@ -371,20 +371,25 @@ fn reply(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// The client types CLIENT LIST / KILL filter on. Rostrum has neither
-/// replicas nor a master: a connection is `pubsub` while it subscribes to
-/// something, `normal` otherwise.
+/// The client types CLIENT LIST / KILL filter on: a replica of this
+/// server, the link from this server's primary, a connection that
+/// subscribes to something (`pubsub`), or `normal`.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum ClientType {
     Normal,
     PubSub,
-    /// `master`, `replica`: no Rostrum client.
-    Other,
+    Master,
+    Replica,
 }
 
 impl ClientType {
     fn of(c: &ClientInfo) -> ClientType {
-        if c.is_subscriber() {
+        let kind = c.repl_kind.load(Ordering::Relaxed);
+        if kind == crate::state::client::REPL_REPLICA {
+            ClientType::Replica
+        } else if kind == crate::state::client::REPL_MASTER {
+            ClientType::Master
+        } else if c.is_subscriber() {
             ClientType::PubSub
         } else {
             ClientType::Normal
@@ -397,8 +402,10 @@ fn client_type(arg: &[u8]) -> Result<ClientType, CmdError> {
         Ok(ClientType::Normal)
     } else if is(arg, "pubsub") {
         Ok(ClientType::PubSub)
-    } else if is(arg, "master") || is(arg, "replica") || is(arg, "slave") {
-        Ok(ClientType::Other)
+    } else if is(arg, "master") {
+        Ok(ClientType::Master)
+    } else if is(arg, "replica") || is(arg, "slave") {
+        Ok(ClientType::Replica)
     } else {
         Err(CmdError::err(format!(
             "Unknown client type '{}'",
@@ -502,6 +509,11 @@ fn client_line(
     let multi = c.multi.load(Ordering::Relaxed);
     let no_evict = c.no_evict.load(Ordering::Relaxed);
     let mut flags = String::new();
+    match c.repl_kind.load(Ordering::Relaxed) {
+        crate::state::client::REPL_REPLICA => flags.push('S'),
+        crate::state::client::REPL_MASTER => flags.push('M'),
+        _ => {}
+    }
     if c.is_monitor() {
         flags.push('O');
     }

@@ -442,9 +442,16 @@ fn stats_section(ctx: &Ctx, l: &mut Lines) {
         l.put(name, "0.00");
     }
     l.put("rejected_connections", get(&st.rejected_connections));
-    l.put("sync_full", 0);
-    l.put("sync_partial_ok", 0);
-    l.put("sync_partial_err", 0);
+    let repl = &server.replication;
+    l.put("sync_full", repl.sync_full.load(Ordering::Relaxed));
+    l.put(
+        "sync_partial_ok",
+        repl.sync_partial_ok.load(Ordering::Relaxed),
+    );
+    l.put(
+        "sync_partial_err",
+        repl.sync_partial_err.load(Ordering::Relaxed),
+    );
     l.put("expired_keys", expired);
     l.put("expired_stale_perc", "0.00");
     l.put("expired_time_cap_reached_count", 0);
@@ -499,26 +506,105 @@ fn stats_section(ctx: &Ctx, l: &mut Lines) {
 }
 
 fn replication_section(server: &Server, l: &mut Lines) {
-    let backlog = server
-        .config
-        .read()
-        .get_matching(&[b"repl-backlog-size"])
-        .pop()
-        .map(|(_, v)| v)
-        .unwrap_or_default();
-    // A replication id distinct from the run id, stable for the run.
-    let replid: String = server.run_id.chars().rev().collect();
-    l.put("role", "master");
-    l.put("connected_slaves", 0);
+    let repl = &server.replication;
+    let (priority, read_only, backlog_size) = {
+        let c = server.config.read();
+        (
+            c.param("replica-priority"),
+            c.param("replica-read-only") == "yes",
+            c.param("repl-backlog-size"),
+        )
+    };
+    let master = repl.master.lock().clone();
+    match &master {
+        None => l.put("role", "master"),
+        Some(m) => {
+            let link = repl.link.lock().clone();
+            let applied = repl.applied.load(Ordering::Relaxed);
+            l.put("role", "slave");
+            l.put("master_host", &m.host);
+            l.put("master_port", m.port);
+            l.put("master_link_status", if link.up { "up" } else { "down" });
+            l.put(
+                "master_last_io_seconds_ago",
+                link.last_io
+                    .map(|t| t.elapsed().as_secs() as i64)
+                    .unwrap_or(-1),
+            );
+            l.put("master_sync_in_progress", link.sync_in_progress as u8);
+            l.put("slave_read_repl_offset", applied);
+            l.put("slave_repl_offset", applied);
+            if link.sync_in_progress {
+                let left = if link.sync_size < 0 {
+                    -1
+                } else {
+                    link.sync_size - link.sync_read as i64
+                };
+                l.put("master_sync_total_bytes", link.sync_size);
+                l.put("master_sync_read_bytes", link.sync_read);
+                l.put("master_sync_left_bytes", left);
+                let perc = if link.sync_size > 0 {
+                    link.sync_read as f64 * 100.0 / link.sync_size as f64
+                } else {
+                    0.0
+                };
+                l.put("master_sync_perc", format!("{perc:.2}"));
+                l.put(
+                    "master_sync_last_io_seconds_ago",
+                    link.last_io
+                        .map(|t| t.elapsed().as_secs() as i64)
+                        .unwrap_or(-1),
+                );
+            }
+            if !link.up {
+                l.put(
+                    "master_link_down_since_seconds",
+                    link.down_since
+                        .map(|t| t.elapsed().as_secs() as i64)
+                        .unwrap_or(-1),
+                );
+            }
+            l.put("slave_priority", priority);
+            l.put("slave_read_only", read_only as u8);
+            l.put("replica_announced", 1);
+        }
+    }
+    let replicas = repl.replicas.lock().clone();
+    l.put("connected_slaves", replicas.len());
+    let now = crate::state::unix_ms();
+    for (i, r) in replicas.iter().enumerate() {
+        l.put(
+            &format!("slave{i}"),
+            format!(
+                "ip={},port={},state={},offset={},lag={}",
+                r.ip,
+                r.port,
+                r.state_name(),
+                r.ack_offset.load(Ordering::Relaxed),
+                now.saturating_sub(r.last_ack_ms.load(Ordering::Relaxed)) / 1000
+            ),
+        );
+    }
+    if master.is_none() {
+        let min = repl.min_to_write.load(Ordering::Relaxed);
+        if min > 0 {
+            let lag = repl.max_lag.load(Ordering::Relaxed);
+            l.put("min_slaves_good_slaves", repl.good_replicas(now, lag));
+        }
+    }
+    let b = server.aof.backlog.inner.lock();
     l.put("master_failover_state", "no-failover");
-    l.put("master_replid", replid);
-    l.put("master_replid2", "0".repeat(40));
-    l.put("master_repl_offset", 0);
-    l.put("second_repl_offset", -1);
-    l.put("repl_backlog_active", 0);
-    l.put("repl_backlog_size", backlog);
-    l.put("repl_backlog_first_byte_offset", 0);
-    l.put("repl_backlog_histlen", 0);
+    l.put("master_replid", &b.replid);
+    l.put("master_replid2", &b.replid2);
+    l.put("master_repl_offset", b.end);
+    l.put("second_repl_offset", b.second_offset);
+    l.put("repl_backlog_active", b.active as u8);
+    l.put("repl_backlog_size", backlog_size);
+    l.put(
+        "repl_backlog_first_byte_offset",
+        if b.active { b.first_byte() } else { 0 },
+    );
+    l.put("repl_backlog_histlen", b.histlen());
 }
 
 /// (user, system) CPU seconds of a /proc `stat` file, and of its waited-for

@@ -22,6 +22,7 @@
 //! clients. Expired keys are logged as DELs and the loader runs with expiry
 //! off (as Redis does), so replaying the file needs no clock.
 
+pub mod backlog;
 pub mod encode;
 pub mod snapshot;
 pub mod writer;
@@ -210,6 +211,8 @@ pub struct Aof {
     /// Test-only fault switch: while this file exists, AOF writes fail with
     /// ENOSPC (set by the `ROSTRUM_AOF_FAULT_FILE` environment variable).
     pub(crate) fault: Option<PathBuf>,
+    /// The replication backlog: the feed's second consumer.
+    pub backlog: backlog::Backlog,
 }
 
 impl Aof {
@@ -264,6 +267,7 @@ impl Aof {
             started: AtomicBool::new(false),
             writer_thread: Mutex::new(None),
             fault: std::env::var_os("ROSTRUM_AOF_FAULT_FILE").map(PathBuf::from),
+            backlog: backlog::Backlog::new(),
         }
     }
 
@@ -291,9 +295,10 @@ impl Aof {
         self.rewriting.load(Ordering::Acquire)
     }
 
-    /// Whether changes must be fed (AOF on, or a rewrite collecting them).
+    /// Whether changes must be fed (AOF on, a rewrite collecting them, or
+    /// a replication backlog).
     fn feeding(&self) -> bool {
-        self.state() != OFF || self.rewriting()
+        self.state() != OFF || self.rewriting() || self.backlog.emitting()
     }
 
     /// The error of the last failed write or fsync, while it lasts.
@@ -671,6 +676,9 @@ pub fn feed(aof: &Aof, keys: &mut Keys<'_>, db: usize, args: &[&[u8]]) -> u64 {
     if let Some(rw) = f.rewrite.as_mut() {
         encode::emit(rw, db, &expired, &group);
     }
+    if aof.backlog.emitting() {
+        aof.backlog.emit(db, &expired, &group);
+    }
     drop(f);
     if wait > 0 && aof.fsync() == Fsync::Always {
         // Handed to the writer when the worker goes idle. (Under
@@ -703,8 +711,25 @@ pub fn feed_expired(aof: &Aof, db: usize, keys: Vec<Bytes>) {
     if let Some(rw) = f.rewrite.as_mut() {
         encode::emit(rw, db, &expired, &encode::Group::Nothing);
     }
+    if aof.backlog.emitting() {
+        aof.backlog.emit(db, &expired, &encode::Group::Nothing);
+    }
     drop(f);
     aof.wake_writer.notify_one();
+}
+
+/// Appends bytes to the replication stream as they are (a replica's
+/// primary's stream; a primary's PING or REPLCONF GETACK), in order with
+/// the fed writes.
+pub fn feed_repl_raw(aof: &Aof, bytes: &[u8]) {
+    let _f = aof.feed.lock();
+    aof.backlog.append_raw(bytes);
+}
+
+/// A primary: writes go into the backlog (created if needed) from now on.
+pub fn start_repl_emitting(aof: &Aof, size: u64) {
+    let _f = aof.feed.lock();
+    aof.backlog.start_emitting(size);
 }
 
 /// Whether the active expiry cycle must wait: a rewrite is reading shards
