@@ -151,7 +151,7 @@ fn restore(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     if let crate::engine::Value::Leaderboard(b) = &mut value {
         let dir = ctx.server.config.read().dir.clone();
         let folder = crate::engine::leaderboard::disk::folder(std::path::Path::new(&dir));
-        for e in b.place_archives(&folder, key, ctx.keys.db as u64) {
+        for e in b.place_archives(&folder, key, ctx.keys.db as u64, false) {
             tracing::warn!("{e}");
         }
     }

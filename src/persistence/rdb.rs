@@ -317,7 +317,7 @@ pub(super) fn apply_loaded(server: &Server, loaded: decode::LoadedFile) -> Resul
         // Periods of ARCHIVE DISK boards come whole from the file; they
         // go back to disk.
         if let crate::engine::Value::Leaderboard(b) = &mut k.value {
-            for e in b.place_archives(&folder, &k.key, k.db as u64) {
+            for e in b.place_archives(&folder, &k.key, k.db as u64, true) {
                 tracing::warn!("{e}");
             }
         }
