@@ -154,6 +154,10 @@ fn restore(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         for e in b.place_archives(&folder, key, ctx.keys.db as u64, false) {
             tracing::warn!("{e}");
         }
+        // The server's timer rolls it at its boundary, as after LB.CREATE.
+        if let Some(end) = b.season().and_then(|s| s.end()) {
+            ctx.server.season_timers.arm(end, ctx.keys.db, key);
+        }
     }
     let at = match (ttl, o.absttl) {
         (0, _) => None,
