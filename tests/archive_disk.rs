@@ -357,7 +357,7 @@ fn disk_archives_survive_restarts_through_the_aof_and_rdb() {
     q(&mut c, &["BGREWRITEAOF"]);
     wait_rewrite(&mut c);
     let kept = files(&dir.0);
-    let aof = std::fs::read(dir.0.join("appendonly.aof")).expect("aof");
+    let aof = common::aof_bytes(&dir.0);
     let text = String::from_utf8_lossy(&aof);
     assert_eq!(text.matches("LB.ATTACH").count(), 2);
     for f in &kept {
@@ -391,6 +391,52 @@ fn disk_archives_survive_restarts_through_the_aof_and_rdb() {
     compare(&mut c, "m", "d", "-1", 5, 300);
     compare(&mut c, "m", "d", "-2", 6, 400);
     assert_eq!(files(&dir.0).len(), 2);
+    srv.terminate();
+}
+
+/// With `aof-use-rdb-preamble yes` (the default) the rewritten base is an
+/// RDB file whose boards name their period files, with their checksums,
+/// instead of copying them: a restart opens the same files and answers
+/// the same.
+#[test]
+fn an_rdb_preamble_refers_to_the_files() {
+    let dir = DataDir(temp_dir("lb-archive-preamble"));
+    let d = dir.0.to_str().expect("utf-8").to_string();
+    let args = [
+        "--appendonly",
+        "yes",
+        "--aof-use-rdb-preamble",
+        "yes",
+        "--dir",
+        &d,
+    ];
+    let mut srv = TestServer::start(&args);
+    let mut c = srv.conn();
+    two_boards(&mut c);
+    q(&mut c, &["BGREWRITEAOF"]);
+    wait_rewrite(&mut c);
+    let kept = files(&dir.0);
+    assert_eq!(kept.len(), 2);
+    let base = common::aof_files(&dir.0);
+    let base = base.first().expect("a base file");
+    assert!(
+        base.to_string_lossy().ends_with(".base.rdb"),
+        "{}",
+        base.display()
+    );
+    let bytes = std::fs::read(base).expect("base");
+    for f in &kept {
+        let name = f.file_name().expect("name").to_string_lossy().into_owned();
+        let found = bytes.windows(name.len()).any(|w| w == name.as_bytes());
+        assert!(found, "{name} not named in the base");
+    }
+    srv.terminate();
+    let mut srv = TestServer::start(&args);
+    let mut c = srv.conn();
+    assert_eq!(files(&dir.0), kept, "the files are used as they are");
+    assert_eq!(locations(&mut c, "d"), ["memory", "disk", "disk"]);
+    compare(&mut c, "m", "d", "-1", 7, 300);
+    compare(&mut c, "m", "d", "-2", 8, 400);
     srv.terminate();
 }
 

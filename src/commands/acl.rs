@@ -393,6 +393,12 @@ fn allowed(
     if user.unrestricted() {
         return Ok(());
     }
+    // Commands every connection may run before authenticating (AUTH,
+    // HELLO, RESET) are not checked against the user's commands, as in
+    // Redis.
+    if cmd.spec.has(crate::commands::table::flags::NO_AUTH) {
+        return Ok(());
+    }
     let Err(d) = user.check(&request(cmd, args)) else {
         return Ok(());
     };
@@ -662,7 +668,18 @@ fn kill_clients_of(ctx: &mut Ctx, names: &[String]) {
     }
 }
 
+/// Redis's reply to ACL CAT or LOG with too many arguments.
+fn acl_syntax(sub: &[u8]) -> CmdError {
+    CmdError::err(format!(
+        "unknown subcommand or wrong number of arguments for '{}'. Try ACL HELP.",
+        text(sub)
+    ))
+}
+
 fn cat(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    if a.len() > 3 {
+        return Err(acl_syntax(a[1]));
+    }
     match a.get(2) {
         None => {
             ctx.out.array(category::NAMES.len());
@@ -782,7 +799,8 @@ fn getuser(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     out.map(6);
     out.bulk(b"flags");
     let flags = u.flags();
-    out.array(flags.len());
+    // A set in RESP3, as Redis answers.
+    out.set(flags.len());
     for f in flags {
         out.bulk(f.as_bytes());
     }
@@ -886,9 +904,10 @@ fn log(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         }
         Some(n) if a.len() == 3 => match super::args::int(n) {
             Ok(n) if n >= 0 => n as usize,
-            _ => return Err(CmdError::err("value is out of range, must be positive")),
+            Ok(_) => return Err(CmdError::err("value is out of range, must be positive")),
+            Err(_) => return Err(CmdError::NotInteger),
         },
-        _ => return Err(CmdError::Syntax),
+        _ => return Err(acl_syntax(a[1])),
     };
     let entries: Vec<LogEntry> = acl.log.lock().iter().take(count).cloned().collect();
     let now = unix_ms();

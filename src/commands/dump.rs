@@ -151,8 +151,12 @@ fn restore(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     if let crate::engine::Value::Leaderboard(b) = &mut value {
         let dir = ctx.server.config.read().dir.clone();
         let folder = crate::engine::leaderboard::disk::folder(std::path::Path::new(&dir));
-        for e in b.place_archives(&folder, key, ctx.keys.db as u64) {
+        for e in b.place_archives(&folder, key, ctx.keys.db as u64, false) {
             tracing::warn!("{e}");
+        }
+        // The server's timer rolls it at its boundary, as after LB.CREATE.
+        if let Some(end) = b.season().and_then(|s| s.end()) {
+            ctx.server.season_timers.arm(end, ctx.keys.db, key);
         }
     }
     let at = match (ttl, o.absttl) {

@@ -690,7 +690,7 @@ fn place_archives(ctx: &mut Ctx, key: &[u8]) -> Result<(), CmdError> {
     let folder = disk::folder(std::path::Path::new(&ctx.server.config.read().dir));
     let db = ctx.keys.db as u64;
     if let Some(b) = write_board(&mut ctx.keys, key)? {
-        for e in b.place_archives(&folder, key, db) {
+        for e in b.place_archives(&folder, key, db, false) {
             tracing::warn!("{e}");
         }
     }
@@ -860,11 +860,7 @@ fn lb_attach(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let end = count_arg(a[3])?;
     let name = args::text(a[5]);
     let crc = u64::from_str_radix(&args::text(a[7]), 16).map_err(|_| CmdError::Syntax)?;
-    let plain = !name.is_empty()
-        && !name.starts_with('.')
-        && !name.contains('/')
-        && name.ends_with(&format!(".{}", disk::EXT));
-    if !plain {
+    if !disk::plain_name(&name) {
         return Err(CmdError::err(format!("invalid archive file name '{name}'")));
     }
     let folder = disk::folder(std::path::Path::new(&ctx.server.config.read().dir));
@@ -899,7 +895,11 @@ fn lb_attach(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     };
     let data = match data {
         Ok(d) => ArchiveData::Disk(d),
-        Err(reason) => ArchiveData::Unavailable(Unavailable { name, reason }),
+        Err(reason) => ArchiveData::Unavailable(Unavailable {
+            name,
+            reason,
+            crc: None,
+        }),
     };
     b.attach_newest(data);
     ctx.keys.modified(key)?;

@@ -434,6 +434,8 @@ const CATEGORY_EXCEPTIONS: &[(&str, u64, u64)] = {
         ("asking", CONNECTION, 0),
         ("readonly", CONNECTION, 0),
         ("readwrite", CONNECTION, 0),
+        ("role", ADMIN | DANGEROUS, 0),
+        ("wait", CONNECTION, 0),
         ("command", CONNECTION, 0),
         ("command|*", CONNECTION, 0),
         ("dbsize", KEYSPACE, 0),

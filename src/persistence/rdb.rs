@@ -317,8 +317,13 @@ pub(super) fn apply_loaded(server: &Server, loaded: decode::LoadedFile) -> Resul
         // Periods of ARCHIVE DISK boards come whole from the file; they
         // go back to disk.
         if let crate::engine::Value::Leaderboard(b) = &mut k.value {
-            for e in b.place_archives(&folder, &k.key, k.db as u64) {
+            for e in b.place_archives(&folder, &k.key, k.db as u64, true) {
                 tracing::warn!("{e}");
+            }
+            // A seasonal board is rolled by the server's timer at its
+            // boundary (one already passed is rolled at once).
+            if let Some(end) = b.season().and_then(|s| s.end()) {
+                server.season_timers.arm(end, k.db, &k.key);
             }
         }
         let mut g = server

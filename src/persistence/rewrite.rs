@@ -62,7 +62,12 @@ fn rewrite_once(server: &Server) -> Result<u64, String> {
     let format = {
         let c = server.config.read();
         if c.aof_use_rdb_preamble() {
-            Format::Rdb(c.rdb_options())
+            // The base names the boards' period files, as LB.ATTACH does
+            // in the command form, instead of copying them.
+            Format::Rdb(crate::engine::rdb::encode::EncodeOptions {
+                archive_refs: true,
+                ..c.rdb_options()
+            })
         } else {
             Format::Aof
         }

@@ -877,6 +877,7 @@ impl Config {
         EncodeOptions {
             compress: self.rdbcompression,
             list_fill: self.list_max_listpack_size,
+            archive_refs: false,
         }
     }
 

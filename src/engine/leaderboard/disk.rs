@@ -369,6 +369,19 @@ pub struct Unavailable {
     /// The file's name (under the archive folder).
     pub name: String,
     pub reason: String,
+    /// A reference not opened yet: the checksum the file must have (an AOF
+    /// base's RDB part names its boards' period files instead of copying
+    /// them; loading opens them, `Leaderboard::place_archives`).
+    pub crc: Option<u64>,
+}
+
+/// Whether `name` is a plain archive file name (no folder, not hidden, of
+/// this format's extension): what the AOF may name.
+pub fn plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('.')
+        && !name.contains('/')
+        && name.ends_with(&format!(".{EXT}"))
 }
 
 /// The archive folder under `dir`.

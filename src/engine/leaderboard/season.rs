@@ -483,14 +483,58 @@ impl Leaderboard {
     /// (for `key` in database `db`) and leaves memory; with MEMORY, each
     /// one in a file is read back (the file is deleted when no copy of the
     /// board refers to it). A period that cannot be moved stays where it
-    /// is; the errors are returned (to be logged).
-    pub fn place_archives(&mut self, folder: &Path, key: &[u8], db: u64) -> Vec<String> {
+    /// is; the errors are returned (to be logged). First, with
+    /// `open_refs` (loading an AOF base), the periods read as references
+    /// to their files are opened: a file that is missing, corrupt, another
+    /// period's or not of the checksum named leaves its period
+    /// unavailable; without it (a DUMP payload) a reference is refused.
+    pub fn place_archives(
+        &mut self,
+        folder: &Path,
+        key: &[u8],
+        db: u64,
+        open_refs: bool,
+    ) -> Vec<String> {
         let opts = self.opts;
         let Some(s) = self.season.as_deref_mut() else {
             return Vec::new();
         };
         let mut errors = Vec::new();
         for a in s.archives.iter_mut() {
+            if let ArchiveData::Unavailable(u) = &mut a.data {
+                if let Some(crc) = u.crc.take() {
+                    u.reason = if !open_refs {
+                        "a reference to an archive file is only read from the AOF".into()
+                    } else if !disk::plain_name(&u.name) {
+                        format!("invalid archive file name '{}'", u.name)
+                    } else {
+                        match disk::open_shared(&folder.join(&u.name)) {
+                            Err(e) => e.to_string(),
+                            Ok(d) if d.crc() != crc => {
+                                format!("checksum {:016x}, the AOF says {crc:016x}", d.crc())
+                            }
+                            Ok(d)
+                                if (d.header().number, d.header().start, d.header().end)
+                                    != (a.number, a.start, a.end) =>
+                            {
+                                format!(
+                                    "holds period {} ({}..{}), the AOF says period {} ({}..{})",
+                                    d.header().number,
+                                    d.header().start,
+                                    d.header().end,
+                                    a.number,
+                                    a.start,
+                                    a.end
+                                )
+                            }
+                            Ok(d) => {
+                                a.data = ArchiveData::Disk(d);
+                                continue;
+                            }
+                        }
+                    };
+                }
+            }
             let moved = match (&a.data, s.opts.archive) {
                 (ArchiveData::Memory(b), ArchiveMode::Disk) => {
                     disk::write(folder, key, db, a.number, a.start, a.end, b)

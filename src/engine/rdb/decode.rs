@@ -705,6 +705,18 @@ impl<'a> Reader<'a> {
                         leaderboard::ArchiveData::Unavailable(leaderboard::disk::Unavailable {
                             name,
                             reason,
+                            crc: None,
+                        })
+                    }
+                    // An AOF base's reference to the period's file, opened
+                    // when the load places the board's periods.
+                    2 => {
+                        let name = String::from_utf8_lossy(&self.string()?).into_owned();
+                        let crc = self.u64_le()?;
+                        leaderboard::ArchiveData::Unavailable(leaderboard::disk::Unavailable {
+                            name,
+                            reason: "its file was not opened".into(),
+                            crc: Some(crc),
                         })
                     }
                     _ => return Err(bad("closed period kind")),

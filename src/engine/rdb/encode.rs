@@ -26,6 +26,10 @@ pub struct EncodeOptions {
     pub compress: bool,
     /// `list-max-listpack-size`: where list nodes are cut.
     pub list_fill: i64,
+    /// A leaderboard's periods on disk are written as references to their
+    /// files (name and checksum) instead of whole: an AOF base's RDB part,
+    /// read back only by this server, next to those files.
+    pub archive_refs: bool,
 }
 
 impl Default for EncodeOptions {
@@ -33,6 +37,7 @@ impl Default for EncodeOptions {
         EncodeOptions {
             compress: true,
             list_fill: -2,
+            archive_refs: false,
         }
     }
 }
@@ -326,6 +331,11 @@ fn write_leaderboard(out: &mut Vec<u8>, b: &Leaderboard, o: EncodeOptions) {
             leaderboard::ArchiveData::Memory(board) => {
                 out.push(0);
                 write_leaderboard(out, board, o);
+            }
+            leaderboard::ArchiveData::Disk(d) if o.archive_refs => {
+                out.push(2);
+                write_string(out, d.name().as_bytes(), false);
+                out.extend_from_slice(&d.crc().to_le_bytes());
             }
             leaderboard::ArchiveData::Disk(d) => {
                 let mut rec = Vec::new();
