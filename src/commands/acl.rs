@@ -547,22 +547,10 @@ fn request<'a>(cmd: &Command, args: &[&'a [u8]]) -> Request<'a> {
     }
 }
 
-const R: KeyAccess = KeyAccess {
-    read: true,
-    write: false,
-};
-const W: KeyAccess = KeyAccess {
-    read: false,
-    write: true,
-};
-const RW: KeyAccess = KeyAccess {
-    read: true,
-    write: true,
-};
-const NONE: KeyAccess = KeyAccess {
-    read: false,
-    write: false,
-};
+const R: KeyAccess = KeyAccess::READ;
+const W: KeyAccess = KeyAccess::WRITE;
+const RW: KeyAccess = KeyAccess::READ_WRITE;
+const NONE: KeyAccess = KeyAccess::NONE;
 
 /// The access a command needs to its `n`th key, as Redis 7.0's key specs
 /// give it (read-only commands read, writes write; the exceptions below).

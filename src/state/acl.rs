@@ -191,6 +191,25 @@ pub struct KeyAccess {
     pub write: bool,
 }
 
+impl KeyAccess {
+    pub const READ: KeyAccess = KeyAccess {
+        read: true,
+        write: false,
+    };
+    pub const WRITE: KeyAccess = KeyAccess {
+        read: false,
+        write: true,
+    };
+    pub const READ_WRITE: KeyAccess = KeyAccess {
+        read: true,
+        write: true,
+    };
+    pub const NONE: KeyAccess = KeyAccess {
+        read: false,
+        write: false,
+    };
+}
+
 /// One set of permissions: the root one of a user, or a `(...)` selector.
 #[derive(Clone, Debug, Default)]
 pub struct Selector {
@@ -930,14 +949,8 @@ mod tests {
         }
     }
 
-    const R: KeyAccess = KeyAccess {
-        read: true,
-        write: false,
-    };
-    const W: KeyAccess = KeyAccess {
-        read: false,
-        write: true,
-    };
+    const R: KeyAccess = KeyAccess::READ;
+    const W: KeyAccess = KeyAccess::WRITE;
 
     #[test]
     fn rules_and_checks() {

@@ -478,7 +478,6 @@ pub static PARAMS: &[Param] = &[
         Kind::Enum(&["allchannels", "resetchannels"]),
         "resetchannels",
     ),
-    stored("masteruser", &[], Kind::Text, ""),
     immutable(stored("cluster-enabled", &[], BOOL, "no")),
     // TLS: state::tls builds the rustls configurations from these (CONFIG
     // SET rebuilds them, refusing a change that does not build).

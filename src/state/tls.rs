@@ -81,6 +81,7 @@ impl Built {
         // The words are checked even while TLS is off: a mistake shows at
         // once, not when TLS is turned on.
         let versions = protocols(&setting(c, "tls-protocols"))?;
+        unsupported(c)?;
         let provider = Arc::new(provider(
             &setting(c, "tls-ciphers"),
             &setting(c, "tls-ciphersuites"),
@@ -182,6 +183,25 @@ impl Built {
             client,
         })
     }
+}
+
+/// Settings rustls has nothing to apply to are refused rather than
+/// accepted and ignored: DH parameters (it has no DHE suites) and a
+/// session-cache timeout other than Redis's default (its cache has no
+/// expiry).
+fn unsupported(c: &Config) -> Result<(), String> {
+    if !setting(c, "tls-dh-params-file").is_empty() {
+        return Err(
+            "tls-dh-params-file is not supported: rustls has no DHE cipher suites to use it".into(),
+        );
+    }
+    if setting(c, "tls-session-cache-timeout") != "300" {
+        return Err(
+            "tls-session-cache-timeout other than 300 is not supported: rustls's session cache has no expiry"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 /// `tls-protocols`: the versions named (both when empty).
