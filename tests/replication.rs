@@ -374,3 +374,492 @@ fn chain_redis_rostrum_redis() {
     assert_eq!(a, snapshot(&mut mc));
     assert_eq!(a, snapshot(&mut bc));
 }
+
+/// Clients writing to whichever port `target` names, each recording the
+/// writes that were acknowledged (`SET w:<t>:<i> <i>` and
+/// `ZADD board <i> <t>:<i>`). An error is not an acknowledgement: the
+/// client reconnects (to the current target) and goes on.
+struct Load {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    target: std::sync::Arc<std::sync::atomic::AtomicU16>,
+    handles: Vec<std::thread::JoinHandle<Vec<(String, i64)>>>,
+}
+
+impl Load {
+    fn start(port: u16, clients: usize) -> Load {
+        use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+        use std::sync::Arc;
+        let stop = Arc::new(AtomicBool::new(false));
+        let target = Arc::new(AtomicU16::new(port));
+        let handles = (0..clients)
+            .map(|t| {
+                let (stop, target) = (stop.clone(), target.clone());
+                std::thread::spawn(move || {
+                    let mut acked = Vec::new();
+                    let mut c: Option<(u16, redis::Connection)> = None;
+                    let mut i: i64 = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        let port = target.load(Ordering::Relaxed);
+                        if c.as_ref().map(|(p, _)| *p) != Some(port) {
+                            c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+                                .and_then(|cl| {
+                                    cl.get_connection_with_timeout(Duration::from_secs(2))
+                                })
+                                .ok()
+                                .map(|conn| (port, conn));
+                            if c.is_none() {
+                                std::thread::sleep(Duration::from_millis(10));
+                                continue;
+                            }
+                        }
+                        let Some((_, conn)) = c.as_mut() else {
+                            continue;
+                        };
+                        i += 1;
+                        let r: redis::RedisResult<()> = if i % 2 == 0 {
+                            redis::cmd("SET")
+                                .arg(format!("w:{t}:{i}"))
+                                .arg(i)
+                                .query(conn)
+                        } else {
+                            redis::cmd("ZADD")
+                                .arg("board")
+                                .arg(i)
+                                .arg(format!("{t}:{i}"))
+                                .query(conn)
+                        };
+                        match r {
+                            Ok(()) => acked.push((format!("{t}:{i}"), i)),
+                            Err(_) => {
+                                c = None;
+                                std::thread::sleep(Duration::from_millis(10));
+                            }
+                        }
+                    }
+                    acked
+                })
+            })
+            .collect();
+        Load {
+            stop,
+            target,
+            handles,
+        }
+    }
+
+    fn move_to(&self, port: u16) {
+        self.target
+            .store(port, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Stops the clients; the writes they saw acknowledged.
+    fn finish(self) -> Vec<(String, i64)> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("writer"))
+            .collect()
+    }
+}
+
+/// Every acknowledged write is on the server behind `c`.
+fn assert_has_all(c: &mut redis::Connection, acked: &[(String, i64)], who: &str) {
+    for chunk in acked.chunks(1000) {
+        let mut p = redis::pipe();
+        for (name, i) in chunk {
+            if i % 2 == 0 {
+                p.cmd("GET").arg(format!("w:{name}"));
+            } else {
+                p.cmd("ZSCORE").arg("board").arg(name);
+            }
+        }
+        let got: Vec<Option<String>> = p.query(c).expect("read back");
+        for ((name, i), v) in chunk.iter().zip(got) {
+            let ok = v.as_deref().and_then(|s| s.parse::<f64>().ok()) == Some(*i as f64);
+            assert!(ok, "{who}: acknowledged write {name} ({i}) is {v:?}");
+        }
+    }
+}
+
+/// The migration recipe of the README under a write load: a Rostrum
+/// replica of a redis-server, the switch-over (CLIENT PAUSE WRITE on
+/// redis, offsets equal, REPLICAOF NO ONE on Rostrum, the clients moved),
+/// not one acknowledged write missing; then the way back: the redis-server
+/// a replica of Rostrum, with everything.
+#[test]
+fn migration_from_redis_under_load_and_back() {
+    let redis = Redis::start();
+    let rostrum = rostrum(&[]);
+    let (mut pc, mut rc) = (redis.conn(), rostrum.conn());
+    let load = Load::start(redis.port, 4);
+    std::thread::sleep(Duration::from_millis(800));
+    replicaof(&mut rc, redis.port);
+    std::thread::sleep(Duration::from_millis(1500));
+    // The switch-over.
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(60_000)
+        .arg("WRITE")
+        .query(&mut pc)
+        .unwrap();
+    wait_synced(&mut pc, &mut rc);
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut rc)
+        .unwrap();
+    load.move_to(rostrum.port);
+    // Writes held by the pause are dropped with their connections (not
+    // acknowledged); then the old primary follows the new one, and only
+    // then is it unpaused.
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .query(&mut pc)
+        .unwrap();
+    replicaof(&mut pc, rostrum.port);
+    let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut pc).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let acked = load.finish();
+    assert!(acked.len() > 1000, "only {} writes", acked.len());
+    assert_has_all(&mut rc, &acked, "rostrum");
+    // The way back: redis-server, now a replica of Rostrum, has them all.
+    wait_synced(&mut rc, &mut pc);
+    assert_has_all(&mut pc, &acked, "redis-server replica of rostrum");
+    assert_eq!(snapshot(&mut rc), snapshot(&mut pc));
+    assert_eq!(info(&mut pc, "replication")["role"], "slave");
+}
+
+/// haproxy (Debian's) with the usual `tcp-check` recipe in front of a
+/// Rostrum primary and its Rostrum replica: clients reach the primary;
+/// after the roles swap (REPLICAOF NO ONE, then REPLICAOF of the old
+/// primary) they reach the new one.
+#[test]
+fn haproxy_sends_clients_to_the_primary() {
+    if !std::path::Path::new("/usr/sbin/haproxy").exists() {
+        eprintln!("haproxy not installed: skipped");
+        return;
+    }
+    let a = rostrum(&[]);
+    let b = rostrum(&[]);
+    let (mut ac, mut bc) = (a.conn(), b.conn());
+    replicaof(&mut bc, a.port);
+    wait_synced(&mut ac, &mut bc);
+    let dir = temp_dir("haproxy");
+    let front = free_port();
+    let cfg = format!(
+        "global\n  maxconn 256\n\
+         defaults\n  mode tcp\n  timeout connect 2s\n  timeout client 30s\n  timeout server 30s\n\
+         frontend redis\n  bind 127.0.0.1:{front}\n  default_backend primary\n\
+         backend primary\n  option tcp-check\n  tcp-check connect\n\
+         \x20 tcp-check send PING\\r\\n\n  tcp-check expect string +PONG\n\
+         \x20 tcp-check send info\\ replication\\r\\n\n  tcp-check expect string role:master\n\
+         \x20 tcp-check send QUIT\\r\\n\n  tcp-check expect string +OK\n\
+         \x20 server a 127.0.0.1:{} check inter 100ms fall 2 rise 2 on-marked-down shutdown-sessions\n\
+         \x20 server b 127.0.0.1:{} check inter 100ms fall 2 rise 2 on-marked-down shutdown-sessions\n",
+        a.port, b.port
+    );
+    let path = dir.join("haproxy.cfg");
+    std::fs::write(&path, cfg).unwrap();
+    let mut haproxy = Command::new("/usr/sbin/haproxy")
+        .arg("-f")
+        .arg(&path)
+        .arg("-db")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn haproxy");
+    struct Stop<'a>(&'a mut Child);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _stop = Stop(&mut haproxy);
+    // The port of the node a new client through haproxy reaches, once
+    // only `want` is up.
+    let reach = |want: u16| {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let mut in_a_row = 0;
+        loop {
+            let got = redis::Client::open(format!("redis://127.0.0.1:{front}/"))
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
+                .and_then(|mut c| {
+                    redis::cmd("CONFIG")
+                        .arg("GET")
+                        .arg("port")
+                        .query::<Vec<String>>(&mut c)
+                });
+            let port = got
+                .ok()
+                .and_then(|v| v.get(1).and_then(|p| p.parse::<u16>().ok()));
+            in_a_row = if port == Some(want) { in_a_row + 1 } else { 0 };
+            if in_a_row == 10 {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "haproxy does not send clients to {want} (last: {port:?})"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let via = || {
+        redis::Client::open(format!("redis://127.0.0.1:{front}/"))
+            .unwrap()
+            .get_connection_with_timeout(Duration::from_secs(2))
+            .unwrap()
+    };
+    reach(a.port);
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("1")
+        .query(&mut via())
+        .unwrap();
+    wait_synced(&mut ac, &mut bc);
+    let v: String = redis::cmd("GET").arg("k").query(&mut bc).unwrap();
+    assert_eq!(v, "1");
+    // The roles swap.
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut bc)
+        .unwrap();
+    replicaof(&mut ac, b.port);
+    reach(b.port);
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("2")
+        .query(&mut via())
+        .unwrap();
+    wait_synced(&mut bc, &mut ac);
+    let v: String = redis::cmd("GET").arg("k").query(&mut ac).unwrap();
+    assert_eq!(v, "2");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A Rostrum replica of the primary on `primary_port`, started in `dir`
+/// from a config file with `replicaof` (and its RDB there, if any).
+fn replica_in(dir: std::path::PathBuf, primary_port: u16) -> TestServer {
+    let conf = dir.join("replica.conf");
+    std::fs::write(
+        &conf,
+        format!("replicaof 127.0.0.1 {primary_port}\nsave \"\"\n"),
+    )
+    .unwrap();
+    let conf = conf.to_str().unwrap().to_string();
+    TestServer::start_in(dir, &[&conf])
+}
+
+/// A replica restarted from the RDB it saved keeps its primary's id and
+/// offset (the file's repl-id / repl-offset aux fields): it asks
+/// `PSYNC <id> <offset+1>` and gets `+CONTINUE`.
+fn restart_resyncs_partially(pc: &mut redis::Connection, primary_port: u16) {
+    let mut r = replica_in(temp_dir("replica"), primary_port);
+    let mut rc = r.conn();
+    mixed_writes(pc, 2000, 21, false);
+    settle();
+    wait_synced(pc, &mut rc);
+    let _: () = redis::cmd("SAVE").query(&mut rc).unwrap();
+    r.terminate();
+    drop(rc);
+    // Writes while the replica is down: sent from the primary's backlog.
+    mixed_writes(pc, 1000, 22, false);
+    let dir = temp_dir("replica");
+    std::fs::copy(r.dir.join("dump.rdb"), dir.join("dump.rdb")).unwrap();
+    drop(r);
+    let before = info(pc, "stats");
+    let r = replica_in(dir, primary_port);
+    let mut rc = r.conn();
+    settle();
+    wait_synced(pc, &mut rc);
+    let after = info(pc, "stats");
+    assert_eq!(
+        after["sync_partial_ok"].parse::<u64>().unwrap(),
+        before["sync_partial_ok"].parse::<u64>().unwrap() + 1,
+        "{after:?}"
+    );
+    assert_eq!(after["sync_full"], before["sync_full"]);
+    assert_eq!(snapshot(pc), snapshot(&mut rc));
+}
+
+#[test]
+fn replica_restart_partial_resync_from_rostrum() {
+    let p = rostrum(&[]);
+    restart_resyncs_partially(&mut p.conn(), p.port);
+}
+
+#[test]
+fn replica_restart_partial_resync_from_redis() {
+    let p = Redis::start();
+    restart_resyncs_partially(&mut p.conn(), p.port);
+}
+
+/// `repl-backlog-ttl`: a primary without replicas for that long frees
+/// its backlog and draws a new id (as Redis); a replica attaching later
+/// syncs in full.
+#[test]
+fn backlog_freed_after_ttl_without_replicas() {
+    let p = rostrum(&["--repl-backlog-ttl", "1"]);
+    let r = rostrum(&[]);
+    let (mut pc, mut rc) = (p.conn(), r.conn());
+    replicaof(&mut rc, p.port);
+    mixed_writes(&mut pc, 500, 31, true);
+    wait_synced(&mut pc, &mut rc);
+    let before = info(&mut pc, "replication");
+    assert_eq!(before["repl_backlog_active"], "1");
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut rc)
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = info(&mut pc, "replication");
+        if now["repl_backlog_active"] == "0" {
+            assert_ne!(now["master_replid"], before["master_replid"]);
+            break;
+        }
+        assert!(Instant::now() < deadline, "backlog kept: {now:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    replicaof(&mut rc, p.port);
+    mixed_writes(&mut pc, 500, 32, true);
+    settle();
+    wait_synced(&mut pc, &mut rc);
+    assert_eq!(snapshot(&mut pc), snapshot(&mut rc));
+    assert_eq!(info(&mut pc, "stats")["sync_full"], "2");
+}
+
+/// `replica-announce-ip` / `-port` go to the primary in REPLCONF and
+/// show in its INFO slaveN line and ROLE.
+#[test]
+fn replica_announce_ip_and_port() {
+    let p = rostrum(&[]);
+    let r = rostrum(&[
+        "--replica-announce-ip",
+        "10.1.2.3",
+        "--replica-announce-port",
+        "7777",
+    ]);
+    let (mut pc, mut rc) = (p.conn(), r.conn());
+    replicaof(&mut rc, p.port);
+    wait_synced(&mut pc, &mut rc);
+    let i = info(&mut pc, "replication");
+    assert!(
+        i["slave0"].starts_with("ip=10.1.2.3,port=7777,"),
+        "{}",
+        i["slave0"]
+    );
+}
+
+/// A replica hides keys whose time passed but does not delete them (its
+/// primary's DEL does); WAIT counts the calling client's last write.
+#[test]
+fn replica_hides_expired_keys_and_wait_counts_own_write() {
+    let p = rostrum(&[]);
+    let mut r = rostrum(&[]);
+    let (mut pc, mut rc) = (p.conn(), r.conn());
+    replicaof(&mut rc, p.port);
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .arg("PX")
+        .arg(300)
+        .query(&mut pc)
+        .unwrap();
+    wait_synced(&mut pc, &mut rc);
+    // The primary's deletions held back by a pause: no DEL comes.
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(3000)
+        .arg("WRITE")
+        .query(&mut pc)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let v: Option<String> = redis::cmd("GET").arg("k").query(&mut rc).unwrap();
+    assert_eq!(v, None);
+    let n: i64 = redis::cmd("EXISTS").arg("k").query(&mut rc).unwrap();
+    assert_eq!(n, 0);
+    std::thread::sleep(Duration::from_millis(300));
+    // Still stored (INFO keyspace counts stored keys).
+    let ks = info(&mut rc, "keyspace");
+    assert!(
+        ks.get("db0").is_some_and(|v| v.starts_with("keys=1,")),
+        "the replica deleted the key itself: {ks:?}"
+    );
+    let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut pc).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while info(&mut rc, "keyspace").contains_key("db0") {
+        assert!(Instant::now() < deadline, "the primary's DEL did not come");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // WAIT: a client whose writes are acknowledged gets 1 at once, even
+    // while another's newer write is not acknowledged (replica stopped).
+    let mut other = p.conn();
+    let _: () = redis::cmd("SET").arg("a").arg(1).query(&mut other).unwrap();
+    let n: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(2000)
+        .query(&mut other)
+        .unwrap();
+    assert_eq!(n, 1);
+    let pid = r.child.id().to_string();
+    let stop = |sig: &str| {
+        assert!(Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap()
+            .success());
+    };
+    stop("-STOP");
+    let _: () = redis::cmd("SET").arg("b").arg(2).query(&mut pc).unwrap();
+    let n: i64 = redis::cmd("WAIT").arg(1).arg(200).query(&mut pc).unwrap();
+    let m: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(200)
+        .query(&mut other)
+        .unwrap();
+    stop("-CONT");
+    assert_eq!((n, m), (0, 1));
+    let n: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut pc).unwrap();
+    assert_eq!(n, 1);
+    r.kill();
+}
+
+/// A diskless full sync goes to the sockets without `dir`/`dbfilename`
+/// (no file appears, none is replaced), and replicas arriving together
+/// share one snapshot: with `repl-diskless-sync-max-replicas 2` the
+/// second one's arrival starts it, long before the 60 s delay.
+#[test]
+fn diskless_sync_writes_no_file_and_gathers_replicas() {
+    let p = rostrum(&[
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "60",
+        "--repl-diskless-sync-max-replicas",
+        "2",
+    ]);
+    let (r1, r2) = (rostrum(&[]), rostrum(&[]));
+    let mut pc = p.conn();
+    mixed_writes(&mut pc, 2000, 41, true);
+    let (mut c1, mut c2) = (r1.conn(), r2.conn());
+    replicaof(&mut c1, p.port);
+    replicaof(&mut c2, p.port);
+    mixed_writes(&mut pc, 1000, 42, true);
+    settle();
+    wait_synced(&mut pc, &mut c1);
+    wait_synced(&mut pc, &mut c2);
+    let a = snapshot(&mut pc);
+    assert_eq!(a, snapshot(&mut c1));
+    assert_eq!(a, snapshot(&mut c2));
+    assert!(
+        !p.dir.join("dump.rdb").exists(),
+        "a diskless sync wrote dump.rdb"
+    );
+    assert_eq!(info(&mut pc, "persistence")["rdb_saves"], "0");
+}

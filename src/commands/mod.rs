@@ -423,6 +423,10 @@ fn run_admitted<'s>(
     if wait > 0 {
         ctx.client.aof_wait = wait;
     }
+    if ctx.keys.dirty > 0 && server.aof.backlog.emitting() {
+        // WAIT counts this client's last write (Redis's `woff`).
+        ctx.client.repl.woff = server.aof.backlog.end();
+    }
     if ctx.keys.tracked.is_some() {
         server::tracking::after_command(&mut ctx, adm.cmd, args);
     }
@@ -458,7 +462,12 @@ fn run_admitted<'s>(
 /// back; the expiry cycle gets them later.
 fn remove_stale(server: &Server, stale: &[(usize, bytes::Bytes)], now_ms: u64) {
     // CLIENT PAUSE holds deletions too: the keys read as absent meanwhile.
-    if journal::expiry_paused(&server.aof) || server.pause.until().is_some() {
+    // A replica hides them (reads go by the clock) but its primary's DEL
+    // removes them, as in Redis.
+    if journal::expiry_paused(&server.aof)
+        || server.pause.until().is_some()
+        || server.replication.is_replica()
+    {
         return;
     }
     let ks = &server.keyspace;

@@ -156,7 +156,9 @@ fn wait(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     if t < 0 {
         return Err(CmdError::err("timeout is negative"));
     }
-    let offset = ctx.server.aof.backlog.end();
+    // The client's own last write, not the offset now (writes of others
+    // after it need not be acknowledged).
+    let offset = ctx.client.repl.woff;
     let acked = ctx.server.replication.acked(offset);
     if acked as i64 >= n || ctx.client.multi.is_some() || ctx.client.in_script || n <= 0 {
         ctx.out.int(acked as i64);

@@ -33,15 +33,15 @@ pub fn rdb_path(server: &Server) -> PathBuf {
 }
 
 /// A file writer that keeps the CRC-64 of what went through it.
-pub(super) struct Sink {
-    pub(super) w: BufWriter<File>,
+pub(super) struct Sink<W: Write = BufWriter<File>> {
+    pub(super) w: W,
     crc: u64,
     checksum: bool,
 }
 
-impl Sink {
+impl<W: Write> Sink<W> {
     /// A sink writing to `w`, with a checksum when `checksum`.
-    pub(super) fn new(w: BufWriter<File>, checksum: bool) -> Sink {
+    pub(super) fn new(w: W, checksum: bool) -> Sink<W> {
         Sink {
             w,
             crc: 0,
@@ -155,6 +155,41 @@ pub fn save(server: &Server, path: &Path) -> Result<(u64, u64), String> {
     }
 }
 
+/// A diskless full sync's RDB: the same point-in-time snapshot as a save,
+/// written into memory instead of `dir`/`dbfilename` (which it leaves
+/// alone), with the replication id and offset it is at. Runs on the
+/// snapshot thread, one snapshot at a time.
+pub fn snapshot_bytes(server: &Server) -> Result<(Vec<u8>, String, u64), String> {
+    let aof = &server.aof;
+    let (opts, checksum) = {
+        let c = server.config.read();
+        (c.rdb_options(), c.rdbchecksum)
+    };
+    let job = Arc::new(Job::with_format(Format::Rdb(opts)));
+    let libraries;
+    let repl_point;
+    {
+        let all = server.keyspace.lock_all(true);
+        job.begin(&all);
+        libraries = server.scripting.library_codes();
+        repl_point = aof.backlog.sync_point();
+        *aof.job.write() = Some(job.clone());
+        aof.set_rewriting(true);
+    }
+    let mut sink = Sink::new(Vec::new(), checksum);
+    let result = write_all(
+        server,
+        &job,
+        &libraries,
+        Some(&repl_point),
+        &mut sink,
+        false,
+    );
+    end_snapshot(aof);
+    result.and_then(|()| sink.put_checksum())?;
+    Ok((sink.w, repl_point.0, repl_point.1))
+}
+
 /// The RDB header: magic, AUX fields (`aof-base` 1 for an AOF's base
 /// file), function libraries.
 pub(super) fn write_header(
@@ -213,7 +248,7 @@ pub(super) fn write_all(
     job: &Job,
     libraries: &[Vec<u8>],
     repl_point: Option<&(String, u64)>,
-    sink: &mut Sink,
+    sink: &mut Sink<impl Write>,
     aof_base: bool,
 ) -> Result<(), String> {
     let mut head = Vec::new();
@@ -281,13 +316,20 @@ pub fn load_at_start(server: &Server) -> Result<(), String> {
         let c = server.config.read();
         (c.rdb_limits(), c.databases)
     };
-    let loaded = decode::read_file(&data, databases, unix_ms(), &limits).map_err(|e| {
+    // A replica (`replicaof` in the config) keeps keys whose time passed:
+    // its primary's DELs remove them, as Redis's replica loads its file.
+    let replica = !server.config.read().param("replicaof").is_empty();
+    let now = if replica { 0 } else { unix_ms() };
+    let loaded = decode::read_file(&data, databases, now, &limits).map_err(|e| {
         format!(
             "Fatal error loading the DB {}: {e}. Exiting.",
             path.display()
         )
     })?;
     drop(data);
+    if replica {
+        resume_repl_point(server, &loaded.aux);
+    }
     let count = loaded.keys.len() as u64;
     let expired = loaded.expired;
     apply_loaded(server, loaded).map_err(|e| {
@@ -306,6 +348,41 @@ pub fn load_at_start(server: &Server) -> Result<(), String> {
         t.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// A replica started with its file: the `repl-id` and `repl-offset` the
+/// file was saved at become its replication point, so that it asks its
+/// primary for a partial resync (`PSYNC <id> <offset+1>`), as Redis 7's
+/// replica does with the file it saved at shutdown.
+fn resume_repl_point(server: &Server, aux: &[(Vec<u8>, Vec<u8>)]) {
+    let field = |name: &[u8]| {
+        aux.iter()
+            .find(|(k, _)| k.as_slice() == name)
+            .and_then(|(_, v)| std::str::from_utf8(v).ok())
+    };
+    let (Some(id), Some(offset)) = (
+        field(b"repl-id").filter(|id| id.len() == 40),
+        field(b"repl-offset").and_then(|o| o.parse::<u64>().ok()),
+    ) else {
+        return;
+    };
+    if offset == 0 {
+        return;
+    }
+    {
+        let _f = server.aof.feed.lock();
+        let mut b = server.aof.backlog.inner.lock();
+        b.replid = id.to_string();
+        b.replid2 = "0".repeat(40);
+        b.second_offset = -1;
+        b.end = offset;
+        b.stream.buf.clear();
+        b.stream.db = None;
+        b.active = true;
+    }
+    server.aof.backlog.offset.send_replace(offset);
+    server.replication.applied.store(offset, Ordering::Release);
+    tracing::info!("Replication point from the RDB file: {id}:{offset}");
 }
 
 /// Stores what an RDB file held: its function libraries, then its keys.

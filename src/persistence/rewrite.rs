@@ -194,6 +194,8 @@ fn write_commands(
 enum Next {
     Rewrite,
     RdbSave,
+    /// A diskless full sync's snapshot, for these replicas.
+    ReplSnapshot(Vec<tokio::sync::oneshot::Sender<journal::ReplSnapshot>>),
 }
 
 /// The snapshot thread: runs the AOF rewrites and RDB saves asked for, one
@@ -204,7 +206,7 @@ pub fn run(server: &Server) {
     loop {
         let next = {
             let mut st = aof.rewrite.lock();
-            while !st.requested && !st.rdb_requested && !st.stop {
+            while !st.requested && !st.rdb_requested && st.repl_waiters.is_empty() && !st.stop {
                 // Once a second: the automatic rewrite and the save points.
                 if aof
                     .wake_rewriter
@@ -219,7 +221,9 @@ pub fn run(server: &Server) {
             if st.stop {
                 return;
             }
-            if st.rdb_requested {
+            if !st.repl_waiters.is_empty() {
+                Next::ReplSnapshot(std::mem::take(&mut st.repl_waiters))
+            } else if st.rdb_requested {
                 st.rdb_requested = false;
                 st.rdb_started = Some(Instant::now());
                 Next::RdbSave
@@ -231,6 +235,16 @@ pub fn run(server: &Server) {
         };
         match next {
             Next::RdbSave => super::rdb::run_save(server),
+            Next::ReplSnapshot(waiters) => {
+                tracing::info!(
+                    "Starting a snapshot for {} replica(s), target: replicas sockets",
+                    waiters.len()
+                );
+                let r = std::sync::Arc::new(super::rdb::snapshot_bytes(server));
+                for w in waiters {
+                    let _ = w.send(r.clone());
+                }
+            }
             Next::Rewrite => run_rewrite(server),
         }
         let mut st = aof.rewrite.lock();

@@ -175,7 +175,12 @@ fn spawn_cron(server: Arc<Server>) {
             // CLIENT PAUSE (deleting is writing); expired keys are logged
             // to the AOF as DELs.
             for _ in 0..16 {
-                if journal::expiry_paused(&server.aof) || server.pause.until().is_some() {
+                // A replica hides expired keys but leaves deleting them to
+                // its primary (whose DEL comes in the stream), as Redis.
+                if journal::expiry_paused(&server.aof)
+                    || server.pause.until().is_some()
+                    || server.replication.is_replica()
+                {
                     break;
                 }
                 let (_, more) = server

@@ -2,12 +2,14 @@
 //!
 //! - [`serve_replica`]: a connection that sent SYNC or PSYNC. A partial
 //!   resync answers `+CONTINUE` and sends the backlog from the asked
-//!   offset; a full one takes an RDB snapshot through the snapshot thread
-//!   (`journal::save_blocking`, as SAVE does: the file's `repl-offset` aux
-//!   field is the offset it is at), answers `+FULLRESYNC <id> <offset>`,
-//!   sends the file (`$<len>`, or `$EOF:<mark>` under
-//!   `repl-diskless-sync` to a replica with `capa eof`), then the stream
-//!   from that offset. REPLCONF ACKs are read meanwhile; PINGs go into the
+//!   offset; a full one takes an RDB snapshot through the snapshot thread,
+//!   shared by the replicas asking while it is prepared: under
+//!   `repl-diskless-sync` (to replicas with `capa eof`) taken into memory
+//!   and sent as `$EOF:<mark>`, leaving `dir`/`dbfilename` alone;
+//!   otherwise saved as SAVE does and the file sent as `$<len>` (the
+//!   file's `repl-offset` aux field is the offset it is at). It answers
+//!   `+FULLRESYNC <id> <offset>`, sends the RDB, then the stream from that
+//!   offset. REPLCONF ACKs are read meanwhile; PINGs go into the
 //!   stream every `repl-ping-replica-period`.
 //! - [`spawn_link`]: the link to this server's own primary (REPLICAOF):
 //!   the handshake of a Redis 7.0 replica, the RDB loaded (or `+CONTINUE`),
@@ -29,7 +31,10 @@ use crate::persistence::rdb::rdb_path;
 use crate::protocol::{Limits, Parsed, Reply, RequestParser};
 use crate::state::client::{ClientInfo, ClientState, REPL_MASTER, REPL_REPLICA};
 use crate::state::journal;
-use crate::state::replication::{ReplicaInfo, SyncRequest, ONLINE, SEND_BULK, WAIT_BGSAVE};
+use crate::state::journal::ReplSnapshot;
+use crate::state::replication::{
+    FullSyncJob, ReplicaInfo, SyncRequest, ONLINE, SEND_BULK, WAIT_BGSAVE,
+};
 use crate::state::{unix_ms, Server};
 
 /// PING, as a primary sends it in the stream.
@@ -143,6 +148,11 @@ pub async fn serve_replica<S>(
         let end = aof.backlog.end();
         aof.backlog.inner.lock().pins.insert(info.id, end);
         repl.replicas.lock().push(replica.clone());
+        // `repl-backlog-ttl` may have freed the backlog just before the
+        // push (it frees only with no replica listed).
+        if !repl.is_replica() && !aof.backlog.emitting() {
+            journal::start_repl_emitting(aof, commands::replication::backlog_size(&server));
+        }
         match full_sync(&server, &info, client, &req, &replica, &mut rd, &mut wr).await {
             Some(from) => from,
             None => {
@@ -217,8 +227,9 @@ fn forget(server: &Server, id: u64) {
     server.replication.acks.send_modify(|n| *n += 1);
 }
 
-/// The full sync: the snapshot, `+FULLRESYNC`, the file. Returns the
-/// offset the stream goes on from.
+/// The full sync: the snapshot (shared with the replicas that ask while
+/// it is prepared), `+FULLRESYNC`, the file. Returns the offset the
+/// stream goes on from.
 async fn full_sync(
     server: &Arc<Server>,
     info: &Arc<ClientInfo>,
@@ -228,60 +239,70 @@ async fn full_sync(
     rd: &mut (impl tokio::io::AsyncRead + Unpin),
     wr: &mut (impl tokio::io::AsyncWrite + Unpin),
 ) -> Option<u64> {
+    let repl = &server.replication;
     let diskless = conf(server, "repl-diskless-sync") == "yes" && client.repl.capa_eof;
-    if diskless {
-        // Let other replicas arrive (repl-diskless-sync-delay), unless
-        // repl-diskless-sync-max-replicas are already waiting.
-        let delay = conf_u64(server, "repl-diskless-sync-delay", 5);
-        let max = conf_u64(server, "repl-diskless-sync-max-replicas", 0);
-        server.replication.pending_full.lock().push(info.id);
-        let until = Instant::now() + Duration::from_secs(delay);
-        while Instant::now() < until {
-            if max > 0 && server.replication.pending_full.lock().len() as u64 >= max {
-                break;
+    // Join the snapshot being prepared, or start one.
+    let (job, leader) = {
+        let mut j = repl.full_job.lock();
+        match j.as_ref() {
+            Some(job) if job.diskless == diskless => {
+                job.joined.fetch_add(1, Ordering::AcqRel);
+                (job.clone(), false)
             }
-            if info.killed.load(Ordering::Acquire) {
-                server
-                    .replication
-                    .pending_full
-                    .lock()
-                    .retain(|&i| i != info.id);
-                return None;
+            _ => {
+                let job = Arc::new(FullSyncJob::new(diskless, server.aof.backlog.end()));
+                *j = Some(job.clone());
+                (job, true)
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        server
-            .replication
-            .pending_full
-            .lock()
-            .retain(|&i| i != info.id);
-    }
+    };
+    // The snapshot is at or after `pin_at`: the stream is kept from there.
+    server
+        .aof
+        .backlog
+        .inner
+        .lock()
+        .pins
+        .insert(info.id, job.pin_at);
     tracing::info!(
-        "Replica {} asks for synchronization; starting BGSAVE for SYNC with target: {}",
+        "Replica {} asks for synchronization; {} BGSAVE for SYNC with target: {}",
         info.addr,
+        if leader {
+            "starting"
+        } else {
+            "attached to the"
+        },
         if diskless { "replicas sockets" } else { "disk" }
     );
-    // The snapshot thread's save, as SAVE runs it; keepalive newlines go
-    // to the replica meanwhile (as Redis sends them while it waits).
-    let s2 = server.clone();
-    let mut save = tokio::task::spawn_blocking(move || journal::save_blocking(&s2.aof));
-    let ok = loop {
+    if leader {
+        // Its own task: the snapshot goes on if this replica goes.
+        tokio::spawn(prepare_full_sync(server.clone(), job.clone()));
+    }
+    // Keepalive newlines meanwhile (as Redis sends them while it waits).
+    let mut rx = job.result.subscribe();
+    let snap = loop {
+        if let Some(r) = rx.borrow_and_update().clone() {
+            break r;
+        }
         tokio::select! {
-            r = &mut save => break r.unwrap_or(false),
+            r = rx.changed() => if r.is_err() { return None },
             _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                if info.killed.load(Ordering::Acquire) {
+                    return None;
+                }
                 if req.replid.is_some() && wr.write_all(b"\n").await.is_err() {
                     return None;
                 }
             }
         }
     };
-    if !ok {
-        tracing::warn!("BGSAVE for replication failed");
-        return None;
-    }
-    let path = rdb_path(server);
-    let data = tokio::fs::read(&path).await.ok()?;
-    let (replid, offset) = rdb_repl_point(&data)?;
+    let (data, replid, offset) = match snap.as_ref() {
+        Ok((d, id, off)) => (d, id.clone(), *off),
+        Err(e) => {
+            tracing::warn!("BGSAVE for replication failed: {e}");
+            return None;
+        }
+    };
     // The stream goes on from the snapshot's point: pin there.
     server.aof.backlog.inner.lock().pins.insert(info.id, offset);
     replica.state.store(SEND_BULK, Ordering::Release);
@@ -294,7 +315,7 @@ async fn full_sync(
         wr.write_all(format!("$EOF:{mark}\r\n").as_bytes())
             .await
             .ok()?;
-        wr.write_all(&data).await.ok()?;
+        wr.write_all(data).await.ok()?;
         wr.write_all(mark.as_bytes()).await.ok()?;
         // The replica finds the end by the mark's being the last bytes it
         // read: the stream waits for its first REPLCONF ACK (as Redis's).
@@ -315,10 +336,63 @@ async fn full_sync(
         wr.write_all(format!("${}\r\n", data.len()).as_bytes())
             .await
             .ok()?;
-        wr.write_all(&data).await.ok()?;
+        wr.write_all(data).await.ok()?;
     }
     tracing::info!("Synchronization with replica {} succeeded", info.addr);
     Some(offset)
+}
+
+/// Takes the snapshot of a full sync `job` and hands it to its replicas.
+/// Diskless: after `repl-diskless-sync-delay` seconds, or as soon as
+/// `repl-diskless-sync-max-replicas` have gathered, an RDB taken into
+/// memory by the snapshot thread (`dir`/`dbfilename` untouched). On disk:
+/// at once, a save to `dir`/`dbfilename` (as SAVE runs it), whose file is
+/// sent. Replicas arriving meanwhile join (the job is open until its
+/// snapshot is taken).
+async fn prepare_full_sync(server: Arc<Server>, job: Arc<FullSyncJob>) {
+    if job.diskless {
+        let delay = conf_u64(&server, "repl-diskless-sync-delay", 5);
+        let max = conf_u64(&server, "repl-diskless-sync-max-replicas", 0);
+        let until = Instant::now() + Duration::from_secs(delay);
+        while Instant::now() < until {
+            if max > 0 && job.joined.load(Ordering::Acquire) + 1 >= max {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let result: ReplSnapshot = if job.diskless {
+        match journal::request_repl_snapshot(&server.aof).await {
+            Ok(r) => r,
+            Err(_) => Arc::new(Err("the snapshot thread stopped".into())),
+        }
+    } else {
+        let s2 = server.clone();
+        let ok = tokio::task::spawn_blocking(move || journal::save_blocking(&s2.aof))
+            .await
+            .unwrap_or(false);
+        let path = rdb_path(&server);
+        let r = if !ok {
+            Err("the save failed".to_string())
+        } else {
+            match tokio::fs::read(&path).await {
+                Ok(data) => match rdb_repl_point(&data) {
+                    Some((id, off)) => Ok((data, id, off)),
+                    None => Err("no repl-id / repl-offset in the saved file".into()),
+                },
+                Err(e) => Err(format!("reading {}: {e}", path.display())),
+            }
+        };
+        Arc::new(r)
+    };
+    {
+        // Replicas asking from now on start another snapshot.
+        let mut j = server.replication.full_job.lock();
+        if j.as_ref().is_some_and(|x| Arc::ptr_eq(x, &job)) {
+            *j = None;
+        }
+    }
+    job.result.send_replace(Some(result));
 }
 
 /// Sends the stream after offset `from` until the replica goes, is
@@ -388,15 +462,35 @@ async fn stream_to(
 }
 
 /// Once a second (from the cron): PING into the stream every
-/// `repl-ping-replica-period` seconds while replicas are attached.
+/// `repl-ping-replica-period` seconds while replicas are attached; a
+/// primary's backlog freed after `repl-backlog-ttl` seconds without any.
 pub fn spawn_ping(server: Arc<Server>) {
     tokio::spawn(async move {
         let mut shutdown = server.shutdown.subscribe();
         let mut last = Instant::now();
+        let mut no_replicas_since = Instant::now();
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                 _ = shutdown.changed() => return,
+            }
+            if server.replication.is_replica() || !server.replication.replicas.lock().is_empty() {
+                no_replicas_since = Instant::now();
+            } else {
+                let ttl = conf_u64(&server, "repl-backlog-ttl", 3600);
+                if ttl > 0
+                    && no_replicas_since.elapsed() >= Duration::from_secs(ttl)
+                    && server.aof.backlog.inner.lock().active
+                {
+                    let _f = server.aof.feed.lock();
+                    // A replica may have attached since the check.
+                    if server.replication.replicas.lock().is_empty() {
+                        server.aof.backlog.free();
+                        tracing::info!(
+                            "Replication backlog freed after {ttl} seconds without connected replicas."
+                        );
+                    }
+                }
             }
             let period = conf_u64(&server, "repl-ping-replica-period", 10).max(1);
             if last.elapsed() < Duration::from_secs(period) {
@@ -565,7 +659,15 @@ async fn follow(
             return Err(format!("Unable to AUTH to MASTER: {r}"));
         }
     }
-    let my_port = server.port.load(Ordering::Relaxed).to_string();
+    // `replica-announce-port` / `-ip` (behind NAT or a port forward):
+    // what the primary shows in INFO's slaveN lines and ROLE.
+    let announced = conf_u64(server, "replica-announce-port", 0);
+    let my_port = if announced > 0 {
+        announced
+    } else {
+        server.port.load(Ordering::Relaxed)
+    }
+    .to_string();
     let r = link
         .command(
             &[b"REPLCONF", b"listening-port", my_port.as_bytes()],
@@ -574,6 +676,15 @@ async fn follow(
         .await?;
     if r.starts_with('-') {
         tracing::info!("(Non critical) Master does not understand REPLCONF listening-port: {r}");
+    }
+    let ip = conf(server, "replica-announce-ip");
+    if !ip.is_empty() {
+        let r = link
+            .command(&[b"REPLCONF", b"ip-address", ip.as_bytes()], timeout)
+            .await?;
+        if r.starts_with('-') {
+            tracing::info!("(Non critical) Master does not understand REPLCONF ip-address: {r}");
+        }
     }
     let r = link
         .command(&[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"], timeout)

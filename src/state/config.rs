@@ -669,6 +669,18 @@ pub static PARAMS: &[Param] = &[
         "yes",
     ),
     stored("replica-priority", &["slave-priority"], NON_NEG, "100"),
+    stored(
+        "replica-announce-ip",
+        &["slave-announce-ip"],
+        Kind::Text,
+        "",
+    ),
+    stored(
+        "replica-announce-port",
+        &["slave-announce-port"],
+        int(0, 65535),
+        "0",
+    ),
     stored("repl-diskless-sync", &[], BOOL, "yes"),
     stored("repl-diskless-sync-delay", &[], NON_NEG, "5"),
     stored("repl-diskless-sync-max-replicas", &[], NON_NEG, "0"),

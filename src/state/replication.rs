@@ -12,6 +12,7 @@ use std::time::Instant;
 use parking_lot::Mutex;
 
 use super::config::Config;
+use super::journal::ReplSnapshot;
 use tokio::sync::watch;
 
 /// A replica's state, as INFO's slaveN lines name it.
@@ -96,11 +97,41 @@ pub struct ReplClient {
     pub capa_psync2: bool,
     /// SYNC / PSYNC was received: the connection hands itself over.
     pub sync: Option<SyncRequest>,
+    /// The replication offset after this client's last write (WAIT
+    /// waits for it, as Redis's `woff`).
+    pub woff: u64,
     /// WAIT: (offset, replicas wanted, deadline).
     pub wait: Option<(u64, u64, Option<Instant>)>,
     /// This is the link from this server's primary: its commands apply
     /// whatever `replica-read-only` says, with expiry off, and no reply.
     pub is_master: bool,
+}
+
+/// One full sync's snapshot, shared by the replicas that asked for it.
+#[derive(Debug)]
+pub struct FullSyncJob {
+    /// Sent to the replicas' sockets (`$EOF:`) rather than from the
+    /// saved file (`$<len>`).
+    pub diskless: bool,
+    /// The offset when the first replica asked: the snapshot is at or
+    /// after it, so a replica joining pins the backlog there.
+    pub pin_at: u64,
+    /// Replicas that joined after the first.
+    pub joined: AtomicU64,
+    /// The snapshot, once taken.
+    pub result: watch::Sender<Option<ReplSnapshot>>,
+}
+
+impl FullSyncJob {
+    /// A job the first replica starts at offset `pin_at`.
+    pub fn new(diskless: bool, pin_at: u64) -> Self {
+        FullSyncJob {
+            diskless,
+            pin_at,
+            joined: AtomicU64::new(0),
+            result: watch::channel(None).0,
+        }
+    }
 }
 
 /// The server's replication state (`Server::replication`).
@@ -123,9 +154,10 @@ pub struct Replication {
     pub sync_full: AtomicU64,
     pub sync_partial_ok: AtomicU64,
     pub sync_partial_err: AtomicU64,
-    /// A replica asked for a full sync and its RDB is not taken yet
-    /// (`repl-diskless-sync-delay` lets others join).
-    pub pending_full: Mutex<Vec<u64>>,
+    /// The full sync being prepared: replicas asking for one meanwhile
+    /// join it and share its snapshot (`repl-diskless-sync-delay` and
+    /// `-max-replicas` let them gather before a diskless one starts).
+    pub full_job: Mutex<Option<Arc<FullSyncJob>>>,
     /// A replica is loading its primary's RDB (-LOADING).
     pub loading: AtomicBool,
     /// Hot copies: `min-replicas-to-write`, `min-replicas-max-lag`,
@@ -156,7 +188,7 @@ impl Replication {
             sync_full: AtomicU64::new(0),
             sync_partial_ok: AtomicU64::new(0),
             sync_partial_err: AtomicU64::new(0),
-            pending_full: Mutex::new(Vec::new()),
+            full_job: Mutex::new(None),
             loading: AtomicBool::new(false),
             min_to_write: AtomicU64::new(0),
             max_lag: AtomicU64::new(10),

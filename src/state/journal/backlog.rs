@@ -160,6 +160,20 @@ impl Backlog {
         self.emitting.store(true, Ordering::Release);
     }
 
+    /// `repl-backlog-ttl` passed without replicas: the backlog is freed
+    /// and, as Redis does, a new id drawn (no replica can continue an
+    /// history this server no longer holds). The offset stays.
+    pub fn free(&self) {
+        let mut b = self.inner.lock();
+        b.active = false;
+        b.stream.buf = Vec::new();
+        b.stream.db = None;
+        b.replid = random_id();
+        b.replid2 = "0".repeat(40);
+        b.second_offset = -1;
+        self.emitting.store(false, Ordering::Release);
+    }
+
     /// A replica: this server's writes are not emitted.
     pub fn stop_emitting(&self) {
         self.emitting.store(false, Ordering::Release);

@@ -158,6 +158,9 @@ pub(crate) struct RewriteStatus {
     pub(crate) rdb_saves: u64,
     /// RDB saves finished, successful or not (SAVE waits on this).
     pub(crate) rdb_finished: u64,
+    /// Diskless full syncs waiting for a snapshot in memory: those queued
+    /// when the snapshot thread takes them share one.
+    pub(crate) repl_waiters: Vec<tokio::sync::oneshot::Sender<ReplSnapshot>>,
 }
 
 /// The AOF's shared state, one per server (`Server::aof`).
@@ -251,6 +254,7 @@ impl Aof {
                 rdb_last_ok: true,
                 rdb_saves: 0,
                 rdb_finished: 0,
+                repl_waiters: Vec::new(),
             }),
             wake_rewriter: Condvar::new(),
             rewrite_done: Condvar::new(),
@@ -512,6 +516,22 @@ pub fn save_blocking(aof: &Aof) -> bool {
         aof.rewrite_done.wait(&mut st);
     }
     st.rdb_last_ok && st.rdb_finished >= target
+}
+
+/// A diskless full sync's snapshot: the RDB bytes, and the replication
+/// id and offset they are at (or why it failed); shared by the replicas
+/// that asked together.
+pub type ReplSnapshot = std::sync::Arc<Result<(Vec<u8>, String, u64), String>>;
+
+/// Asks the snapshot thread for an RDB snapshot in memory (a diskless full
+/// sync; nothing is written to `dir`). Requests queued when the thread
+/// takes them share one snapshot.
+pub fn request_repl_snapshot(aof: &Aof) -> tokio::sync::oneshot::Receiver<ReplSnapshot> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let mut st = aof.rewrite.lock();
+    st.repl_waiters.push(tx);
+    aof.wake_rewriter.notify_one();
+    rx
 }
 
 /// Once a second: starts an RDB save when a `save` point is reached
