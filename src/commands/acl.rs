@@ -522,6 +522,12 @@ fn request<'a>(cmd: &Command, args: &[&'a [u8]]) -> Request<'a> {
         for i in spec.key_indexes(args) {
             channels.push((i, args[i]));
         }
+    } else if let Some(access) = script_key_access(name) {
+        // The table locks every key for a script (`KeySpec::All`); the
+        // check reads the declared keys, as Redis's `evalGetKeys` does.
+        for i in script_keys(args) {
+            keys.push((i, args[i], access));
+        }
     } else {
         let idx = spec.key_indexes(args);
         for (n, &i) in idx.iter().enumerate() {
@@ -552,6 +558,32 @@ const W: KeyAccess = KeyAccess::WRITE;
 const RW: KeyAccess = KeyAccess::READ_WRITE;
 const NONE: KeyAccess = KeyAccess::NONE;
 
+/// What a script or function needs of its declared keys: Redis 7.0's key
+/// spec for EVAL, EVALSHA and FCALL is RW ACCESS UPDATE, for the `_ro`
+/// variants RO ACCESS.
+fn script_key_access(name: &str) -> Option<KeyAccess> {
+    match name {
+        "eval" | "evalsha" | "fcall" => Some(RW),
+        "eval_ro" | "evalsha_ro" | "fcall_ro" => Some(R),
+        _ => None,
+    }
+}
+
+/// The positions of a script's keys: `numkeys` at argument 2, the keys
+/// after it (none when `numkeys` is not a number or runs past the end:
+/// the command refuses it itself).
+fn script_keys(args: &[&[u8]]) -> std::ops::Range<usize> {
+    let n = args
+        .get(2)
+        .and_then(|a| std::str::from_utf8(a).ok())
+        .and_then(|a| a.parse::<usize>().ok())
+        .unwrap_or(0);
+    if n == 0 || 3 + n > args.len() {
+        return 0..0;
+    }
+    3..3 + n
+}
+
 /// The access a command needs to its `n`th key, as Redis 7.0's key specs
 /// give it (read-only commands read, writes write; the exceptions below).
 fn key_access(cmd: &Command, args: &[&[u8]], n: usize) -> KeyAccess {
@@ -562,8 +594,16 @@ fn key_access(cmd: &Command, args: &[&[u8]], n: usize) -> KeyAccess {
         | "touch" | "type" | "watch" | "xlen" | "zcard" | "memory|usage" => NONE,
         _ if name.starts_with("object|") => NONE,
         // Writes that read the value first.
-        "bitfield" | "blmpop" | "blpop" | "brpop" | "bzmpop" | "bzpopmax" | "bzpopmin" | "decr"
-        | "decrby" | "eval" | "evalsha" | "fcall" | "getdel" | "getex" | "getset" | "hincrby"
+        // BITFIELD with GET alone reads (Redis's variable key flags).
+        "bitfield" => {
+            if bitfield_only_reads(args) {
+                R
+            } else {
+                RW
+            }
+        }
+        "blmpop" | "blpop" | "brpop" | "bzmpop" | "bzpopmax" | "bzpopmin" | "decr" | "decrby"
+        | "eval" | "evalsha" | "fcall" | "getdel" | "getex" | "getset" | "hincrby"
         | "hincrbyfloat" | "incr" | "incrby" | "incrbyfloat" | "lmpop" | "lpop" | "migrate"
         | "move" | "rpop" | "setbit" | "spop" | "zincrby" | "zmpop" | "zpopmax" | "zpopmin" => RW,
         "set" => {
@@ -608,6 +648,24 @@ fn key_access(cmd: &Command, args: &[&[u8]], n: usize) -> KeyAccess {
         _ if cmd.spec.has(WRITE) => W,
         _ => R,
     }
+}
+
+/// Whether a BITFIELD call is GETs (and OVERFLOWs) only, as Redis's
+/// `bitfieldGetKeys` parses it: such a call needs read access only; SET,
+/// INCRBY or anything it cannot parse needs read and write.
+fn bitfield_only_reads(args: &[&[u8]]) -> bool {
+    let mut i = 2;
+    while i < args.len() {
+        let left = args.len() - i - 1;
+        if is(args[i], "get") && left >= 2 {
+            i += 3;
+        } else if is(args[i], "overflow") && left >= 1 {
+            i += 2;
+        } else {
+            return false;
+        }
+    }
+    true
 }
 
 /// Logs in as `user` with `pass` (AUTH, HELLO AUTH): the WRONGPASS error,
