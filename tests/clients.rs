@@ -11,7 +11,9 @@
 //! node-redis (`caching.js`) checks
 //! client-side caching with RESP3 and Pub/Sub. TLS goes through redis-py
 //! (`tls_check.py`, `ssl=True`) and ioredis (`tls.js`, `tls: {...}`), each
-//! against a server of its own with certificates made by the test.
+//! against a server of its own with certificates made by the test. ACL
+//! users go through both too (`acl_check.py`, `acl.js`), against a server
+//! started with an aclfile.
 //!
 //! When python3 with redis-py, or node with the installed node_modules, is
 //! missing, the test prints SKIPPED and passes, unless the environment
@@ -305,4 +307,36 @@ fn node_ioredis_tls() {
 #[test]
 fn node_ioredis_lb_watch_through_pubsub() {
     own_server_through(&NODE, "tests/clients/node/lbwatch.js", "lbwatch");
+}
+
+/// ACL users through the client (redis-py, ioredis): a score service, a
+/// read-only web front and an admin, read/write key patterns, channels,
+/// ACL LOG, MULTI and scripts, selectors, deleted users' clients closed,
+/// CLIENT KILL USER, ACL SAVE and LOAD, against a server of its own
+/// started with an aclfile (the default user off, an admin).
+fn acl_through(client: &Client, script: &str) {
+    if let Some(why) = (client.missing)() {
+        skip(client, &why);
+        return;
+    }
+    let dir = DataDir(temp_dir("acl-clients"));
+    let aclfile = dir.0.join("users.acl");
+    std::fs::write(
+        &aclfile,
+        "user default off nopass ~* &* +@all\nuser admin on >adminpw ~* &* +@all\n",
+    )
+    .expect("write the aclfile");
+    let path = aclfile.to_string_lossy().into_owned();
+    let server = TestServer::start(&["--aclfile", &path]);
+    run_script(client, script, server.port, &["--aclfile", &path], "acl");
+}
+
+#[test]
+fn python_redis_py_acl_users() {
+    acl_through(&PYTHON, "tests/clients/python/acl_check.py");
+}
+
+#[test]
+fn node_ioredis_acl_users() {
+    acl_through(&NODE, "tests/clients/node/acl.js");
 }

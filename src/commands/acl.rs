@@ -7,6 +7,8 @@
 
 use std::sync::{Arc, OnceLock};
 
+use smallvec::SmallVec;
+
 use super::args::{is, text};
 use super::table::{flags::*, table, Command, CommandSpec, KeySpec};
 use super::Ctx;
@@ -514,24 +516,29 @@ pub fn log_auth_failure(server: &Server, client: &ClientState, username: &[u8]) 
 /// What a command does with its keys and channels, for the check.
 fn request<'a>(cmd: &Command, args: &[&'a [u8]]) -> Request<'a> {
     let spec = cmd.spec;
-    let name = cmd.full_name.as_str();
-    let mut keys = Vec::new();
-    let mut channels = Vec::new();
+    let rule = key_rules().get(cmd.id).copied().unwrap_or(KeyRule::Each(R));
+    let mut keys = SmallVec::new();
+    let mut channels = SmallVec::new();
     let mut channel_patterns = false;
     if spec.keys_are_channels() {
         for i in spec.key_indexes(args) {
             channels.push((i, args[i]));
         }
+    } else if let KeyRule::Script(access) = rule {
+        // The table locks every key for a script (`KeySpec::All`); the
+        // check reads the declared keys, as Redis's `evalGetKeys` does.
+        for i in script_keys(args) {
+            keys.push((i, args[i], access));
+        }
     } else {
-        let idx = spec.key_indexes(args);
-        for (n, &i) in idx.iter().enumerate() {
-            keys.push((i, args[i], key_access(cmd, args, n)));
+        for (n, i) in spec.key_indexes(args).into_iter().enumerate() {
+            keys.push((i, args[i], rule.access(args, n)));
         }
     }
-    match name {
-        "publish" => channels.push((1, args.get(1).copied().unwrap_or(b""))),
-        "subscribe" | "psubscribe" => {
-            channel_patterns = name == "psubscribe";
+    match rule {
+        KeyRule::Publish => channels.push((1, args.get(1).copied().unwrap_or(b""))),
+        KeyRule::Subscribe { patterns } => {
+            channel_patterns = patterns;
             for (i, a) in args.iter().enumerate().skip(1) {
                 channels.push((i, *a));
             }
@@ -552,62 +559,140 @@ const W: KeyAccess = KeyAccess::WRITE;
 const RW: KeyAccess = KeyAccess::READ_WRITE;
 const NONE: KeyAccess = KeyAccess::NONE;
 
-/// The access a command needs to its `n`th key, as Redis 7.0's key specs
-/// give it (read-only commands read, writes write; the exceptions below).
-fn key_access(cmd: &Command, args: &[&[u8]], n: usize) -> KeyAccess {
-    let name = cmd.full_name.as_str();
+/// What a command needs of its keys (and which arguments are channels),
+/// as Redis 7.0's key specs give it: a key flagged ACCESS needs a read
+/// pattern, INSERT, DELETE or UPDATE a write pattern, both both, neither
+/// any. Decided once per command (`key_rules`), so that the check does not
+/// compare names on every call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KeyRule {
+    /// Every key alike.
+    Each(KeyAccess),
+    /// The first key, then every other.
+    FirstThenRest(KeyAccess, KeyAccess),
+    /// SET: read and write with GET, write without.
+    Set,
+    /// BITFIELD: read with GETs only, read and write otherwise.
+    Bitfield,
+    /// EVAL, FCALL and their kin: `numkeys` declared keys, alike.
+    Script(KeyAccess),
+    /// PUBLISH: no keys, argument 1 a channel.
+    Publish,
+    /// SUBSCRIBE, PSUBSCRIBE: every argument a channel (or a pattern).
+    Subscribe { patterns: bool },
+}
+
+impl KeyRule {
+    /// The access the `n`th key of `args` needs.
+    fn access(self, args: &[&[u8]], n: usize) -> KeyAccess {
+        match self {
+            KeyRule::Each(a) | KeyRule::Script(a) => a,
+            KeyRule::FirstThenRest(first, rest) => {
+                if n == 0 {
+                    first
+                } else {
+                    rest
+                }
+            }
+            KeyRule::Set => {
+                if args.iter().skip(3).any(|a| is(a, "get")) {
+                    RW
+                } else {
+                    W
+                }
+            }
+            KeyRule::Bitfield => {
+                if bitfield_only_reads(args) {
+                    R
+                } else {
+                    RW
+                }
+            }
+            KeyRule::Publish | KeyRule::Subscribe { .. } => NONE,
+        }
+    }
+}
+
+/// Every command's `KeyRule`, by command id, built once.
+fn key_rules() -> &'static [KeyRule] {
+    static RULES: OnceLock<Vec<KeyRule>> = OnceLock::new();
+    RULES.get_or_init(|| {
+        let slots = table().all_slots();
+        let mut rules = vec![KeyRule::Each(R); slots.iter().map(|c| c.id + 1).max().unwrap_or(0)];
+        for c in slots {
+            rules[c.id] = key_rule(&c.full_name, c.spec.has(WRITE));
+        }
+        rules
+    })
+}
+
+/// A command's `KeyRule`, from its name (`write`: the command is flagged
+/// write): read-only commands read, writes write; the exceptions below.
+fn key_rule(name: &str, write: bool) -> KeyRule {
+    use KeyRule::{Each, FirstThenRest};
     match name {
         // Only the key's existence, type or size: any pattern will do.
         "exists" | "hexists" | "hlen" | "hstrlen" | "llen" | "scard" | "sismember" | "strlen"
-        | "touch" | "type" | "watch" | "xlen" | "zcard" | "memory|usage" => NONE,
-        _ if name.starts_with("object|") => NONE,
+        | "touch" | "type" | "watch" | "xlen" | "zcard" | "memory|usage" => Each(NONE),
+        _ if name.starts_with("object|") => Each(NONE),
+        "bitfield" => KeyRule::Bitfield,
+        "set" => KeyRule::Set,
+        "eval" | "evalsha" | "fcall" => KeyRule::Script(RW),
+        "eval_ro" | "evalsha_ro" | "fcall_ro" => KeyRule::Script(R),
+        "publish" => KeyRule::Publish,
+        "subscribe" => KeyRule::Subscribe { patterns: false },
+        "psubscribe" => KeyRule::Subscribe { patterns: true },
         // Writes that read the value first.
-        "bitfield" | "blmpop" | "blpop" | "brpop" | "bzmpop" | "bzpopmax" | "bzpopmin" | "decr"
-        | "decrby" | "eval" | "evalsha" | "fcall" | "getdel" | "getex" | "getset" | "hincrby"
-        | "hincrbyfloat" | "incr" | "incrby" | "incrbyfloat" | "lmpop" | "lpop" | "migrate"
-        | "move" | "rpop" | "setbit" | "spop" | "zincrby" | "zmpop" | "zpopmax" | "zpopmin" => RW,
-        "set" => {
-            if args.iter().skip(3).any(|a| is(a, "get")) {
-                RW
-            } else {
-                W
-            }
-        }
+        "blmpop" | "blpop" | "brpop" | "bzmpop" | "bzpopmax" | "bzpopmin" | "decr" | "decrby"
+        | "getdel" | "getex" | "getset" | "hincrby" | "hincrbyfloat" | "incr" | "incrby"
+        | "incrbyfloat" | "lmpop" | "lpop" | "migrate" | "move" | "rpop" | "setbit" | "spop"
+        | "zincrby" | "zmpop" | "zpopmax" | "zpopmin" => Each(RW),
         // A source read and emptied, a destination written.
         "blmove" | "brpoplpush" | "lmove" | "rename" | "renamenx" | "rpoplpush" | "smove" => {
-            if n == 0 {
-                RW
-            } else {
-                W
-            }
+            FirstThenRest(RW, W)
         }
-        "copy" | "sort" | "georadius" | "georadiusbymember" => {
-            if n == 0 {
-                R
-            } else {
-                W
-            }
-        }
+        "copy" | "sort" | "georadius" | "georadiusbymember" => FirstThenRest(R, W),
         // A destination first, then sources.
         "bitop" | "geosearchstore" | "sdiffstore" | "sinterstore" | "sunionstore"
-        | "zdiffstore" | "zinterstore" | "zunionstore" | "zrangestore" => {
-            if n == 0 {
-                W
-            } else {
-                R
-            }
-        }
-        "pfmerge" => {
-            if n == 0 {
-                RW
-            } else {
-                R
-            }
-        }
-        "xreadgroup" | "pfdebug" => R,
-        _ if cmd.spec.has(WRITE) => W,
-        _ => R,
+        | "zdiffstore" | "zinterstore" | "zunionstore" | "zrangestore" => FirstThenRest(W, R),
+        "pfmerge" => FirstThenRest(RW, R),
+        "xreadgroup" | "pfdebug" => Each(R),
+        _ if write => Each(W),
+        _ => Each(R),
     }
+}
+
+/// The positions of a script's keys: `numkeys` at argument 2, the keys
+/// after it (none when `numkeys` is not a number or runs past the end:
+/// the command refuses it itself).
+fn script_keys(args: &[&[u8]]) -> std::ops::Range<usize> {
+    let n = args
+        .get(2)
+        .and_then(|a| std::str::from_utf8(a).ok())
+        .and_then(|a| a.parse::<usize>().ok())
+        .unwrap_or(0);
+    if n == 0 || 3 + n > args.len() {
+        return 0..0;
+    }
+    3..3 + n
+}
+
+/// Whether a BITFIELD call is GETs (and OVERFLOWs) only, as Redis's
+/// `bitfieldGetKeys` parses it: such a call needs read access only; SET,
+/// INCRBY or anything it cannot parse needs read and write.
+fn bitfield_only_reads(args: &[&[u8]]) -> bool {
+    let mut i = 2;
+    while i < args.len() {
+        let left = args.len() - i - 1;
+        if is(args[i], "get") && left >= 2 {
+            i += 3;
+        } else if is(args[i], "overflow") && left >= 1 {
+            i += 2;
+        } else {
+            return false;
+        }
+    }
+    true
 }
 
 /// Logs in as `user` with `pass` (AUTH, HELLO AUTH): the WRONGPASS error,

@@ -109,6 +109,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 use sha2::{Digest, Sha256};
+use smallvec::SmallVec;
 
 use crate::engine::glob;
 
@@ -182,6 +183,34 @@ pub struct KeyPattern {
     pub pattern: Vec<u8>,
     pub read: bool,
     pub write: bool,
+    /// How many bytes the pattern starts with that match only themselves
+    /// (before the first `*`, `?`, `[` or `\\`): a key that does not start
+    /// with them is refused without running the glob.
+    literal: usize,
+}
+
+impl KeyPattern {
+    fn new(pattern: &[u8], read: bool, write: bool) -> Self {
+        let literal = pattern
+            .iter()
+            .position(|b| matches!(b, b'*' | b'?' | b'[' | b'\\'))
+            .unwrap_or(pattern.len());
+        KeyPattern {
+            pattern: pattern.to_vec(),
+            read,
+            write,
+            literal,
+        }
+    }
+
+    /// Whether `key` matches the pattern (Redis's `stringmatchlen`).
+    fn matches(&self, key: &[u8]) -> bool {
+        let lit = &self.pattern[..self.literal.min(self.pattern.len())];
+        if self.literal >= self.pattern.len() {
+            return key == lit;
+        }
+        key.starts_with(lit) && glob::matches(&self.pattern, key, false)
+    }
 }
 
 /// What a command does with one key, for the key patterns.
@@ -343,11 +372,7 @@ impl Selector {
                     k.read |= read;
                     k.write |= write;
                 } else {
-                    self.keys.push(KeyPattern {
-                        pattern: pattern.to_vec(),
-                        read,
-                        write,
-                    });
+                    self.keys.push(KeyPattern::new(pattern, read, write));
                 }
                 Ok(())
             }
@@ -528,11 +553,10 @@ impl Selector {
 
     fn key_allowed(&self, key: &[u8], access: KeyAccess) -> bool {
         self.allkeys
-            || self.keys.iter().any(|k| {
-                (k.read || !access.read)
-                    && (k.write || !access.write)
-                    && glob::matches(&k.pattern, key, false)
-            })
+            || self
+                .keys
+                .iter()
+                .any(|k| (k.read || !access.read) && (k.write || !access.write) && k.matches(key))
     }
 
     /// Whether `ch` may be used; a pattern (PSUBSCRIBE) must be one of the
@@ -588,9 +612,9 @@ pub struct Request<'a> {
     /// The first argument after the command name (for `+cmd|first-arg`).
     pub first_arg: Option<&'a [u8]>,
     /// Keys: argument position, key, access needed.
-    pub keys: Vec<(usize, &'a [u8], KeyAccess)>,
+    pub keys: SmallVec<[(usize, &'a [u8], KeyAccess); 4]>,
     /// Channels: argument position, channel.
-    pub channels: Vec<(usize, &'a [u8])>,
+    pub channels: SmallVec<[(usize, &'a [u8]); 2]>,
     /// Whether the channels are patterns (PSUBSCRIBE).
     pub channel_patterns: bool,
 }
@@ -943,8 +967,8 @@ mod tests {
         Request {
             id,
             first_arg: None,
-            keys,
-            channels: vec![],
+            keys: keys.into_iter().collect(),
+            channels: SmallVec::new(),
             channel_patterns: false,
         }
     }
@@ -994,6 +1018,26 @@ mod tests {
         w.apply(&cat, b"+@all", false).unwrap_or_default();
         assert_eq!(w.check(&req(0, vec![(1, b"w1", R)])), Err(Denied::Key(1)));
         assert_eq!(w.check(&req(1, vec![(1, b"w1", W)])), Ok(()));
+    }
+
+    #[test]
+    fn key_patterns_match_as_the_glob_does() {
+        let patterns: [&[u8]; 8] = [
+            b"board", b"lb:*", b"lb:?x", b"a\\*b", b"[ab]*", b"*", b"", b"x*y",
+        ];
+        let keys: [&[u8]; 10] = [
+            b"board", b"boards", b"lb:", b"lb:1x", b"a*b", b"axb", b"b1", b"", b"xy", b"lb",
+        ];
+        for p in patterns {
+            let k = KeyPattern::new(p, true, true);
+            for key in keys {
+                assert_eq!(
+                    k.matches(key),
+                    glob::matches(p, key, false),
+                    "{p:?} {key:?}"
+                );
+            }
+        }
     }
 
     #[test]

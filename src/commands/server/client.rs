@@ -623,6 +623,8 @@ struct KillFilter {
     id: Option<u64>,
     addr: Option<Vec<u8>>,
     laddr: Option<Vec<u8>>,
+    /// `USER`: the clients authenticated as this user.
+    user: Option<String>,
     /// `TYPE` (the last one given).
     ty: Option<ClientType>,
     max_age_s: Option<u64>,
@@ -630,7 +632,7 @@ struct KillFilter {
 }
 
 impl KillFilter {
-    fn parse(args: &[&[u8]]) -> Result<Self, CmdError> {
+    fn parse(ctx: &Ctx, args: &[&[u8]]) -> Result<Self, CmdError> {
         let mut f = KillFilter {
             skip_me: true,
             ..KillFilter::default()
@@ -652,9 +654,11 @@ impl KillFilter {
             } else if is(opt, "laddr") {
                 f.laddr = Some(v.to_vec());
             } else if is(opt, "user") {
-                if v != b"default" {
-                    return Err(CmdError::err(format!("No such user '{}'", text(v))));
+                let name = text(v);
+                if super::super::acl::acl(ctx.server).user(&name).is_none() {
+                    return Err(CmdError::err(format!("No such user '{name}'")));
                 }
+                f.user = Some(name);
             } else if is(opt, "skipme") {
                 f.skip_me = on_off_yes_no(v)?;
             } else if is(opt, "maxage") {
@@ -677,6 +681,7 @@ impl KillFilter {
                 .laddr
                 .as_deref()
                 .is_none_or(|a| a == c.laddr.as_bytes())
+            && self.user.as_deref().is_none_or(|u| *c.user.lock() == u)
             && self
                 .max_age_s
                 .is_none_or(|m| now_ms.saturating_sub(c.created_ms) / 1000 >= m)
@@ -706,7 +711,7 @@ fn kill(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         ctx.out.ok();
         return Ok(());
     }
-    let filter = KillFilter::parse(&a[2..])?;
+    let filter = KillFilter::parse(ctx, &a[2..])?;
     let now = unix_ms();
     let mut killed = 0;
     for c in clients_by_id(ctx) {
