@@ -9,6 +9,7 @@ use super::super::args::{is, text};
 use super::super::table::{flags, table, Command, CommandSpec, KeySpec};
 use super::super::Ctx;
 use super::srv;
+use super::syntax::{self, Arg, BeginSearch, FindKeys, KeySpecDoc};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Reply;
 use crate::state::acl::category;
@@ -257,12 +258,21 @@ fn command_help(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// Flag names as COMMAND INFO lists them (`movablekeys` in Redis's place,
-/// just before `allow_busy`, the last of [`flags::NAMES`]).
-fn flag_names(spec: &CommandSpec) -> Vec<&'static str> {
+/// Flag names as COMMAND INFO lists them: the table's, with the ones only
+/// COMMAND INFO shows (`syntax::extra_flags`) just before `no_multi` and
+/// `movablekeys` just before `allow_busy`, in Redis's order.
+fn flag_names(c: &Command) -> Vec<&'static str> {
+    let spec = c.spec;
+    let movable = match syntax::key_specs(&c.full_name) {
+        Some(specs) => syntax::legacy_range(specs).1,
+        None => matches!(spec.keys, KeySpec::Find(_)),
+    };
     let mut v = Vec::new();
     for &(bit, name) in flags::NAMES {
-        if bit == flags::ALLOW_BUSY && matches!(spec.keys, KeySpec::Find(_)) {
+        if bit == flags::NO_MULTI {
+            v.extend(syntax::extra_flags(&c.full_name));
+        }
+        if bit == flags::ALLOW_BUSY && movable {
             v.push("movablekeys");
         }
         if spec.flags & bit != 0 {
@@ -281,9 +291,13 @@ fn acl_categories(c: &Command) -> Vec<String> {
         .collect()
 }
 
-/// The legacy (first key, last key, step) triple.
-fn key_range(spec: &CommandSpec) -> (i64, i64, i64) {
-    match spec.keys {
+/// The legacy (first key, last key, step) triple: from the key specs
+/// where the syntax table has them, else from the command table.
+fn key_range(c: &Command) -> (i64, i64, i64) {
+    if let Some(specs) = syntax::key_specs(&c.full_name) {
+        return syntax::legacy_range(specs).0;
+    }
+    match c.spec.keys {
         KeySpec::Range { first, last, step } => (first as i64, last as i64, step as i64),
         _ => (0, 0, 0),
     }
@@ -295,12 +309,12 @@ fn write_info(out: &mut Reply, c: &Command) {
     out.array(10);
     out.bulk(c.full_name.as_bytes());
     out.int(spec.arity as i64);
-    let names = flag_names(spec);
+    let names = flag_names(c);
     out.set(names.len());
     for n in names {
         out.simple(n.as_bytes());
     }
-    let (first, last, step) = key_range(spec);
+    let (first, last, step) = key_range(c);
     out.int(first);
     out.int(last);
     out.int(step);
@@ -309,8 +323,15 @@ fn write_info(out: &mut Reply, c: &Command) {
     for cat in cats {
         out.simple(cat.as_bytes());
     }
-    out.set(0); // tips
-    write_key_specs(out, spec);
+    let tips = syntax::tips(&c.full_name);
+    out.set(tips.len());
+    for t in tips {
+        out.bulk(t.as_bytes());
+    }
+    match syntax::key_specs(&c.full_name) {
+        Some(specs) => write_key_spec_docs(out, specs),
+        None => write_key_specs(out, spec),
+    }
     let subs = subs_of(c);
     if subs.is_empty() {
         out.set(0);
@@ -380,13 +401,83 @@ fn write_key_specs(out: &mut Reply, spec: &CommandSpec) {
     }
 }
 
+/// Key specs from the syntax table, fields in Redis's order.
+fn write_key_spec_docs(out: &mut Reply, specs: &[KeySpecDoc]) {
+    out.set(specs.len());
+    for k in specs {
+        out.map(3 + usize::from(k.notes.is_some()));
+        if let Some(n) = k.notes {
+            out.bulk(b"notes");
+            out.bulk(n.as_bytes());
+        }
+        out.bulk(b"flags");
+        out.set(k.flags.len());
+        for f in &k.flags {
+            out.simple(f.as_bytes());
+        }
+        out.bulk(b"begin_search");
+        out.map(2);
+        out.bulk(b"type");
+        match k.begin {
+            BeginSearch::Index(i) => {
+                out.bulk(b"index");
+                out.bulk(b"spec");
+                out.map(1);
+                out.bulk(b"index");
+                out.int(i);
+            }
+            BeginSearch::Keyword(word, from) => {
+                out.bulk(b"keyword");
+                out.bulk(b"spec");
+                out.map(2);
+                out.bulk(b"keyword");
+                out.bulk(word.as_bytes());
+                out.bulk(b"startfrom");
+                out.int(from);
+            }
+            BeginSearch::Unknown => {
+                out.bulk(b"unknown");
+                out.bulk(b"spec");
+                out.map(0);
+            }
+        }
+        out.bulk(b"find_keys");
+        out.map(2);
+        out.bulk(b"type");
+        let (kind, fields) = match k.find {
+            FindKeys::Range(a, b, c) => ("range", [("lastkey", a), ("keystep", b), ("limit", c)]),
+            FindKeys::Keynum(a, b, c) => (
+                "keynum",
+                [("keynumidx", a), ("firstkey", b), ("keystep", c)],
+            ),
+            FindKeys::Unknown => ("unknown", [("", 0); 3]),
+        };
+        out.bulk(kind.as_bytes());
+        out.bulk(b"spec");
+        if kind == "unknown" {
+            out.map(0);
+        } else {
+            out.map(3);
+            for (name, value) in fields {
+                out.bulk(name.as_bytes());
+                out.int(value);
+            }
+        }
+    }
+}
+
 /// One COMMAND DOCS entry (the value under the command's name).
 fn write_docs(out: &mut Reply, c: &Command) {
     let spec = c.spec;
     let subs = subs_of(c);
     // A command without a complexity (MONITOR) has no such field.
     let has_complexity = !spec.complexity.is_empty();
-    out.map(3 + usize::from(has_complexity) + usize::from(!subs.is_empty()));
+    let args = syntax::arguments(&c.full_name);
+    out.map(
+        3 + usize::from(has_complexity)
+            + usize::from(args.is_some())
+            + usize::from(!subs.is_empty()),
+    );
     for (k, v) in [
         ("summary", spec.summary),
         ("since", spec.since),
@@ -398,12 +489,62 @@ fn write_docs(out: &mut Reply, c: &Command) {
             out.bulk(v.as_bytes());
         }
     }
+    if let Some(args) = args {
+        out.bulk(b"arguments");
+        write_args(out, args);
+    }
     if !subs.is_empty() {
         out.bulk(b"subcommands");
         out.map(subs.len());
         for s in subs {
             out.bulk(s.full_name.as_bytes());
             write_docs(out, s);
+        }
+    }
+}
+
+/// A COMMAND DOCS argument list: each argument a map, its fields in
+/// Redis's order.
+fn write_args(out: &mut Reply, args: &[Arg]) {
+    out.array(args.len());
+    for a in args {
+        let flags: Vec<&str> = a.flag_names().collect();
+        let fields = 2
+            + usize::from(a.key_spec_index.is_some())
+            + usize::from(a.token.is_some())
+            + usize::from(a.since.is_some())
+            + usize::from(a.deprecated_since.is_some())
+            + usize::from(!flags.is_empty())
+            + usize::from(!a.args.is_empty());
+        out.map(fields);
+        out.bulk(b"name");
+        out.bulk(a.name.as_bytes());
+        out.bulk(b"type");
+        out.bulk(a.kind.name().as_bytes());
+        if let Some(i) = a.key_spec_index {
+            out.bulk(b"key_spec_index");
+            out.int(i64::from(i));
+        }
+        for (field, value) in [
+            ("token", a.token),
+            ("since", a.since),
+            ("deprecated_since", a.deprecated_since),
+        ] {
+            if let Some(v) = value {
+                out.bulk(field.as_bytes());
+                out.bulk(v.as_bytes());
+            }
+        }
+        if !flags.is_empty() {
+            out.bulk(b"flags");
+            out.set(flags.len());
+            for f in flags {
+                out.simple(f.as_bytes());
+            }
+        }
+        if !a.args.is_empty() {
+            out.bulk(b"arguments");
+            write_args(out, &a.args);
         }
     }
 }

@@ -9,6 +9,7 @@ mod config;
 mod diag;
 mod info;
 pub mod monitor;
+mod syntax;
 pub mod tracking;
 
 use super::args::is;
