@@ -23,9 +23,14 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-echo "building the snapshot_probe client (release)..." >&2
-cargo build --release --quiet --manifest-path "$root/Cargo.toml" --example snapshot_probe
-probe="${CARGO_TARGET_DIR:-$root/target}/release/examples/snapshot_probe"
+# SNAPSHOT_PROBE_BIN: a probe client built already (no cargo run here).
+if [[ -n "${SNAPSHOT_PROBE_BIN:-}" ]]; then
+    probe=$(realpath "$SNAPSHOT_PROBE_BIN")
+else
+    echo "building the snapshot_probe client (release)..." >&2
+    cargo build --release --quiet --manifest-path "$root/Cargo.toml" --example snapshot_probe
+    probe="${CARGO_TARGET_DIR:-$root/target}/release/examples/snapshot_probe"
+fi
 
 read -r -a sizes <<<"${SIZES:-1000000 5000000}"
 read -r -a types <<<"${TYPES:-zset}"

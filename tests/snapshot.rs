@@ -244,7 +244,7 @@ fn board_fill(c: &mut redis::Connection) {
                 .arg(i % 7)
                 .arg("SUBSCORE")
                 .arg(i % 3);
-            if i % 5 == 0 {
+            if i.is_multiple_of(5) {
                 cmd.arg("META").arg(format!("meta{i}"));
             }
             pipe.add_command(cmd).ignore();
@@ -358,7 +358,7 @@ fn bgsave_of_a_board_under_writes_is_one_point_in_time() {
     // Metadata went with the entries, the walked ones and the saved ones.
     for (m, _, _, _, meta) in board_entries(&mut lc) {
         if let Some(i) = m.strip_prefix('m').and_then(|i| i.parse::<u64>().ok()) {
-            assert_eq!(meta, (i % 5 == 0).then(|| format!("meta{i}")), "{m}");
+            assert_eq!(meta, i.is_multiple_of(5).then(|| format!("meta{i}")), "{m}");
         } else {
             assert_eq!(meta.as_deref(), Some(m.as_str()));
         }

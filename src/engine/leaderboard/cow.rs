@@ -298,7 +298,7 @@ mod tests {
 
     fn member(i: usize) -> Vec<u8> {
         // Some members long enough to live in the byte heap.
-        if i % 7 == 0 {
+        if i.is_multiple_of(7) {
             format!("a-rather-long-member-name-{i}").into_bytes()
         } else {
             format!("m{i}").into_bytes()
@@ -340,7 +340,7 @@ mod tests {
             });
             let mut t = 1000u64;
             for (i, (s, ss)) in scores.iter().enumerate() {
-                let meta = (i % 3 == 0).then(|| vec![b'x'; i % 5]);
+                let meta = i.is_multiple_of(3).then(|| vec![b'x'; i % 5]);
                 b.submit(&member(i), *s as i64, *ss as i64, t + (i as u64 % 4), meta.as_deref()).unwrap();
             }
             t += 10;
