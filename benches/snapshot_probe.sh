@@ -9,19 +9,32 @@
 # (Redis: parent + fork child), and the copy-on-write size the server
 # reports (current_cow_peak, rdb_/aof_last_cow_size).
 #
+# With TYPES="zset board" (default: zset) Rostrum is also measured with a
+# leaderboard of N entries written by LB.INCR (redis-server, which has no
+# such type, keeps its sorted set and ZINCRBY: the nearest equivalent).
+#
 #   benches/snapshot_probe.sh            # 1M and 5M
 #   SIZES=2000000 benches/snapshot_probe.sh
+#   SIZES=10000000 TYPES="zset board" benches/snapshot_probe.sh
+#   OPS=BGSAVE benches/snapshot_probe.sh   # one operation only
 #
 # Timings are wall-clock: on a loaded machine they are noisy; run it when
 # `uptime` shows the lowest load.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-echo "building the snapshot_probe client (release)..." >&2
-cargo build --release --quiet --manifest-path "$root/Cargo.toml" --example snapshot_probe
-probe="${CARGO_TARGET_DIR:-$root/target}/release/examples/snapshot_probe"
+# SNAPSHOT_PROBE_BIN: a probe client built already (no cargo run here).
+if [[ -n "${SNAPSHOT_PROBE_BIN:-}" ]]; then
+    probe=$(realpath "$SNAPSHOT_PROBE_BIN")
+else
+    echo "building the snapshot_probe client (release)..." >&2
+    cargo build --release --quiet --manifest-path "$root/Cargo.toml" --example snapshot_probe
+    probe="${CARGO_TARGET_DIR:-$root/target}/release/examples/snapshot_probe"
+fi
 
 read -r -a sizes <<<"${SIZES:-1000000 5000000}"
+read -r -a types <<<"${TYPES:-zset}"
+read -r -a ops <<<"${OPS:-BGSAVE BGREWRITEAOF}"
 
 start_servers() {
     mkdir -p "$work/redis" "$work/rostrum"
@@ -45,7 +58,8 @@ start_servers() {
 
 # Waits until the server on $1 has no snapshot running.
 settle() {
-    for _ in $(seq 1 600); do
+    # Up to 10 minutes (a 10M-member rewrite on a loaded machine).
+    for _ in $(seq 1 3000); do
         local info
         info=$(redis-cli -p "$1" INFO persistence | tr -d '\r')
         if grep -q '^rdb_bgsave_in_progress:0' <<<"$info" &&
@@ -54,31 +68,42 @@ settle() {
         fi
         sleep 0.2
     done
+    echo "error: a snapshot still runs on port $1 after 10 minutes" >&2
+    return 1
 }
 
 start_servers
 echo "load: $(uptime | sed 's/.*load average/load average/')"
-printf 'members\toperation\tserver\tsnapshot_ms\twrites\tmax_ms\tp99.9_ms\tp99_ms\trss_before_MB\trss_peak_MB\tpeak/before\tcow_MB\n'
+printf 'members\ttype\toperation\tserver\tsnapshot_ms\twrites\tmax_ms\tp99.9_ms\tp99_ms\trss_before_MB\trss_peak_MB\tpeak/before\tcow_MB\n'
 for n in "${sizes[@]}"; do
+  for type in "${types[@]}"; do
     for side in redis rostrum; do
         port_var="${side}_port"
+        # Redis has no leaderboard: its side is always the sorted set.
+        t=zset
+        [[ $side == rostrum ]] && t=$type
+        # Redis's sorted set is the same for every type: loaded once.
+        if [[ $side == redis && $type != "${types[0]}" ]]; then continue; fi
         redis-cli -p "${!port_var}" FLUSHALL >/dev/null
-        "$probe" load --port "${!port_var}" --key board --members "$n"
+        "$probe" load --port "${!port_var}" --key board --members "$n" --type "$t"
         # A compact AOF first, so both start alike.
         redis-cli -p "${!port_var}" BGREWRITEAOF >/dev/null
         settle "${!port_var}"
     done
-    for op in BGSAVE BGREWRITEAOF; do
+    for op in "${ops[@]}"; do
         for side in redis rostrum; do
             port_var="${side}_port"
             pid_var="${side}_pid"
+            t=zset
+            [[ $side == rostrum ]] && t=$type
             settle "${!port_var}"
             sleep 1
             line=$("$probe" run --port "${!port_var}" --pid "${!pid_var}" --key board \
-                --members "$n" --command "$op")
-            printf '%s\t%s\t%s\t%s\n' "$n" "$op" "$side" "$line" |
-                awk -F'\t' -v OFS='\t' '{ r = ($9 > 0) ? $10 / $9 : 0;
-                    print $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, sprintf("%.2f", r), $11 }'
+                --members "$n" --command "$op" --type "$t")
+            printf '%s\t%s\t%s\t%s\t%s\n' "$n" "$t" "$op" "$side" "$line" |
+                awk -F'\t' -v OFS='\t' '{ r = ($10 > 0) ? $11 / $10 : 0;
+                    print $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, sprintf("%.2f", r), $12 }'
         done
     done
+  done
 done

@@ -270,19 +270,41 @@ fn manifest(dir: &Path) -> String {
 /// BGREWRITEAOF between them, stops it, starts the other on a copy of its
 /// folder; returns both dumps.
 fn cross(from_redis: bool, preamble: &str, streams: bool) -> (String, String) {
+    cross_with(from_redis, preamble, streams, &[])
+}
+
+/// [`cross`] with more options for both servers.
+fn cross_with(from_redis: bool, preamble: &str, streams: bool, extra: &[&str]) -> (String, String) {
     let a = Dir::new("aofdir-from");
-    let opts = ["--aof-use-rdb-preamble", preamble];
+    let mut opts = vec!["--aof-use-rdb-preamble", preamble];
+    opts.extend_from_slice(extra);
     let mut p = Proc::start(from_redis, &a.0, &opts);
     let mut c = p.conn();
     write_dataset(&mut c, 0, streams);
     run(&mut c, &["BGREWRITEAOF"]);
     wait_rewrite(&mut c, 1);
+    if extra.contains(&"--aof-timestamp-enabled") {
+        // The next write is in a later second: its annotation opens the
+        // new incr file.
+        std::thread::sleep(Duration::from_millis(1100));
+    }
     write_dataset(&mut c, 1, streams);
     let live = dump(&mut c);
     drop(c);
     p.kill();
     let m = manifest(&a.0);
     let ext = if preamble == "yes" { "rdb" } else { "aof" };
+    if extra.contains(&"--aof-timestamp-enabled") {
+        // Both write `#TS:<unix>` annotations: in the incr file, and at
+        // the top of a base written as commands.
+        let dir = a.0.join("appendonlydir");
+        let incr = std::fs::read(dir.join("appendonly.aof.2.incr.aof")).expect("incr");
+        assert!(incr.starts_with(b"#TS:"), "no timestamp in the incr file");
+        if preamble == "no" {
+            let base = std::fs::read(dir.join("appendonly.aof.2.base.aof")).expect("base");
+            assert!(base.starts_with(b"#TS:"), "no timestamp in the base");
+        }
+    }
     assert!(
         m.contains(&format!("appendonly.aof.2.base.{ext} seq 2 type b"))
             && m.contains("appendonly.aof.2.incr.aof seq 2 type i"),
@@ -340,6 +362,28 @@ fn rostrum_appendonlydir_loads_into_redis_server() {
         let (want, got) = cross(false, preamble, streams);
         assert!(want.contains("bigz") && want.contains("ttl:true"), "{want}");
         same(&got, &want, &format!("preamble {preamble}"));
+    }
+}
+
+/// `aof-timestamp-enabled yes` (Redis 7.0's `#TS:` annotations): each
+/// server's folder, annotated, passes redis-check-aof (ours) and loads
+/// into the other.
+#[test]
+fn timestamped_appendonlydirs_load_both_ways() {
+    if !have_redis() {
+        return;
+    }
+    let ts = ["--aof-timestamp-enabled", "yes"];
+    for from_redis in [true, false] {
+        for preamble in ["yes", "no"] {
+            let (want, got) = cross_with(from_redis, preamble, false, &ts);
+            assert!(want.contains("bigz"), "{want}");
+            same(
+                &got,
+                &want,
+                &format!("timestamps, from redis {from_redis}, preamble {preamble}"),
+            );
+        }
     }
 }
 

@@ -4,7 +4,8 @@
 //! the set exactly as it was after some prefix of the writer's steps (each
 //! step is one atomic script that moves a member, removes one and adds a
 //! marker, so the markers present tell which prefix); the rewritten AOF,
-//! replayed, must give the set after every step.
+//! replayed, must give the set after every step. The same for a big
+//! leaderboard (entries walked in steps, copy-before-write per entry).
 
 mod common;
 
@@ -201,6 +202,199 @@ fn rewrite_under_writes_replays_to_the_final_set() {
     assert!(
         after == model,
         "the rewritten AOF does not replay to the set"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ----- a big leaderboard (walked in steps, copy-before-write per entry) ----
+
+const BOARD_STEP: &str = "redis.call('LB.SUBMIT', KEYS[1], ARGV[2], ARGV[1], 'SUBSCORE', ARGV[6]) \
+                          redis.call('LB.REM', KEYS[1], ARGV[3]) \
+                          redis.call('LB.SUBMIT', KEYS[1], ARGV[5], ARGV[4], 'META', ARGV[5])";
+
+/// (score, subscore) by member.
+type Board = BTreeMap<String, (i64, i64)>;
+
+fn board_initial() -> Board {
+    (0..MEMBERS)
+        .map(|i| (format!("m{i}"), ((i % 7) as i64, (i % 3) as i64)))
+        .collect()
+}
+
+fn board_apply(model: &mut Board, i: u64) {
+    let (s, moved, removed, ws, w) = step_args(i);
+    model.insert(moved, (s as i64, (i % 2) as i64));
+    model.remove(&removed);
+    model.insert(w, (ws as i64, 0));
+}
+
+fn board_fill(c: &mut redis::Connection) {
+    let _: redis::Value = redis::cmd("LB.CREATE")
+        .arg("lb")
+        .arg("POLICY")
+        .arg("SET")
+        .query(c)
+        .expect("create");
+    for chunk in (0..MEMBERS).collect::<Vec<_>>().chunks(5000) {
+        let mut pipe = redis::pipe();
+        for i in chunk {
+            let mut cmd = redis::cmd("LB.SUBMIT");
+            cmd.arg("lb")
+                .arg(format!("m{i}"))
+                .arg(i % 7)
+                .arg("SUBSCORE")
+                .arg(i % 3);
+            if i.is_multiple_of(5) {
+                cmd.arg("META").arg(format!("meta{i}"));
+            }
+            pipe.add_command(cmd).ignore();
+        }
+        let _: () = pipe.query(c).expect("fill");
+    }
+}
+
+/// Every entry: (member, score, subscore, time, metadata), best first.
+fn board_entries(c: &mut redis::Connection) -> Vec<(String, i64, i64, u64, Option<String>)> {
+    let v: Vec<(u64, String, i64, i64, u64, Option<String>)> = redis::cmd("LB.TOP")
+        .arg("lb")
+        .arg(10 * MEMBERS)
+        .arg("WITHSUBSCORE")
+        .arg("WITHTIME")
+        .arg("WITHMETA")
+        .query(c)
+        .expect("lb.top");
+    v.into_iter()
+        .map(|(_, m, s, ss, t, meta)| (m, s, ss, t, meta))
+        .collect()
+}
+
+fn board_read(c: &mut redis::Connection) -> Board {
+    board_entries(c)
+        .into_iter()
+        .map(|(m, s, ss, _, _)| (m, (s, ss)))
+        .collect()
+}
+
+fn board_writer(
+    node: &TestServer,
+    stop: Arc<AtomicBool>,
+    done: Arc<AtomicU64>,
+) -> std::thread::JoinHandle<u64> {
+    let mut c = node.conn();
+    std::thread::spawn(move || {
+        let mut i = 0;
+        while !stop.load(Ordering::Acquire) {
+            let (s, moved, removed, ws, w) = step_args(i);
+            let _: redis::Value = redis::cmd("EVAL")
+                .arg(BOARD_STEP)
+                .arg(1)
+                .arg("lb")
+                .arg(s as i64)
+                .arg(moved)
+                .arg(removed)
+                .arg(ws as i64)
+                .arg(w)
+                .arg(i % 2)
+                .query(&mut c)
+                .expect("step");
+            i += 1;
+            done.store(i, Ordering::Release);
+        }
+        i
+    })
+}
+
+/// As [`snapshot_under_writes`], with the board's writer.
+fn board_snapshot_under_writes(node: &TestServer, command: &str, flag: &str) -> u64 {
+    let mut c = node.conn();
+    let (stop, done) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let w = board_writer(node, stop.clone(), done.clone());
+    while done.load(Ordering::Acquire) < 50 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let _: redis::Value = redis::cmd(command).query(&mut c).expect("snapshot");
+    wait_done(&mut c, flag);
+    let after = done.load(Ordering::Acquire);
+    while done.load(Ordering::Acquire) < after + 50 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    stop.store(true, Ordering::Release);
+    w.join().expect("writer")
+}
+
+/// Writes keep going through BGSAVE of a big board (the walk takes the
+/// shard lock one step at a time), and the file holds the board exactly
+/// as it was after some prefix of the writer's steps.
+#[test]
+fn bgsave_of_a_board_under_writes_is_one_point_in_time() {
+    let dir = temp_dir("snap-lb-rdb");
+    let mut node = start(&dir, false);
+    let mut c = node.conn();
+    board_fill(&mut c);
+    let steps = board_snapshot_under_writes(&node, "BGSAVE", "rdb_bgsave_in_progress");
+    let info = common::info(&mut c, "persistence");
+    assert_eq!(info["rdb_last_bgsave_status"], "ok");
+    node.kill();
+
+    let to = temp_dir("snap-lb-rdb-load");
+    std::fs::copy(dir.join("dump.rdb"), to.join("dump.rdb")).expect("dump.rdb written");
+    let loaded_node = start(&to, false);
+    let mut lc = loaded_node.conn();
+    let loaded = board_read(&mut lc);
+    let prefix = loaded.keys().filter(|k| k.starts_with('w')).count() as u64;
+    assert!(prefix < steps, "{prefix} markers of {steps} steps");
+    let mut model = board_initial();
+    for i in 0..prefix {
+        board_apply(&mut model, i);
+    }
+    assert_eq!(loaded.len(), model.len());
+    assert!(
+        loaded == model,
+        "the file is not the board after {prefix} steps"
+    );
+    // Metadata went with the entries, the walked ones and the saved ones.
+    for (m, _, _, _, meta) in board_entries(&mut lc) {
+        if let Some(i) = m.strip_prefix('m').and_then(|i| i.parse::<u64>().ok()) {
+            assert_eq!(meta, i.is_multiple_of(5).then(|| format!("meta{i}")), "{m}");
+        } else {
+            assert_eq!(meta.as_deref(), Some(m.as_str()));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&to);
+}
+
+/// The rewritten AOF of a big board written to all through the rewrite
+/// replays to the board, entry for entry (times and metadata included).
+#[test]
+fn rewrite_of_a_board_under_writes_replays_to_the_final_board() {
+    let dir = temp_dir("snap-lb-aof");
+    let mut node = start(&dir, true);
+    let mut c = node.conn();
+    board_fill(&mut c);
+    let steps = board_snapshot_under_writes(&node, "BGREWRITEAOF", "aof_rewrite_in_progress");
+    let info = common::info(&mut c, "persistence");
+    assert_eq!(info["aof_last_bgrewrite_status"], "ok");
+    let mut model = board_initial();
+    for i in 0..steps {
+        board_apply(&mut model, i);
+    }
+    assert!(
+        board_read(&mut c) == model,
+        "the live board is not the model"
+    );
+    let before = board_entries(&mut c);
+    std::thread::sleep(Duration::from_millis(300));
+    node.terminate();
+    let again = start(&dir, true);
+    let after = board_entries(&mut again.conn());
+    assert_eq!(after.len(), before.len());
+    assert!(
+        after == before,
+        "the rewritten AOF does not replay to the board"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

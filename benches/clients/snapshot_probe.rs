@@ -3,11 +3,12 @@
 //! (BGSAVE, BGREWRITEAOF), and what the snapshot costs in memory.
 //!
 //! ```text
-//! snapshot_probe load --port P --key K --members N
+//! snapshot_probe load --port P --key K --members N [--type zset|board]
 //!     fills sorted set K with members m0..m<N-1> (ZADD batches of 1000,
-//!     pipelined), random scores.
-//! snapshot_probe run --port P --pid PID --key K --members N --command BGSAVE|BGREWRITEAOF
-//!     one connection sends ZINCRBY K 1 m<random> every ~1 ms and times
+//!     pipelined), random scores; with `--type board`, leaderboard K
+//!     (pipelined LB.SUBMITs).
+//! snapshot_probe run --port P --pid PID --key K --members N --command BGSAVE|BGREWRITEAOF [--type zset|board]
+//!     one connection sends ZINCRBY K 1 m<random> (a board: LB.INCR) every ~1 ms and times
 //!     each reply; another sends the command, then polls INFO persistence
 //!     every 10 ms until the snapshot is over, and samples the resident
 //!     memory of PID and its children (Redis's fork). Prints one line:
@@ -49,14 +50,20 @@ fn run(args: &[String]) -> Result<()> {
     let port = num(args, "--port")?;
     let key = opt(args, "--key")?.to_string();
     let members = num(args, "--members")?;
+    let board = match opt(args, "--type").unwrap_or("zset") {
+        "zset" => false,
+        "board" => true,
+        t => return Err(format!("--type: {t}? (zset or board)")),
+    };
     match args.get(1).map(|s| s.as_str()) {
-        Some("load") => load(port, &key, members),
+        Some("load") => load(port, &key, members, board),
         Some("run") => probe(
             port,
             num(args, "--pid")? as u32,
             &key,
             members,
             opt(args, "--command")?,
+            board,
         ),
         _ => Err("usage: snapshot_probe load|run ...".into()),
     }
@@ -88,13 +95,21 @@ impl Conn {
         self.w.write_all(buf).map_err(|e| e.to_string())
     }
 
-    /// Reads one reply; returns its text (bulk strings whole, arrays not
-    /// expected).
+    /// Reads one reply; returns its text (bulk strings whole, an array as
+    /// its elements' texts joined by spaces).
     fn reply(&mut self) -> Result<String> {
         let mut line = String::new();
         self.r.read_line(&mut line).map_err(|e| e.to_string())?;
         let line = line.trim_end().to_string();
         match line.as_bytes().first() {
+            Some(b'*') => {
+                let n: i64 = line[1..].parse().map_err(|_| format!("bad reply {line}"))?;
+                let mut parts = Vec::new();
+                for _ in 0..n.max(0) {
+                    parts.push(self.reply()?);
+                }
+                Ok(parts.join(" "))
+            }
             Some(b'$') => {
                 let n: i64 = line[1..].parse().map_err(|_| format!("bad reply {line}"))?;
                 if n < 0 {
@@ -131,7 +146,7 @@ impl Rng {
     }
 }
 
-fn load(port: u64, key: &str, members: u64) -> Result<()> {
+fn load(port: u64, key: &str, members: u64, board: bool) -> Result<()> {
     let mut c = Conn::open(port)?;
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let batch = 1000;
@@ -145,15 +160,26 @@ fn load(port: u64, key: &str, members: u64) -> Result<()> {
                 break;
             }
             let n = batch.min(members - sent);
-            let mut owned: Vec<Vec<u8>> = vec![b"ZADD".to_vec(), key.as_bytes().to_vec()];
-            for i in sent..sent + n {
-                owned.push((rng.next() % 10_000_000).to_string().into_bytes());
-                owned.push(format!("m{i}").into_bytes());
+            if board {
+                for i in sent..sent + n {
+                    let (m, score) = (format!("m{i}"), (rng.next() % 10_000_000).to_string());
+                    Conn::encode(
+                        &mut buf,
+                        &[b"LB.SUBMIT", key.as_bytes(), m.as_bytes(), score.as_bytes()],
+                    );
+                }
+                pending += n;
+            } else {
+                let mut owned: Vec<Vec<u8>> = vec![b"ZADD".to_vec(), key.as_bytes().to_vec()];
+                for i in sent..sent + n {
+                    owned.push((rng.next() % 10_000_000).to_string().into_bytes());
+                    owned.push(format!("m{i}").into_bytes());
+                }
+                let args: Vec<&[u8]> = owned.iter().map(|a| a.as_slice()).collect();
+                Conn::encode(&mut buf, &args);
+                pending += 1;
             }
-            let args: Vec<&[u8]> = owned.iter().map(|a| a.as_slice()).collect();
-            Conn::encode(&mut buf, &args);
             sent += n;
-            pending += 1;
         }
         c.send(&buf)?;
         while pending > 0 {
@@ -194,7 +220,7 @@ fn info_field(info: &str, name: &str) -> Option<String> {
     })
 }
 
-fn probe(port: u64, pid: u32, key: &str, members: u64, command: &str) -> Result<()> {
+fn probe(port: u64, pid: u32, key: &str, members: u64, command: &str, board: bool) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let started = Arc::new(AtomicBool::new(false));
     let mut c = Conn::open(port)?;
@@ -207,7 +233,11 @@ fn probe(port: u64, pid: u32, key: &str, members: u64, command: &str) -> Result<
         while !stop2.load(Ordering::Acquire) {
             let m = format!("m{}", rng.next() % members.max(1));
             let t = Instant::now();
-            c.call(&[b"ZINCRBY", key2.as_bytes(), b"1", m.as_bytes()])?;
+            if board {
+                c.call(&[b"LB.INCR", key2.as_bytes(), m.as_bytes(), b"1"])?;
+            } else {
+                c.call(&[b"ZINCRBY", key2.as_bytes(), b"1", m.as_bytes()])?;
+            }
             if started2.load(Ordering::Acquire) {
                 waits.push(t.elapsed().as_secs_f64() * 1000.0);
             }

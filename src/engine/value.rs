@@ -32,8 +32,10 @@ impl Value {
     /// Ends a snapshot's stepwise capture of this value, if one runs (see
     /// `zset::cow`): what it has not written yet is saved now.
     pub fn end_snapshot(&mut self) {
-        if let Value::ZSet(z) = self {
-            z.end_snapshot();
+        match self {
+            Value::ZSet(z) => z.end_snapshot(),
+            Value::Leaderboard(b) => b.end_snapshot(),
+            _ => {}
         }
     }
 

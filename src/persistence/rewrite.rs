@@ -182,6 +182,13 @@ fn write_commands(
 ) -> Result<BufWriter<File>, String> {
     let aof = &server.aof;
     let mut chunk = Vec::new();
+    // As Redis's rewrite: the base starts with the time it was taken.
+    if aof.timestamps() {
+        crate::state::journal::encode::write_time_annotation(
+            &mut chunk,
+            crate::state::clock::unix_ms() / 1000,
+        );
+    }
     for code in libraries {
         write_command(&mut chunk, [&b"FUNCTION"[..], b"LOAD", code].into_iter());
     }

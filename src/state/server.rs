@@ -376,6 +376,8 @@ impl Server {
         super::clock::set_offset_ms(c.debug_clock_offset_ms);
         self.memory.configure(&c);
         self.replication.configure(&c);
+        self.aof
+            .set_timestamps(c.param("aof-timestamp-enabled") == "yes");
     }
 
     /// The output limit of client `c`: the `pubsub` class while it

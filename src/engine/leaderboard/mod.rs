@@ -78,6 +78,7 @@
 //!
 //! No `unsafe` here. Closed periods on disk: [`disk`].
 
+pub mod cow;
 pub mod disk;
 mod ids;
 pub mod schedule;
@@ -100,10 +101,12 @@ mod tests;
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 use crate::engine::zset::alloc_size;
 use crate::engine::zset::index::MemberIndex;
 
+use cow::{BoardCowLog, CowSlot, SharedBoardCow};
 use store::Store;
 use tree::{Placed, Tree, GROUP_END, ID_MASK, NIL};
 
@@ -283,6 +286,15 @@ pub struct Leaderboard {
     /// Schedule and closed periods (issue 17); None: a board that has
     /// never been reset nor given a schedule.
     season: Option<Box<Season>>,
+    /// While a snapshot walks this board in steps: its copy-before-write
+    /// log (see [`cow`]); every change to an entry tells it first.
+    cow: CowSlot,
+}
+
+impl Drop for Leaderboard {
+    fn drop(&mut self) {
+        self.end_snapshot();
+    }
 }
 
 impl fmt::Debug for Leaderboard {
@@ -307,6 +319,7 @@ impl Leaderboard {
             meta_bytes: 0,
             ids: IdWindow::default(),
             season: None,
+            cow: CowSlot(None),
         }
     }
 
@@ -601,6 +614,7 @@ impl Leaderboard {
     pub fn restore(&mut self, entry: EntryRef<'_>) -> Result<SubmitOutcome, LbError> {
         self.check_meta(entry.meta)?;
         let Some(id) = self.find(entry.member) else {
+            self.before_change(entry.member, None);
             return self.add(
                 entry.member,
                 entry.score,
@@ -609,6 +623,7 @@ impl Leaderboard {
                 entry.meta,
             );
         };
+        self.before_change(entry.member, Some(id));
         self.tree.remove(&self.store, id);
         self.store.set(id, entry.score, entry.subscore, entry.time);
         let placed = self.tree.insert(&self.store, id);
@@ -650,6 +665,13 @@ impl Leaderboard {
         meta: Option<&[u8]>,
     ) -> SubmitOutcome {
         let old = *self.store.get(id);
+        if self.cow.0.is_some() {
+            let changes = new != (old.score, old.subscore)
+                || meta.is_some_and(|m| self.meta.get(&id).map_or(&[][..], |o| &o[..]) != m);
+            if changes {
+                self.before_change_id(id);
+            }
+        }
         let mut placed = None;
         if new != (old.score, old.subscore) {
             self.tree.remove(&self.store, id);
@@ -718,6 +740,7 @@ impl Leaderboard {
                 });
             }
         }
+        self.before_change(member, None);
         let id = self
             .store
             .alloc(member, score, subscore, at_ms)
@@ -745,6 +768,7 @@ impl Leaderboard {
 
     /// Removes entry `id` from the tree, the index and the store.
     fn delete(&mut self, id: u32) {
+        self.before_change_id(id);
         self.tree.remove(&self.store, id);
         let h = self.hasher.hash_one(self.store.member(id));
         self.index.remove(h, id);
@@ -783,7 +807,74 @@ impl Leaderboard {
         fresh.tree = Tree::from_sorted(&fresh.store, &ids);
         fresh.ids = std::mem::take(&mut self.ids);
         fresh.season = self.season.take();
+        // The walk finds its place again by key, not by id.
+        fresh.cow = std::mem::take(&mut self.cow);
         *self = fresh;
+    }
+
+    // ----- point-in-time capture (see [`cow`]) ----------------------------
+
+    /// Tells a running capture that `member` is about to change (`id`: its
+    /// entry now, `None` when it is being added).
+    #[inline]
+    fn before_change(&self, member: &[u8], id: Option<u32>) {
+        if let Some(c) = &self.cow.0 {
+            c.lock().before_change(self, member, id);
+        }
+    }
+
+    /// Tells a running capture that entry `id` is about to change.
+    #[inline]
+    fn before_change_id(&self, id: u32) {
+        if let Some(c) = &self.cow.0 {
+            c.lock()
+                .before_change(self, self.store.member(id), Some(id));
+        }
+    }
+
+    /// Starts a point-in-time capture of this board's entries, walked in
+    /// steps ([`Leaderboard::snapshot_step`]): from now on every change to
+    /// an entry saves what the walk still needs (see [`cow`]).
+    pub fn begin_snapshot(
+        &mut self,
+        counter: Arc<crate::engine::zset::cow::CowCounter>,
+    ) -> SharedBoardCow {
+        self.end_snapshot();
+        let log = BoardCowLog::new(counter);
+        self.cow = CowSlot(Some(log.clone()));
+        log
+    }
+
+    /// Whether this board is the one `log` captures.
+    pub fn is_captured_by(&self, log: &SharedBoardCow) -> bool {
+        self.cow.0.as_ref().is_some_and(|c| Arc::ptr_eq(c, log))
+    }
+
+    /// One step of the capture: emits up to `budget` point-in-time entries
+    /// not written yet, in order. True when the walk is over (the board no
+    /// longer carries the log; its saved entries are in the log).
+    pub fn snapshot_step(&mut self, budget: usize, emit: &mut dyn FnMut(EntryRef<'_>)) -> bool {
+        let done = match &self.cow.0 {
+            Some(c) => c.lock().step(self, budget, emit),
+            None => true,
+        };
+        if done {
+            self.cow = CowSlot(None);
+        }
+        done
+    }
+
+    /// Ends a capture now (the board leaves the keyspace or its period
+    /// closes): what the walk has not written yet goes to the log.
+    pub fn end_snapshot(&mut self) {
+        if let Some(c) = self.cow.0.take() {
+            c.lock().finish(self);
+        }
+    }
+
+    /// Drops a capture without finishing it (the snapshot gave up).
+    pub fn abandon_snapshot(&mut self) {
+        self.cow = CowSlot(None);
     }
 
     /// Adds entry `id`, whose member is `member`, to the index.

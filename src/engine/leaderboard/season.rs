@@ -310,6 +310,9 @@ impl Leaderboard {
         let Some(mut season) = self.season.take() else {
             return;
         };
+        // The entries move into a closed period: a capture walking them
+        // saves the rest now.
+        self.end_snapshot();
         let (n, k) = (season.number, due.count);
         let tail = &due.tail;
         // Periods n .. n+k-1 close; the one numbered n holds the entries.

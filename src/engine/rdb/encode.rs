@@ -268,6 +268,16 @@ pub const LEADERBOARD_RECORD_VERSION: u8 = 3;
 /// first (member, score, subscore, time, metadata), then its dedup window's
 /// ids, oldest first.
 fn write_leaderboard(out: &mut Vec<u8>, b: &Leaderboard, o: EncodeOptions) {
+    write_board_start(out, b, b.len());
+    for (_, e) in b.iter() {
+        write_leaderboard_entry(out, e, o);
+    }
+    write_leaderboard_tail(out, b, o);
+}
+
+/// A board's record up to its entries: the version, options and the
+/// number of entries that follow.
+fn write_board_start(out: &mut Vec<u8>, b: &Leaderboard, len: usize) {
     out.push(LEADERBOARD_RECORD_VERSION);
     let opts = b.options();
     for name in [
@@ -279,20 +289,50 @@ fn write_leaderboard(out: &mut Vec<u8>, b: &Leaderboard, o: EncodeOptions) {
         write_string(out, name.as_bytes(), false);
     }
     write_len(out, opts.capacity);
-    write_len(out, b.len() as u64);
-    for (_, e) in b.iter() {
-        write_string(out, e.member, o.compress);
-        out.extend_from_slice(&e.score.to_le_bytes());
-        out.extend_from_slice(&e.subscore.to_le_bytes());
-        out.extend_from_slice(&e.time.to_le_bytes());
-        match e.meta {
-            Some(m) => {
-                out.push(1);
-                write_string(out, m, o.compress);
-            }
-            None => out.push(0),
-        }
+    write_len(out, len as u64);
+}
+
+/// The start of a big board's key record written in pieces (a snapshot's
+/// stepwise walk): SELECTDB, its expiry, the type, the key and the record
+/// up to its `len` entries; then [`write_leaderboard_entry`] `len` times
+/// and [`write_leaderboard_tail`].
+pub fn write_leaderboard_head(
+    out: &mut Vec<u8>,
+    db: usize,
+    key: &[u8],
+    expire_ms: Option<u64>,
+    b: &Leaderboard,
+    o: EncodeOptions,
+) {
+    out.push(opcodes::SELECTDB);
+    write_len(out, db as u64);
+    if let Some(t) = expire_ms {
+        out.push(opcodes::EXPIRETIME_MS);
+        out.extend_from_slice(&t.to_le_bytes());
     }
+    out.push(TYPE_LEADERBOARD);
+    write_string(out, key, o.compress);
+    write_board_start(out, b, b.len());
+}
+
+/// One entry of a board's record (any order: a reader restores each).
+pub fn write_leaderboard_entry(out: &mut Vec<u8>, e: leaderboard::EntryRef<'_>, o: EncodeOptions) {
+    write_string(out, e.member, o.compress);
+    out.extend_from_slice(&e.score.to_le_bytes());
+    out.extend_from_slice(&e.subscore.to_le_bytes());
+    out.extend_from_slice(&e.time.to_le_bytes());
+    match e.meta {
+        Some(m) => {
+            out.push(1);
+            write_string(out, m, o.compress);
+        }
+        None => out.push(0),
+    }
+}
+
+/// What follows a board's entries: its dedup window's ids, its season and
+/// its closed periods.
+pub fn write_leaderboard_tail(out: &mut Vec<u8>, b: &Leaderboard, o: EncodeOptions) {
     write_len(out, b.ids.len() as u64);
     for id in b.ids.iter() {
         write_string(out, id, o.compress);

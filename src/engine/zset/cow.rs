@@ -82,6 +82,26 @@ pub fn captures_alive() -> bool {
     LOGS_ALIVE.load(Ordering::Relaxed) != 0
 }
 
+/// One more log alive while held (for logs of other structures, such as
+/// a leaderboard's).
+#[derive(Debug)]
+pub struct LogAlive(());
+
+impl LogAlive {
+    /// Counts one log alive until dropped.
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> LogAlive {
+        LOGS_ALIVE.fetch_add(1, Ordering::Relaxed);
+        LogAlive(())
+    }
+}
+
+impl Drop for LogAlive {
+    fn drop(&mut self) {
+        LOGS_ALIVE.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// Rough cost of one saved pair or touched member besides its bytes (the
 /// box, the table slot, the score).
 const ENTRY_OVERHEAD: usize = 32;

@@ -48,6 +48,23 @@ fn select_if(s: &mut Stream, db: usize) {
     }
 }
 
+/// Appends `#TS:<unix_s>` to `s` when it is a later second than the last
+/// annotation (Redis 7.0's `aof-timestamp-enabled`; loaders skip lines
+/// starting with `#`).
+pub(crate) fn annotate_time(s: &mut Stream, unix_s: u64) {
+    if unix_s > s.ts {
+        s.ts = unix_s;
+        write_time_annotation(&mut s.buf, unix_s);
+    }
+}
+
+/// Appends the line `#TS:<unix_s>`.
+pub fn write_time_annotation(out: &mut Vec<u8>, unix_s: u64) {
+    out.extend_from_slice(b"#TS:");
+    out.extend_from_slice(itoa::Buffer::new().format(unix_s).as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
 /// Appends a dispatched command's log to `s`: a DEL per expired key, then
 /// the command(s), starting in database `db`.
 pub(crate) fn emit(s: &mut Stream, db: usize, expired: &[(usize, Bytes)], group: &Group<'_>) {
@@ -266,6 +283,7 @@ mod tests {
         let mut s = Stream {
             buf: Vec::new(),
             db: Some(0),
+            ts: 0,
         };
         let list = vec![
             vec![b"SELECT".to_vec(), b"0".to_vec()],

@@ -94,6 +94,9 @@ impl Fsync {
 pub(crate) struct Stream {
     pub(crate) buf: Vec<u8>,
     pub(crate) db: Option<usize>,
+    /// The unix second of the last `#TS:` annotation written
+    /// (`aof-timestamp-enabled`).
+    pub(crate) ts: u64,
 }
 
 /// What the dispatcher hands to the writer, under [`feed`]'s mutex.
@@ -216,6 +219,9 @@ pub struct Aof {
     pub(crate) fault: Option<PathBuf>,
     /// The replication backlog: the feed's second consumer.
     pub backlog: backlog::Backlog,
+    /// `aof-timestamp-enabled`: a `#TS:<unix seconds>` line goes before
+    /// the first record of each new second, as Redis 7.0 writes it.
+    timestamps: AtomicBool,
 }
 
 impl Aof {
@@ -272,6 +278,7 @@ impl Aof {
             writer_thread: Mutex::new(None),
             fault: std::env::var_os("ROSTRUM_AOF_FAULT_FILE").map(PathBuf::from),
             backlog: backlog::Backlog::new(),
+            timestamps: AtomicBool::new(config.param("aof-timestamp-enabled") == "yes"),
         }
     }
 
@@ -390,6 +397,16 @@ impl Aof {
     /// Marks the AOF as on, once its file is open.
     pub fn set_state_on(&self) {
         self.state.store(ON, Ordering::Release);
+    }
+
+    /// Applies `aof-timestamp-enabled`.
+    pub fn set_timestamps(&self, on: bool) {
+        self.timestamps.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether `#TS:` annotations are written.
+    pub fn timestamps(&self) -> bool {
+        self.timestamps.load(Ordering::Relaxed)
     }
 
     /// Turned on at run time and waiting for its first rewrite.
@@ -688,6 +705,9 @@ pub fn feed(aof: &Aof, keys: &mut Keys<'_>, db: usize, args: &[&[u8]]) -> u64 {
     let mut wait = 0;
     if aof.state() == ON {
         let before = f.main.buf.len();
+        if aof.timestamps() {
+            encode::annotate_time(&mut f.main, now / 1000);
+        }
         encode::emit(&mut f.main, db, &expired, &group);
         let n = (f.main.buf.len() - before) as u64;
         f.fed += n;
@@ -725,6 +745,9 @@ pub fn feed_expired(aof: &Aof, db: usize, keys: Vec<Bytes>) {
     let mut f = aof.feed.lock();
     if aof.state() == ON {
         let before = f.main.buf.len();
+        if aof.timestamps() {
+            encode::annotate_time(&mut f.main, crate::state::clock::unix_ms() / 1000);
+        }
         encode::emit(&mut f.main, db, &expired, &encode::Group::Nothing);
         f.fed += (f.main.buf.len() - before) as u64;
     }

@@ -21,8 +21,14 @@
 //! members, shards captured by commands and not yet in the file) is
 //! counted in [`Job::cow`], INFO's `current_cow_size`.
 //!
-//! Other big values (hashes, sets, lists, streams, leaderboards) are
-//! still written whole when their shard is captured.
+//! Big leaderboards are walked the same way (`engine::leaderboard::cow`):
+//! their entries in steps, in the board's order, with a copy-before-write
+//! log; what comes before and after the entries in the file (options,
+//! season, closed periods, dedup window) is written when the shard is
+//! captured.
+//!
+//! Other big values (hashes, sets, lists, streams) are still written whole
+//! when their shard is captured.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -36,7 +42,8 @@ use super::encode::{write_command, write_select};
 use crate::engine::bitmap::CHUNK_BYTES;
 use crate::engine::hash::HashValue;
 use crate::engine::keyspace::{Keyspace, Locked, Shard, ShardGuard, SHARD_COUNT};
-use crate::engine::leaderboard::{ArchiveData, Leaderboard};
+use crate::engine::leaderboard::cow::SharedBoardCow;
+use crate::engine::leaderboard::{ArchiveData, EntryRef, Leaderboard};
 use crate::engine::list::ListValue;
 use crate::engine::rdb;
 use crate::engine::rdb::encode::EncodeOptions;
@@ -57,15 +64,29 @@ pub const ITEMS_PER_COMMAND: usize = 64;
 /// (each step under the shard lock, the lock let go between steps).
 pub const STEP_MEMBERS: usize = 1024;
 
-/// A big sorted set captured at T0 and not written yet: where it lives,
-/// its expiry and member count at T0, and its copy-before-write log.
+/// A big sorted set or leaderboard captured at T0 and not written yet:
+/// where it lives, its expiry and member count at T0, and its
+/// copy-before-write log.
 struct BigKey {
     shard: usize,
     db: usize,
     key: Bytes,
     expire: Option<u64>,
     len: usize,
-    log: SharedCow,
+    log: BigLog,
+}
+
+/// The log of a big value, by type.
+enum BigLog {
+    ZSet(SharedCow),
+    /// A board's entries are walked; what comes before and after them in
+    /// the file (options, season, closed periods, dedup window, expiry)
+    /// is written at T0, held here (and counted as held memory).
+    Board {
+        log: SharedBoardCow,
+        head: Vec<u8>,
+        tail: Vec<u8>,
+    },
 }
 
 /// What a snapshot writes each shard as.
@@ -94,6 +115,10 @@ pub struct Job {
     pub keys_done: AtomicU64,
     /// Set to give up (shutdown).
     pub abort: AtomicBool,
+    /// The longest a shard lock was held for this snapshot (a shard's
+    /// capture, by the snapshot or by a command, or one step of a walk),
+    /// in µs: what a command may wait on it.
+    pub longest_hold_us: AtomicU64,
 }
 
 impl Default for Job {
@@ -119,6 +144,7 @@ impl Job {
             keys_total: AtomicU64::new(0),
             keys_done: AtomicU64::new(0),
             abort: AtomicBool::new(false),
+            longest_hold_us: AtomicU64::new(0),
         }
     }
 
@@ -144,6 +170,12 @@ impl Job {
         let chunks = std::mem::take(&mut *self.chunks.lock());
         self.cow.sub(chunks.iter().map(|c| c.capacity()).sum());
         chunks
+    }
+
+    /// Records a hold of a shard lock that began at `since`.
+    fn held_since(&self, since: std::time::Instant) {
+        let us = since.elapsed().as_micros() as u64;
+        self.longest_hold_us.fetch_max(us, Ordering::Relaxed);
     }
 
     /// Whether shard `i` is written out already.
@@ -440,6 +472,14 @@ fn write_stream(out: &mut Vec<u8>, key: &[u8], st: &Stream) {
 /// mid-period ends it at the new schedule's first boundary after the
 /// change, not after its start).
 fn write_leaderboard(out: &mut Vec<u8>, key: &[u8], b: &Leaderboard) {
+    write_leaderboard_head(out, key, b);
+    write_entries(out, key, b);
+    write_leaderboard_tail(out, key, b);
+}
+
+/// A board's commands before its current period's entries: LB.CREATE and
+/// the closed periods.
+fn write_leaderboard_head(out: &mut Vec<u8>, key: &[u8], b: &Leaderboard) {
     let o = b.options();
     let mut num = itoa::Buffer::new();
     let capacity = num.format(o.capacity).to_owned();
@@ -534,7 +574,11 @@ fn write_leaderboard(out: &mut Vec<u8>, key: &[u8], b: &Leaderboard) {
             }
         }
     }
-    write_entries(out, key, b);
+}
+
+/// A board's commands after its current period's entries: where the
+/// period ends, and the dedup window.
+fn write_leaderboard_tail(out: &mut Vec<u8>, key: &[u8], b: &Leaderboard) {
     if let Some((s, end)) = b.season().and_then(|s| Some((s, s.end()?))) {
         let (history, at) = (s.opts.history.to_string(), (end - 1).to_string());
         write_command(
@@ -564,6 +608,13 @@ fn write_leaderboard(out: &mut Vec<u8>, key: &[u8], b: &Leaderboard) {
 /// One `LB.SUBMIT ... SUBSCORE s AT t [META m]` per entry of `b`.
 fn write_entries(out: &mut Vec<u8>, key: &[u8], b: &Leaderboard) {
     for (_, e) in b.iter() {
+        write_entry(out, key, e);
+    }
+}
+
+/// `LB.SUBMIT key member score SUBSCORE s AT t [META m]`.
+fn write_entry(out: &mut Vec<u8>, key: &[u8], e: EntryRef<'_>) {
+    {
         let (score, sub, at) = (
             e.score.to_string(),
             e.subscore.to_string(),
@@ -643,10 +694,16 @@ fn capture(job: &Job, idx: usize, shard: &mut Shard, now_ms: u64) -> Vec<u8> {
                             key: Bytes::copy_from_slice(key),
                             expire: at,
                             len,
-                            log,
+                            log: BigLog::ZSet(log),
                         });
                         continue;
                     }
+                }
+            }
+            if let Value::Leaderboard(b) = &mut entry.value {
+                if b.len() > STEP_MEMBERS {
+                    big.push(capture_board(job, idx, i, key, at, b));
+                    continue;
                 }
             }
             if !selected {
@@ -676,6 +733,49 @@ fn capture(job: &Job, idx: usize, shard: &mut Shard, now_ms: u64) -> Vec<u8> {
     out
 }
 
+/// Starts the stepwise capture of big board `b` (key `key` of database
+/// `db` in shard `shard`): what comes before and after its entries is
+/// written now.
+fn capture_board(
+    job: &Job,
+    shard: usize,
+    db: usize,
+    key: &[u8],
+    expire: Option<u64>,
+    b: &mut Leaderboard,
+) -> BigKey {
+    let (mut head, mut tail) = (Vec::new(), Vec::new());
+    match job.format {
+        Format::Rdb(o) => {
+            rdb::encode::write_leaderboard_head(&mut head, db, key, expire, b, o);
+            rdb::encode::write_leaderboard_tail(&mut tail, b, o);
+        }
+        Format::Aof => {
+            write_select(&mut head, db);
+            write_leaderboard_head(&mut head, key, b);
+            write_leaderboard_tail(&mut tail, key, b);
+            if let Some(t) = expire {
+                let mut num = itoa::Buffer::new();
+                let ms = num.format(t).as_bytes();
+                write_command(&mut tail, [&b"PEXPIREAT"[..], key, ms].into_iter());
+            }
+        }
+    }
+    job.cow.add(head.capacity() + tail.capacity());
+    BigKey {
+        shard,
+        db,
+        key: Bytes::copy_from_slice(key),
+        expire,
+        len: b.len(),
+        log: BigLog::Board {
+            log: b.begin_snapshot(job.cow.clone()),
+            head,
+            tail,
+        },
+    }
+}
+
 /// Copy before write: captures, as they are now, the shards a command
 /// holds for writing and may change (`None`: every shard), unless the
 /// snapshot has them already. Small keys are written out; big sorted sets
@@ -693,7 +793,9 @@ pub fn presave(job: &Job, shards: Option<SmallVec<[usize; 4]>>, locked: &mut Loc
         let Some(ShardGuard::Write(g)) = locked.guard_mut(i) else {
             continue;
         };
+        let t = std::time::Instant::now();
         let chunk = capture(job, i, g, unix_ms());
+        job.held_since(t);
         job.push_chunk(chunk);
         job.mark_done(i);
     }
@@ -722,28 +824,37 @@ fn check_abort(job: &Job) -> Result<(), String> {
 /// so that commands capture what they change first.
 pub fn write_all(ks: &Keyspace, job: &Job, put: &mut Put<'_>) -> Result<(), String> {
     let result = write_shards(ks, job, put);
+    tracing::info!(
+        "Snapshot: a shard lock was held at most {} us at a time",
+        job.longest_hold_us.load(Ordering::Relaxed)
+    );
     if result.is_err() {
         // Sets still carrying a log must stop feeding it.
         let rest = std::mem::take(&mut *job.big.lock());
         for b in &rest {
-            abandon(ks, b);
+            abandon(ks, job, b);
         }
     }
     result
 }
 
 /// Detaches `b`'s log from its set, if the set is still where it was.
-fn abandon(ks: &Keyspace, b: &BigKey) {
+fn abandon(ks: &Keyspace, job: &Job, b: &BigKey) {
     let mut g = ks.lock_one(b.shard, true);
-    if let Some(Value::ZSet(z)) = g
+    let value = g
         .shard_mut()
         .and_then(|s| s.dbs.get_mut(b.db))
         .and_then(|d| d.peek_mut(&b.key))
-        .map(|e| &mut e.value)
-    {
-        if z.is_captured_by(&b.log) {
-            z.abandon_snapshot();
+        .map(|e| &mut e.value);
+    match (value, &b.log) {
+        (Some(Value::ZSet(z)), BigLog::ZSet(log)) if z.is_captured_by(log) => z.abandon_snapshot(),
+        (Some(Value::Leaderboard(lb)), BigLog::Board { log, .. }) if lb.is_captured_by(log) => {
+            lb.abandon_snapshot()
         }
+        _ => {}
+    }
+    if let BigLog::Board { head, tail, .. } = &b.log {
+        job.cow.sub(head.capacity() + tail.capacity());
     }
 }
 
@@ -757,10 +868,12 @@ fn write_shards(ks: &Keyspace, job: &Job, put: &mut Put<'_>) -> Result<(), Strin
         }
         let chunk = {
             let mut g = ks.lock_one(i, true);
+            let t = std::time::Instant::now();
             match g.shard_mut() {
                 Some(shard) if !job.is_done(i) => {
                     let c = capture(job, i, shard, unix_ms());
                     job.mark_done(i);
+                    job.held_since(t);
                     Some(c)
                 }
                 _ => None,
@@ -783,49 +896,67 @@ fn write_big_keys(ks: &Keyspace, job: &Job, put: &mut Put<'_>) -> Result<(), Str
         };
         let result = flush(job, put).and_then(|()| write_big(ks, job, &b, put));
         if result.is_err() {
-            abandon(ks, &b);
+            abandon(ks, job, &b);
             return result;
         }
     }
 }
 
-/// Writes one big sorted set as of T0: its walk in steps (each under the
-/// shard lock, found again by database and key), then the members saved
-/// before writes. Another record never comes between the pieces.
+/// Writes one big sorted set or board as of T0: its walk in steps (each
+/// under the shard lock, found again by database and key), then the
+/// members saved before writes. Another record never comes between the
+/// pieces.
 fn write_big(ks: &Keyspace, job: &Job, b: &BigKey, put: &mut Put<'_>) -> Result<(), String> {
     let mut buf = Vec::with_capacity(1 << 16);
     let mut items: Vec<(Vec<u8>, f64)> = Vec::new();
     let mut written = 0usize;
-    match job.format {
-        Format::Rdb(o) => rdb::encode::write_zset_head(&mut buf, b.db, &b.key, b.expire, b.len, o),
-        Format::Aof => write_select(&mut buf, b.db),
+    match (&b.log, job.format) {
+        (BigLog::ZSet(_), Format::Rdb(o)) => {
+            rdb::encode::write_zset_head(&mut buf, b.db, &b.key, b.expire, b.len, o)
+        }
+        (BigLog::ZSet(_), Format::Aof) => write_select(&mut buf, b.db),
+        (BigLog::Board { head, .. }, _) => buf.extend_from_slice(head),
     }
     loop {
         check_abort(job)?;
         let mut g = ks.lock_one(b.shard, true);
+        let t = std::time::Instant::now();
         let over = {
-            let z = g
+            let value = g
                 .shard_mut()
                 .and_then(|s| s.dbs.get_mut(b.db))
                 .and_then(|d| d.peek_mut(&b.key))
-                .and_then(|e| match &mut e.value {
-                    Value::ZSet(z) if z.is_captured_by(&b.log) => Some(z),
-                    _ => None,
-                });
-            match (z, job.format) {
-                // Gone or replaced: ending the capture saved the rest.
-                (None, _) => true,
-                (Some(z), Format::Rdb(o)) => z.snapshot_step(STEP_MEMBERS, &mut |m, s| {
-                    rdb::encode::write_zset_member(&mut buf, m, s, o);
-                    written += 1;
-                }),
-                (Some(z), Format::Aof) => {
-                    z.snapshot_step(STEP_MEMBERS, &mut |m, s| items.push((m.to_vec(), s)))
+                .map(|e| &mut e.value);
+            match (value, &b.log, job.format) {
+                (Some(Value::ZSet(z)), BigLog::ZSet(log), format) if z.is_captured_by(log) => {
+                    match format {
+                        Format::Rdb(o) => z.snapshot_step(STEP_MEMBERS, &mut |m, s| {
+                            rdb::encode::write_zset_member(&mut buf, m, s, o);
+                            written += 1;
+                        }),
+                        Format::Aof => {
+                            z.snapshot_step(STEP_MEMBERS, &mut |m, s| items.push((m.to_vec(), s)))
+                        }
+                    }
                 }
+                (Some(Value::Leaderboard(lb)), BigLog::Board { log, .. }, format)
+                    if lb.is_captured_by(log) =>
+                {
+                    lb.snapshot_step(STEP_MEMBERS, &mut |e| {
+                        match format {
+                            Format::Rdb(o) => rdb::encode::write_leaderboard_entry(&mut buf, e, o),
+                            Format::Aof => write_entry(&mut buf, &b.key, e),
+                        }
+                        written += 1;
+                    })
+                }
+                // Gone or replaced: ending the capture saved the rest.
+                _ => true,
             }
         };
         // A command waiting for the shard goes before the next step.
         g.unlock_fair();
+        job.held_since(t);
         if !items.is_empty() {
             written += items.len();
             write_zadds(
@@ -845,36 +976,60 @@ fn write_big(ks: &Keyspace, job: &Job, b: &BigKey, put: &mut Put<'_>) -> Result<
         // what a command waits on).
         std::thread::yield_now();
     }
-    let saved = {
-        let mut log = b.log.lock();
-        if !log.is_finished() {
-            return Err(format!(
-                "internal error: the snapshot lost track of sorted set '{}'",
-                String::from_utf8_lossy(&b.key)
-            ));
-        }
-        log.take_saved()
+    let lost = || {
+        format!(
+            "internal error: the snapshot lost track of '{}'",
+            String::from_utf8_lossy(&b.key)
+        )
     };
-    written += saved.len();
-    match job.format {
-        Format::Rdb(o) => {
-            for (m, s) in &saved {
-                rdb::encode::write_zset_member(&mut buf, m, *s, o);
+    match &b.log {
+        BigLog::ZSet(log) => {
+            let saved = {
+                let mut log = log.lock();
+                if !log.is_finished() {
+                    return Err(lost());
+                }
+                log.take_saved()
+            };
+            written += saved.len();
+            match job.format {
+                Format::Rdb(o) => {
+                    for (m, s) in &saved {
+                        rdb::encode::write_zset_member(&mut buf, m, *s, o);
+                    }
+                }
+                Format::Aof => {
+                    write_zadds(&mut buf, &b.key, saved.iter().map(|(m, s)| (&m[..], *s)));
+                    if let Some(t) = b.expire {
+                        let mut num = itoa::Buffer::new();
+                        let ms = num.format(t).as_bytes();
+                        write_command(&mut buf, [&b"PEXPIREAT"[..], &b.key, ms].into_iter());
+                    }
+                }
             }
         }
-        Format::Aof => {
-            write_zadds(&mut buf, &b.key, saved.iter().map(|(m, s)| (&m[..], *s)));
-            if let Some(t) = b.expire {
-                let mut num = itoa::Buffer::new();
-                let ms = num.format(t).as_bytes();
-                write_command(&mut buf, [&b"PEXPIREAT"[..], &b.key, ms].into_iter());
+        BigLog::Board { log, head, tail } => {
+            let saved = {
+                let mut log = log.lock();
+                if !log.is_finished() {
+                    return Err(lost());
+                }
+                log.take_saved()
+            };
+            written += saved.len();
+            for e in &saved {
+                match job.format {
+                    Format::Rdb(o) => rdb::encode::write_leaderboard_entry(&mut buf, e.as_ref(), o),
+                    Format::Aof => write_entry(&mut buf, &b.key, e.as_ref()),
+                }
             }
+            buf.extend_from_slice(tail);
+            job.cow.sub(head.capacity() + tail.capacity());
         }
     }
-    drop(saved);
     if written != b.len {
         return Err(format!(
-            "internal error: sorted set '{}' written with {written} of its {} members",
+            "internal error: '{}' written with {written} of its {} members",
             String::from_utf8_lossy(&b.key),
             b.len
         ));
