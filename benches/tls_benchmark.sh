@@ -4,11 +4,15 @@
 # required, as both servers do by default), a board of MEMBERS members
 # (`m:<id>`, loaded through the plain port), then redis-benchmark --tls
 # runs ZINCRBY, ZREVRANK and ZREVRANGE 0 9 WITHSCORES against each TLS
-# port at every pipeline depth; one table prints requests/s for both, the
-# ratio, p99 latency and each server's CPU time per request.
+# port at every pipeline depth, ROUNDS times (the servers taking turns);
+# one table prints the median requests/s for both, the ratio against the
+# targets (Rostrum at least 1.0x Redis at -P 1, 1.3x at -P 16), p99
+# latency and each server's CPU time per request (medians too). The TLS
+# version and suite each server negotiated, and the load average before
+# and after, are printed with it.
 #
-# Usage: benches/tls_benchmark.sh [-m MEMBERS] [-n REQUESTS] [-c CLIENTS] [-P "1 16"]
-#   defaults: -m 1000000 -n 200000 -c 50 -P "1 16"
+# Usage: benches/tls_benchmark.sh [-m MEMBERS] [-n REQUESTS] [-c CLIENTS] [-P "1 16"] [-R ROUNDS]
+#   defaults: -m 1000000 -n 200000 -c 50 -P "1 16" -R 3
 # Environment:
 #   ROSTRUM_BIN       use this rostrum binary instead of `cargo build --release`
 #   CARGO_TARGET_DIR  where cargo puts the release build (default: ./target)
@@ -23,16 +27,22 @@ members=1000000
 requests=200000
 clients=50
 pipelines="1 16"
-while getopts "m:n:c:P:h" opt; do
+rounds=3
+while getopts "m:n:c:P:R:h" opt; do
     case "$opt" in
         m) members=$OPTARG ;;
         n) requests=$OPTARG ;;
         c) clients=$OPTARG ;;
         P) pipelines=$OPTARG ;;
-        *) sed -n '2,19p' "$0"; exit 2 ;;
+        R) rounds=$OPTARG ;;
+        *) sed -n '2,24p' "$0"; exit 2 ;;
     esac
 done
 command -v openssl >/dev/null || { echo "error: openssl is not in PATH" >&2; exit 1; }
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "error: -R wants a positive count" >&2; exit 2; }
+redis-benchmark --help 2>&1 | grep -q -- '--tls' ||
+    { echo "error: this redis-benchmark was built without TLS" >&2; exit 1; }
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # shellcheck source=benches/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -84,6 +94,14 @@ for port in "$redis_tls_port" "$rostrum_tls_port"; do
     [[ "$(redis-cli -p "$port" "${tls_client_args[@]}" PING)" == PONG ]] ||
         { echo "error: no TLS on port $port" >&2; exit 1; }
 done
+# What each server negotiates with a client like redis-benchmark's.
+negotiated() {
+    openssl s_client -connect "127.0.0.1:$1" -CAfile "$certs/ca.crt" -cert "$certs/client.crt" \
+        -key "$certs/client.key" -brief </dev/null 2>&1 |
+        awk -F': ' '/^Protocol version/ { p = $2 } /^Ciphersuite/ { c = $2 } END { print p " " c }'
+}
+redis_tls=$(negotiated "$redis_tls_port")
+rostrum_tls=$(negotiated "$rostrum_tls_port")
 
 echo "generating a board of $members members..." >&2
 awk -v n="$members" 'BEGIN {
@@ -128,8 +146,69 @@ commands=(
     "ZREVRANK|ZREVRANK board m:__rand_int__"
     "ZREVRANGE 0 9 WITHSCORES|ZREVRANGE board 0 9 WITHSCORES"
 )
+# The median of the numbers on standard input ("-" when there are none).
+median() {
+    sort -g | awk '{ v[NR] = $1 } END {
+        if (NR == 0) { print "-"; exit }
+        if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# lib.sh's `run_rows`, with `rounds` runs per row (the two servers taking
+# turns, so that a burst of load on the machine falls on both) and the
+# median of each column.
+run_rows() {
+    rows=()
+    local p entry title command i r q col side
+    for p in $pipelines; do
+        for entry in "${commands[@]}"; do
+            title=${entry%%|*}
+            command=${entry#*|}
+            echo "  -P $p $title ($rounds rounds)..." >&2
+            : >"$work/redis.runs"
+            : >"$work/rostrum.runs"
+            for ((i = 0; i < rounds; i++)); do
+                measure "$redis_port" "$p" "$command" "$redis_pid" >>"$work/redis.runs"
+                measure "$rostrum_port" "$p" "$command" "$rostrum_pid" >>"$work/rostrum.runs"
+            done
+            r=""
+            q=""
+            for side in redis rostrum; do
+                local cols=()
+                for col in 1 2 3; do
+                    cols+=("$(cut -f"$col" "$work/$side.runs" | grep -v '^-$' | median)")
+                done
+                if [[ $side == redis ]]; then
+                    r=$(printf '%s\t%s\t%s' "${cols[@]}")
+                else
+                    q=$(printf '%s\t%s\t%s' "${cols[@]}")
+                fi
+            done
+            rows+=("$title -P $p	$r	$q")
+        done
+    done
+}
+
+# The ratio each row must reach: 1.0 at -P 1, 1.3 when pipelined.
+check_targets() {
+    local row
+    echo
+    for row in "${rows[@]}"; do
+        printf '%s\n' "$row" | awk -F'\t' '{
+            target = ($1 ~ / -P 1$/) ? 1.0 : 1.3
+            if ($2 <= 0 || $5 == "-") { printf "%-31s no figure\n", $1; next }
+            ratio = $5 / $2
+            printf "%-31s ratio %.2f, target %.1f: %s\n", $1, ratio, target,
+                (ratio >= target) ? "met" : "NOT met"
+        }'
+    done
+}
+
 rand_range=$members
-echo "redis-benchmark --tls -n $requests -c $clients -r $members" >&2
+echo "redis-benchmark --tls -n $requests -c $clients -r $members, $rounds rounds" >&2
 run_rows
 print_rows
-echo "(over TLS: TLSv1.3, client certificates required, on both servers)"
+check_targets
+echo
+echo "(medians of $rounds rounds; over TLS with client certificates required on both servers:"
+echo " redis-server negotiated ${redis_tls:-?}, rostrum ${rostrum_tls:-?})"
+echo "load average before: $load_before; after: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores)"

@@ -398,6 +398,20 @@ fn main() {
     let pidfile = pidfile.as_deref();
     tracing::info!("{}", startup_line(&config, config_file.as_deref()));
 
+    // `rename-command`: the command table is built with the new names
+    // before anything looks a command up.
+    let renames: Vec<(String, String)> = config
+        .rename_commands
+        .iter()
+        .map(|r| (r.from.clone(), r.to.clone()))
+        .collect();
+    if let Err((i, e)) = rostrum::commands::table::build_with_renames(&renames) {
+        let msg = match config.rename_commands.get(i) {
+            Some(r) => r.error(e),
+            None => e.to_string(),
+        };
+        fail(&msg, pidfile);
+    }
     if let Err(e) = rostrum::commands::acl::check_config_users(&config) {
         fail(&e, pidfile);
     }

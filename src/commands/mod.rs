@@ -148,7 +148,7 @@ pub fn execute_cached<'s>(
     args: &[&[u8]],
     cache: &mut LockCache<'s>,
 ) {
-    execute_resolved(server, client, out, args, resolve(args), cache);
+    execute_resolved(server, client, out, args, resolve_for(client, args), cache);
 }
 
 /// [`execute_cached`] for a command already looked up ([`resolve`]).
@@ -795,6 +795,24 @@ pub fn resolve(args: &[&[u8]]) -> Result<&'static Command, CmdError> {
         return Err(CmdError::WrongArity(cmd.full_name.clone()));
     }
     Ok(cmd)
+}
+
+/// [`resolve`] for `client`: the server's own clients (id 0: AOF loading,
+/// a replica's full sync, the season timer, /metrics) also find a command
+/// `rename-command` renamed or hid by its original name, because what the
+/// server writes and runs itself (FLUSHALL before a sync, DEL for an
+/// expired key, a rewritten AOF base) names commands that way; clients'
+/// names go first, so an AOF holding the new names loads too.
+pub fn resolve_for(client: &ClientState, args: &[&[u8]]) -> Result<&'static Command, CmdError> {
+    let found = resolve(args);
+    if found.is_err() && client.info.id == 0 && table().has_renames() {
+        if let Lookup::Found(cmd) = table().lookup_original(args) {
+            if cmd.spec.arity_ok(args.len()) {
+                return Ok(cmd);
+            }
+        }
+    }
+    found
 }
 
 /// [`resolve`]'s table lookup, which remembers a command found by its name

@@ -293,7 +293,18 @@ pub struct Command {
 pub struct CommandTable {
     by_name: HashMap<&'static str, Command, ahash::RandomState>,
     count: usize,
+    /// The names clients call commands by, when `rename-command` changed
+    /// any (lower case, to the original name); `None`: every command by
+    /// its own name. As Redis's `server.commands` beside
+    /// `server.orig_commands`: dispatch, `redis.call`, COMMAND INFO / DOCS
+    /// / GETKEYS and ACL DRYRUN look names up here; ACL rules, ACL CAT,
+    /// NOPERM lines, statistics and COMMAND LIST's names keep the originals.
+    renamed: Option<HashMap<String, &'static str, ahash::RandomState>>,
 }
+
+/// One `rename-command FROM TO` directive (`TO` empty: the command is
+/// hidden), in the order of the config file.
+pub type Rename = (String, String);
 
 /// What a lookup of the arguments found.
 pub enum Lookup<'t> {
@@ -342,7 +353,48 @@ impl CommandTable {
                 );
             }
         }
-        CommandTable { by_name, count }
+        CommandTable {
+            by_name,
+            count,
+            renamed: None,
+        }
+    }
+
+    /// Applies `rename-command` directives in order, as Redis's config
+    /// loader does: `FROM` is looked up among the names in force (so a
+    /// renamed command can be renamed again), removed, and added back as
+    /// `TO` unless `TO` is empty. Errors are Redis's lines, with the index
+    /// of the directive that failed.
+    fn rename(&mut self, renames: &[Rename]) -> Result<(), (usize, &'static str)> {
+        if renames.is_empty() {
+            return Ok(());
+        }
+        let mut names: HashMap<String, &'static str, ahash::RandomState> = self
+            .by_name
+            .values()
+            .map(|c| (c.spec.name.to_string(), c.spec.name))
+            .collect();
+        for (i, (from, to)) in renames.iter().enumerate() {
+            let from = from.to_ascii_lowercase();
+            let Some(original) = names.remove(&from) else {
+                return Err((i, "No such command in rename-command"));
+            };
+            if to.is_empty() {
+                continue;
+            }
+            let to = to.to_ascii_lowercase();
+            if names.contains_key(&to) {
+                return Err((i, "Target command name already exists"));
+            }
+            names.insert(to, original);
+        }
+        self.renamed = Some(names);
+        Ok(())
+    }
+
+    /// Whether `rename-command` changed any name.
+    pub fn has_renames(&self) -> bool {
+        self.renamed.is_some()
     }
 
     /// Number of commands and subcommands (the size of stats arrays).
@@ -360,12 +412,24 @@ impl CommandTable {
         self.by_name.is_empty()
     }
 
-    /// Top-level commands, in no particular order.
+    /// Top-level commands, in no particular order, hidden ones included
+    /// (ACL rules know every command by its original name).
     pub fn iter(&self) -> impl Iterator<Item = &Command> {
         self.by_name.values()
     }
 
-    /// Finds a top-level command by name, in any case.
+    /// Top-level commands clients can call (all but those `rename-command`
+    /// hid), in no particular order: COMMAND, COMMAND LIST and COUNT.
+    pub fn callable(&self) -> impl Iterator<Item = &Command> {
+        let hidden = |c: &&Command| match &self.renamed {
+            None => false,
+            Some(names) => !names.values().any(|n| *n == c.spec.name),
+        };
+        self.by_name.values().filter(move |c| !hidden(c))
+    }
+
+    /// Finds a top-level command by its original name, in any case (rules
+    /// and internal callers; clients' names go through [`Self::lookup`]).
     pub fn get(&self, name: &[u8]) -> Option<&Command> {
         let mut buf = [0u8; 32];
         if name.len() > buf.len() {
@@ -376,6 +440,30 @@ impl CommandTable {
         lower.make_ascii_lowercase();
         let s = std::str::from_utf8(lower).ok()?;
         self.by_name.get(s)
+    }
+
+    /// Finds a top-level command by the name clients call it by (after
+    /// `rename-command`), in any case.
+    pub fn get_callable(&self, name: &[u8]) -> Option<&Command> {
+        match &self.renamed {
+            None => self.get(name),
+            Some(names) => {
+                let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
+                self.by_name.get(names.get(&lower)?)
+            }
+        }
+    }
+
+    /// [`Self::get_full`] by the names clients call commands by.
+    pub fn get_full_callable(&self, full: &[u8]) -> Option<&Command> {
+        match full.iter().position(|&b| b == b'|') {
+            Some(p) => {
+                let cmd = self.get_callable(&full[..p])?;
+                let sub = String::from_utf8_lossy(&full[p + 1..]).to_ascii_lowercase();
+                cmd.subs.get(sub.as_str())
+            }
+            None => self.get_callable(full),
+        }
     }
 
     /// Finds a command (or `cmd|sub`) by its full name, in any case.
@@ -390,9 +478,20 @@ impl CommandTable {
         }
     }
 
-    /// Resolves the command (and subcommand) named by `args`.
+    /// Resolves the command (and subcommand) named by `args`, by the
+    /// names clients call commands by.
     pub fn lookup(&self, args: &[&[u8]]) -> Lookup<'_> {
-        let Some(cmd) = args.first().and_then(|n| self.get(n)) else {
+        self.lookup_in(args.first().and_then(|n| self.get_callable(n)), args)
+    }
+
+    /// [`Self::lookup`] by the commands' original names (the server's own
+    /// commands when `rename-command` changed some).
+    pub fn lookup_original(&self, args: &[&[u8]]) -> Lookup<'_> {
+        self.lookup_in(args.first().and_then(|n| self.get(n)), args)
+    }
+
+    fn lookup_in<'t>(&'t self, found: Option<&'t Command>, args: &[&[u8]]) -> Lookup<'t> {
+        let Some(cmd) = found else {
             return Lookup::Unknown;
         };
         if cmd.subs.is_empty() {
@@ -512,10 +611,23 @@ fn categories_of(full_name: &str, spec: &CommandSpec) -> u64 {
     c
 }
 
+static TABLE: OnceLock<CommandTable> = OnceLock::new();
+
 /// The command table, built on first use from every family's list.
 pub fn table() -> &'static CommandTable {
-    static TABLE: OnceLock<CommandTable> = OnceLock::new();
     TABLE.get_or_init(|| CommandTable::build(super::FAMILIES))
+}
+
+/// Builds the table with the config file's `rename-command` directives,
+/// before anything uses it (start-up). Fails, with the index of the
+/// directive and Redis's line, on an unknown command or a name taken; or
+/// when the table was already built (a bug: renames come first).
+pub fn build_with_renames(renames: &[Rename]) -> Result<(), (usize, &'static str)> {
+    let mut t = CommandTable::build(super::FAMILIES);
+    t.rename(renames)?;
+    TABLE
+        .set(t)
+        .map_err(|_| (0, "rename-command: the command table was already in use"))
 }
 
 #[cfg(test)]
@@ -541,6 +653,42 @@ mod tests {
                 c.full_name
             );
         }
+    }
+
+    #[test]
+    fn renames_hide_and_rename_as_redis() {
+        let mut t = CommandTable::build(crate::commands::FAMILIES);
+        let n = |a: &str, b: &str| (a.to_string(), b.to_string());
+        let renames = [
+            n("FLUSHALL", ""),
+            n("CONFIG", "x1"),
+            n("X1", "somethingelse"),
+            n("set", "MYSET"),
+        ];
+        assert!(t.rename(&renames).is_ok());
+        assert!(t.get_callable(b"flushall").is_none());
+        assert!(t.get(b"flushall").is_some());
+        assert!(t.get_callable(b"config").is_none() && t.get_callable(b"x1").is_none());
+        let c = t
+            .get_callable(b"SomethingElse")
+            .map(|c| c.full_name.as_str());
+        assert_eq!(c, Some("config"));
+        let sub = t
+            .get_full_callable(b"somethingelse|get")
+            .map(|c| c.full_name.as_str());
+        assert_eq!(sub, Some("config|get"));
+        assert_eq!(t.callable().count(), t.len() - 1);
+        let mut t = CommandTable::build(crate::commands::FAMILIES);
+        assert_eq!(
+            t.rename(&[n("nosuch", "x")]),
+            Err((0, "No such command in rename-command"))
+        );
+        let mut t = CommandTable::build(crate::commands::FAMILIES);
+        let taken = t.rename(&[n("get", "x"), n("config", "set")]);
+        assert_eq!(taken, Err((1, "Target command name already exists")));
+        let mut t = CommandTable::build(crate::commands::FAMILIES);
+        assert!(t.rename(&[n("config", "CONFIG")]).is_ok());
+        assert!(t.get_callable(b"config").is_some());
     }
 
     #[test]

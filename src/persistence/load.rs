@@ -296,7 +296,7 @@ pub fn load_file(server: &Server, path: &Path, load_truncated: bool) -> Result<L
                 Ok(Some(Parsed::Command { consumed })) => {
                     {
                         let args = parser.args(&rbuf);
-                        let cmd = match commands::resolve(&args) {
+                        let cmd = match commands::resolve_for(&client, &args) {
                             Ok(cmd) => cmd,
                             Err(e) => return Err(bad_format(path, offset, &e.to_string())),
                         };

@@ -10,6 +10,7 @@ pub mod replication;
 pub mod tls;
 pub mod transport;
 
+use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,18 +72,68 @@ pub async fn run(server: Arc<Server>, listening: impl FnOnce()) -> std::io::Resu
     live::spawn(server.clone());
     http::spawn(server.clone()).await?;
     spawn_signals(server.clone());
-    let mut tasks = Vec::new();
-    for (l, tls) in listeners {
-        tasks.push(tokio::spawn(accept_loop(server.clone(), l, tls)));
-    }
-    for t in tasks {
-        let _ = t.await;
-    }
+    serve_listeners(server, listeners).await;
     Ok(())
 }
 
-/// The reply to a non-loopback client refused by protected mode.
-const PROTECTED_MODE_DENIED: &[u8] = b"-DENIED Rostrum is running in protected mode: protected mode is enabled and no password is set for the default user, so only connections from the loopback interface are accepted. To serve other hosts, set a password (requirepass), or turn protected mode off (CONFIG SET protected-mode no from a loopback connection, or --config protected-mode=no at start-up), and restart if needed.\r\n";
+/// Runs an accept loop per listener until shutdown, swapping a kind's
+/// loops when CONFIG SET moves its port (`state::listeners`).
+async fn serve_listeners(server: Arc<Server>, listeners: Vec<(TcpListener, bool)>) {
+    use crate::state::listeners::Kind;
+    let mut changes = server.listeners.subscribe();
+    let mut shutdown = server.shutdown.subscribe();
+    let mut tasks: Vec<(bool, tokio::task::JoinHandle<()>)> = Vec::new();
+    for (l, tls) in listeners {
+        tasks.push((tls, tokio::spawn(accept_loop(server.clone(), l, tls))));
+    }
+    loop {
+        tokio::select! {
+            change = changes.recv() => {
+                let Some(change) = change else { break };
+                let tls = change.kind == Kind::Tls;
+                // Dropping an accept loop closes its socket; clients
+                // already connected stay.
+                for (_, t) in tasks.iter().filter(|(k, _)| *k == tls) {
+                    t.abort();
+                }
+                tasks.retain(|(k, _)| *k != tls);
+                for socket in change.sockets {
+                    match TcpListener::from_std(socket) {
+                        Ok(l) => {
+                            let addr = l.local_addr();
+                            if let Ok(a) = &addr {
+                                if !tls {
+                                    server.port.store(a.port() as u64, Ordering::Relaxed);
+                                }
+                                let kind = if tls { "tls" } else { "tcp" };
+                                tracing::info!("Ready to accept connections {kind} on {a}");
+                            }
+                            tasks.push((tls, tokio::spawn(accept_loop(server.clone(), l, tls))));
+                        }
+                        Err(e) => tracing::warn!("listener: {e}"),
+                    }
+                }
+            }
+            _ = shutdown.changed() => break,
+        }
+    }
+    for (_, t) in tasks {
+        let _ = t.await;
+    }
+}
+
+/// The reply to a non-loopback client refused by protected mode: Redis
+/// 7.0's line, word for word (clients and tools look for it).
+const PROTECTED_MODE_DENIED: &[u8] = b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
+
+/// Whether protected mode refuses a client from `peer`, as Redis 7.0's
+/// `clientAcceptHandler`: protected mode on, the `default` user `nopass`
+/// (no `requirepass`, no password given by ACL), and a peer that is not
+/// loopback (`127.0.0.0/8`, `::1`, or either mapped into IPv6). The bind
+/// addresses play no part (Redis 7.0 dropped that condition).
+pub fn protected_mode_refuses(protected_mode: bool, default_nopass: bool, peer: IpAddr) -> bool {
+    protected_mode && default_nopass && !peer.to_canonical().is_loopback()
+}
 
 /// Accepts clients on `listener` until shutdown; `tls`: the TLS port,
 /// whose handshakes run in each client's own task (see `tls::accept`).
@@ -94,11 +145,11 @@ async fn accept_loop(server: Arc<Server>, listener: TcpListener, tls: bool) {
                 Ok((stream, peer)) => {
                     let (max, protected) = {
                         let c = server.config.read();
-                        (c.maxclients as usize, c.protected_mode && c.requirepass.is_none())
+                        (c.maxclients as usize, c.protected_mode)
                     };
-                    // Protected mode: without a password only loopback
-                    // clients are served, as in Redis.
-                    let reject: Option<&'static [u8]> = if protected && !peer.ip().is_loopback() {
+                    let refused = protected
+                        && protected_mode_refuses(true, default_user_nopass(&server), peer.ip());
+                    let reject: Option<&'static [u8]> = if refused {
                         Some(PROTECTED_MODE_DENIED)
                     } else if server.clients.len() >= max {
                         Some(b"-ERR max number of clients reached\r\n")
@@ -132,6 +183,14 @@ async fn accept_loop(server: Arc<Server>, listener: TcpListener, tls: bool) {
             _ = shutdown.changed() => break,
         }
     }
+}
+
+/// Whether the `default` user has `nopass` now (`requirepass` and ACL
+/// SETUSER both change it).
+fn default_user_nopass(server: &Server) -> bool {
+    commands::acl::acl(server)
+        .user("default")
+        .is_some_and(|u| u.nopass)
 }
 
 /// Rolls the seasonal boards whose boundary has passed (issue 17), each
@@ -241,4 +300,27 @@ fn spawn_signals(server: Arc<Server>) {
             server.request_shutdown();
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::protected_mode_refuses;
+    use std::net::IpAddr;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("address")
+    }
+
+    #[test]
+    fn protected_mode_serves_loopback_and_password_holders() {
+        for peer in ["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"] {
+            assert!(!protected_mode_refuses(true, true, ip(peer)), "{peer}");
+        }
+        for peer in ["192.0.2.2", "10.0.0.1", "::ffff:10.0.0.1", "2001:db8::1"] {
+            assert!(protected_mode_refuses(true, true, ip(peer)), "{peer}");
+            // A password for the default user, or protected mode off.
+            assert!(!protected_mode_refuses(true, false, ip(peer)), "{peer}");
+            assert!(!protected_mode_refuses(false, true, ip(peer)), "{peer}");
+        }
+    }
 }

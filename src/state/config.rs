@@ -21,6 +21,11 @@ pub struct Config {
     /// `user` lines of the config file, as written (the ACL family reads
     /// them at start-up).
     pub acl_users: Vec<String>,
+    /// `rename-command FROM TO` lines of the config file (and command
+    /// line), in order (`TO` empty: hidden). Applied to the command table
+    /// once at start-up; not a parameter (CONFIG GET / SET don't know it,
+    /// as in Redis).
+    pub rename_commands: Vec<RenameCommand>,
     pub loglevel: String,
     pub logfile: String,
     pub databases: usize,
@@ -107,6 +112,7 @@ impl Default for Config {
             protected_mode: true,
             requirepass: None,
             acl_users: Vec::new(),
+            rename_commands: Vec::new(),
             loglevel: "notice".into(),
             logfile: String::new(),
             databases: 16,
@@ -370,7 +376,7 @@ pub static PARAMS: &[Param] = &[
         |c| c.bind.join(" "),
         |c, v| c.bind = v.split_whitespace().map(str::to_string).collect(),
     )),
-    immutable(num_field!("port", &[], int(0, 65535), port)),
+    num_field!("port", &[], int(0, 65535), port),
     bool_field!("protected-mode", protected_mode),
     field(
         "requirepass",
@@ -481,7 +487,7 @@ pub static PARAMS: &[Param] = &[
     immutable(stored("cluster-enabled", &[], BOOL, "no")),
     // TLS: state::tls builds the rustls configurations from these (CONFIG
     // SET rebuilds them, refusing a change that does not build).
-    immutable(stored("tls-port", &[], int(0, 65535), "0")),
+    stored("tls-port", &[], int(0, 65535), "0"),
     stored("tls-cert-file", &[], Kind::Text, ""),
     stored("tls-key-file", &[], Kind::Text, ""),
     stored("tls-key-file-pass", &[], Kind::Text, ""),
@@ -1029,6 +1035,23 @@ impl Config {
                 self.acl_users.push(value);
                 continue;
             }
+            if name.eq_ignore_ascii_case("rename-command") {
+                // Re-split: `rename-command FLUSHALL ""` has an empty word.
+                let words =
+                    crate::protocol::request::split_args(raw.trim().as_bytes()).unwrap_or_default();
+                let [_, from, to] = &words[..] else {
+                    let e = "Bad directive or wrong number of arguments";
+                    return Err(config_error(path, no + 1, raw, e));
+                };
+                self.rename_commands.push(RenameCommand {
+                    from: String::from_utf8_lossy(from).into_owned(),
+                    to: String::from_utf8_lossy(to).into_owned(),
+                    path: path.to_string(),
+                    line: no + 1,
+                    raw: raw.to_string(),
+                });
+                continue;
+            }
             self.apply(&name, &value)
                 .map_err(|e| config_error(path, no + 1, raw, &e))?;
         }
@@ -1074,6 +1097,25 @@ impl Config {
             out.push_str(&render(p, &v));
         }
         out
+    }
+}
+
+/// A `rename-command FROM TO` directive, with where it was written (for
+/// the fatal error when the command table refuses it).
+#[derive(Debug, Clone)]
+pub struct RenameCommand {
+    pub from: String,
+    /// Empty: the command is hidden.
+    pub to: String,
+    path: String,
+    line: usize,
+    raw: String,
+}
+
+impl RenameCommand {
+    /// Redis's fatal config error naming this directive's line.
+    pub fn error(&self, msg: &str) -> String {
+        config_error(&self.path, self.line, &self.raw, msg)
     }
 }
 
@@ -1216,7 +1258,7 @@ mod tests {
             Err(SetError::Unknown("nosuch".into()))
         );
         assert!(matches!(
-            c.set_many(&[("port", "1")]),
+            c.set_many(&[("databases", "1")]),
             Err(SetError::Failed(_, e)) if e == "can't set immutable config"
         ));
         assert!(matches!(

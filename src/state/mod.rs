@@ -6,7 +6,8 @@
 //! ([`pubsub`]), the clients in monitor mode ([`monitor`]), the
 //! connections' queues of pushed messages ([`outbox`]), keyspace
 //! notifications ([`notify`]), the client-side caching table
-//! ([`tracking`]) and the live boards' watchers ([`watch`]).
+//! ([`tracking`]), the live boards' watchers ([`watch`]) and the hand-over
+//! of listeners moved by CONFIG SET ([`listeners`]).
 //!
 //! Below `commands`: nothing here knows the command table or a command
 //! family. What needs the dispatcher (AOF loading and rewrite, the
@@ -20,6 +21,7 @@ pub mod ctx;
 pub mod journal;
 pub mod keys;
 pub mod latency;
+pub mod listeners;
 pub mod memory;
 pub mod monitor;
 pub mod notify;

@@ -272,6 +272,8 @@ pub struct Server {
     pub normal_limit: LimitCell,
     /// The TLS configurations in force (see `state::tls`).
     pub tls: super::tls::Tls,
+    /// CONFIG SET `port` / `tls-port`'s hand-over to the listener task.
+    pub listeners: super::listeners::Listeners,
     /// Replication: role, replicas, the link to the primary.
     pub replication: super::replication::Replication,
 }
@@ -331,6 +333,7 @@ impl Server {
             season_timers: SeasonTimers::default(),
             normal_limit,
             tls: super::tls::Tls::default(),
+            listeners: super::listeners::Listeners::default(),
             replication,
         })
     }

@@ -100,9 +100,11 @@ const SUBCOMMANDS: &[CommandSpec] = &[
     ),
 ];
 
-/// Every top-level command, in table order (stable between calls).
+/// Every top-level command clients can call (not hidden by
+/// `rename-command`; a renamed one under its original name, as Redis), in
+/// table order (stable between calls).
 fn top_level() -> Vec<&'static Command> {
-    let mut v: Vec<&Command> = table().iter().collect();
+    let mut v: Vec<&Command> = table().callable().collect();
     v.sort_by_key(|c| c.id);
     v
 }
@@ -123,7 +125,7 @@ fn command(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
 }
 
 fn count(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
-    ctx.out.int(table().len() as i64);
+    ctx.out.int(table().callable().count() as i64);
     Ok(())
 }
 
@@ -133,7 +135,7 @@ fn info(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     }
     ctx.out.array(a.len() - 2);
     for name in &a[2..] {
-        match table().get_full(name) {
+        match table().get_full_callable(name) {
             Some(c) => write_info(ctx.out, c),
             None => ctx.out.null(),
         }
@@ -145,7 +147,10 @@ fn docs(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let found: Vec<&Command> = if a.len() == 2 {
         top_level()
     } else {
-        a[2..].iter().filter_map(|n| table().get_full(n)).collect()
+        a[2..]
+            .iter()
+            .filter_map(|n| table().get_full_callable(n))
+            .collect()
     };
     ctx.out.map(found.len());
     for c in found {

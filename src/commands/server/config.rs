@@ -8,7 +8,7 @@ use super::super::Ctx;
 use super::srv;
 use crate::error::{CmdError, CmdResult};
 use crate::state::config::SetError;
-use crate::state::Server;
+use crate::state::{Config, Server};
 
 use super::super::table::{flags::*, CommandSpec};
 
@@ -90,17 +90,31 @@ fn set(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
             .iter()
             .find(|(n, _)| n.len() > 4 && n[..4].eq_ignore_ascii_case("tls-"));
         let before = tls.map(|_| config.clone());
-        config.set_many(&pairs).and_then(|()| match (tls, before) {
-            (Some((name, _)), Some(before)) => ctx.server.tls.reload(&config).map_err(|why| {
-                tracing::warn!("Unable to update TLS configuration: {why}");
-                *config = before;
-                SetError::Failed(
-                    name.to_string(),
-                    format!("Unable to update TLS configuration. {why}"),
-                )
-            }),
-            _ => Ok(()),
-        })
+        let ports_before = (config.port, crate::state::tls::port(&config));
+        let old = config.clone();
+        config
+            .set_many(&pairs)
+            .and_then(|()| match (tls, before) {
+                (Some((name, _)), Some(before)) => ctx.server.tls.reload(&config).map_err(|why| {
+                    tracing::warn!("Unable to update TLS configuration: {why}");
+                    *config = before;
+                    SetError::Failed(
+                        name.to_string(),
+                        format!("Unable to update TLS configuration. {why}"),
+                    )
+                }),
+                _ => Ok(()),
+            })
+            .and_then(|()| {
+                // `port` / `tls-port` changed: the listener moves now, or
+                // everything set here is undone (as Redis).
+                move_listeners(ctx.server, &config, ports_before).inspect_err(|_| {
+                    *config = old;
+                    if tls.is_some() {
+                        let _ = ctx.server.tls.reload(&config);
+                    }
+                })
+            })
     };
     match result {
         Ok(()) => {
@@ -132,6 +146,25 @@ fn set(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
             "CONFIG SET failed (possibly related to argument '{name}') - {why}"
         ))),
     }
+}
+
+/// Moves the listeners whose port `config` changed from `before` (plain,
+/// TLS); a port that can't be bound fails with Redis's reason.
+fn move_listeners(server: &Server, config: &Config, before: (u16, u16)) -> Result<(), SetError> {
+    use crate::state::listeners::Kind;
+    let now = (config.port, crate::state::tls::port(config));
+    for (kind, name, old, new) in [
+        (Kind::Plain, "port", before.0, now.0),
+        (Kind::Tls, "tls-port", before.1, now.1),
+    ] {
+        if old != new {
+            server
+                .listeners
+                .rebind(kind, &config.bind, new)
+                .map_err(|why| SetError::Failed(name.to_string(), why))?;
+        }
+    }
+    Ok(())
 }
 
 /// Zeroes the counters INFO reports (command and error statistics, the

@@ -60,7 +60,7 @@ pub fn feed_script(ctx: &Ctx, args: &[&[u8]]) {
     if ctx.server.monitors.active() {
         if let Some(cmd) = args
             .first()
-            .and_then(|n| super::super::table::table().get(n))
+            .and_then(|n| super::super::table::table().get_callable(n))
         {
             feed(ctx, cmd.spec, args);
         }
