@@ -325,3 +325,222 @@ fn waiters_for_another_type_do_not_hold_the_line() {
         "*3\r\n$1\r\nk\r\n$1\r\nm\r\n$1\r\n1\r\n"
     );
 }
+
+/// A pipeline `push` + `pop` from one client while another is blocked on
+/// the key: as in Redis, the blocked client is served right after the
+/// push (it gets the element) and the pipeline's pop finds nothing.
+fn served_between_pipelined_commands(block: &[&str], push: &[&str], pop: &[&str], want: &str) {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.conn();
+    for _round in 0..20 {
+        let mut b = srv.raw();
+        b.write_all(&request(block)).unwrap();
+        wait_blocked(&mut c, 1);
+        let mut p = redis::pipe();
+        p.cmd(push[0]).arg(&push[1..]).ignore();
+        p.cmd(pop[0]).arg(&pop[1..]);
+        let (popped,): (redis::Value,) = p.query(&mut c).unwrap();
+        assert!(
+            matches!(popped, redis::Value::Nil) || popped == redis::Value::Array(vec![]),
+            "the pipeline's {} took what the blocked client was owed: {popped:?}",
+            pop[0]
+        );
+        let lines = want.matches('\n').count();
+        assert_eq!(
+            read_reply(&mut b, lines),
+            want,
+            "the blocked client's reply"
+        );
+        let _: () = redis::cmd("DEL").arg(block[1]).query(&mut c).unwrap();
+    }
+}
+
+#[test]
+fn a_pipelined_lpop_after_lpush_leaves_the_element_to_the_blocked_client() {
+    served_between_pipelined_commands(
+        &["BLPOP", "l", "0"],
+        &["LPUSH", "l", "a"],
+        &["LPOP", "l"],
+        "*2\r\n$1\r\nl\r\n$1\r\na\r\n",
+    );
+}
+
+#[test]
+fn a_pipelined_zpopmin_after_zadd_leaves_the_member_to_the_blocked_client() {
+    served_between_pipelined_commands(
+        &["BZPOPMIN", "z", "0"],
+        &["ZADD", "z", "1", "m"],
+        &["ZPOPMIN", "z"],
+        "*3\r\n$1\r\nz\r\n$1\r\nm\r\n$1\r\n1\r\n",
+    );
+}
+
+#[test]
+fn a_pipelined_xreadgroup_after_xadd_leaves_the_entry_to_the_blocked_consumer() {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.conn();
+    let _: () = redis::cmd("XGROUP")
+        .arg(&["CREATE", "s", "g", "$", "MKSTREAM"])
+        .query(&mut c)
+        .unwrap();
+    let mut b = srv.raw();
+    b.write_all(&request(&[
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "blocked",
+        "BLOCK",
+        "0",
+        "STREAMS",
+        "s",
+        ">",
+    ]))
+    .unwrap();
+    wait_blocked(&mut c, 1);
+    let mut p = redis::pipe();
+    p.cmd("XADD").arg(&["s", "1-1", "f", "v"]).ignore();
+    p.cmd("XREADGROUP")
+        .arg(&["GROUP", "g", "other", "STREAMS", "s", ">"]);
+    let (read,): (redis::Value,) = p.query(&mut c).unwrap();
+    assert_eq!(read, redis::Value::Nil, "the entry went to the pipeline");
+    let reply = read_reply(&mut b, 10);
+    assert!(reply.contains("1-1"), "{reply:?}");
+}
+
+/// Consumers of one group blocked on a stream with XREADGROUP `>` get
+/// the new entries in the order they blocked, one XADD each; a consumer of
+/// another group and a plain XREAD get every entry.
+#[test]
+fn xreadgroup_waiters_served_in_arrival_order() {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.conn();
+    for g in ["g", "h"] {
+        let _: () = redis::cmd("XGROUP")
+            .arg(&["CREATE", "s", g, "$", "MKSTREAM"])
+            .query(&mut c)
+            .unwrap();
+    }
+    let mut waiters = Vec::new();
+    for i in 0..4 {
+        let mut s = srv.raw();
+        let consumer = format!("c{i}");
+        s.write_all(&request(&[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            &consumer,
+            "BLOCK",
+            "0",
+            "STREAMS",
+            "s",
+            ">",
+        ]))
+        .unwrap();
+        wait_blocked(&mut c, i + 1);
+        waiters.push(s);
+    }
+    let mut other = srv.raw();
+    other
+        .write_all(&request(&[
+            "XREADGROUP",
+            "GROUP",
+            "h",
+            "x",
+            "BLOCK",
+            "0",
+            "STREAMS",
+            "s",
+            ">",
+        ]))
+        .unwrap();
+    wait_blocked(&mut c, 5);
+    for (i, s) in waiters.iter_mut().enumerate() {
+        let id = format!("{}-1", i + 1);
+        let _: String = redis::cmd("XADD")
+            .arg(&["s", &id, "f", "v"])
+            .query(&mut c)
+            .unwrap();
+        let reply = read_reply(s, 10);
+        assert!(reply.contains(&id), "consumer {i} got {reply:?}, not {id}");
+        if i == 0 {
+            assert!(
+                read_reply(&mut other, 10).contains("1-1"),
+                "group h gets the entry too"
+            );
+        }
+    }
+    wait_blocked(&mut c, 0);
+    // Each entry is pending for the consumer that received it.
+    for i in 0..4 {
+        let pending: Vec<redis::Value> = redis::cmd("XPENDING")
+            .arg(&["s", "g", "-", "+", "10", &format!("c{i}")])
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(pending.len(), 1, "c{i}");
+    }
+}
+
+/// XREADGROUP waiters that hang up before the XADD: the entries go to the
+/// pending lists of consumers still there, never to one that left.
+#[test]
+fn xreadgroup_gives_nothing_to_clients_that_left() {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.conn();
+    let _: () = redis::cmd("XGROUP")
+        .arg(&["CREATE", "s", "g", "$", "MKSTREAM"])
+        .query(&mut c)
+        .unwrap();
+    for round in 0..10 {
+        let mut live = Vec::new();
+        let mut gone = Vec::new();
+        for i in 0..6 {
+            let mut s = srv.raw();
+            let consumer = if i < 3 {
+                format!("gone{round}-{i}")
+            } else {
+                format!("live{round}-{i}")
+            };
+            s.write_all(&request(&[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                &consumer,
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "s",
+                ">",
+            ]))
+            .unwrap();
+            wait_blocked(&mut c, i + 1);
+            if i < 3 {
+                gone.push(s);
+            } else {
+                live.push(s);
+            }
+        }
+        drop(gone);
+        let _: String = redis::cmd("XADD")
+            .arg(&["s", "*", "f", "v"])
+            .query(&mut c)
+            .unwrap();
+        let reply = read_reply(&mut live[0], 10);
+        assert!(reply.contains('-'), "{reply:?}");
+        drop(live);
+        wait_blocked(&mut c, 0);
+    }
+    let consumers: Vec<Vec<redis::Value>> = redis::cmd("XINFO")
+        .arg(&["CONSUMERS", "s", "g"])
+        .query(&mut c)
+        .unwrap();
+    for info in consumers {
+        let name = match &info[1] {
+            redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+            other => format!("{other:?}"),
+        };
+        assert!(
+            !name.starts_with("gone"),
+            "an entry went to {name}, who had left"
+        );
+    }
+}

@@ -448,7 +448,17 @@ fn run_admitted<'s>(
         remove_stale(server, &stale, now_ms);
     }
     if !ready.is_empty() {
-        server.signal_ready(&ready);
+        if client.await_woken {
+            let me = client.id();
+            let woken = &mut client.woken;
+            server.wake_waiters(&ready, |c| {
+                if c.id != me && !woken.iter().any(|(w, _)| w.id == c.id) {
+                    woken.push((c.clone(), c.turns.load(Ordering::Acquire)));
+                }
+            });
+        } else {
+            server.signal_ready(&ready);
+        }
     }
     client.pending_hits += hits;
     client.pending_misses += misses;

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use smallvec::SmallVec;
 
-use super::table::{Command, RunHandler};
+use super::table::{flags, Command, RunHandler};
 use super::{
     account, admit, execute_cached, execute_resolved, invoke, resolve, run_admitted, LockCache,
 };
@@ -154,7 +154,11 @@ pub fn execute_pipelined<'s>(
 ) {
     let resolved = resolve(args);
     if let Ok(cmd) = resolved {
-        if (more || run.len() > 0) && run.push(cmd, args) {
+        // While clients are blocked, writes run one at a time: each may
+        // wake some, who take their turn before the next command.
+        let alone =
+            || cmd.spec.has(flags::WRITE) && server.blocked_clients.load(Ordering::Relaxed) > 0;
+        if (more || run.len() > 0) && !alone() && run.push(cmd, args) {
             if run.is_full() {
                 execute_run(server, client, out, run, cache);
             }

@@ -1020,7 +1020,8 @@ fn read_command(ctx: &mut Ctx, a: &[&[u8]], group_cmd: bool) -> CmdResult {
             }
         }
         let rerun_refs: Vec<&[u8]> = rerun.iter().map(|x| x.as_slice()).collect();
-        if ctx.block_on(keys, timeout, &rerun_refs) {
+        let group = r.group.map(|(g, _)| g);
+        if ctx.block_in_group(keys, timeout, &rerun_refs, group) {
             return Ok(());
         }
     }
@@ -1096,6 +1097,12 @@ fn serve_group(
     let mut replies: Vec<(usize, Reply)> = Vec::new();
     let mut logged: Vec<Vec<Vec<u8>>> = Vec::new();
     let mut created = Vec::new();
+    // New entries go to the group's clients in the order they blocked: not
+    // to this one while an earlier one waits for them (it was woken too).
+    let mine: Vec<bool> = keys
+        .iter()
+        .map(|key| ctx.may_serve_in_group(key, Some(group)))
+        .collect();
     for (k, key) in keys.iter().enumerate() {
         let Some(s) = write_stream(&mut ctx.keys, key)? else {
             continue;
@@ -1107,7 +1114,7 @@ fn serve_group(
         // now, as in Redis: a `>` with nothing new leaves it alone.
         let serve_now = match from[k] {
             ReadFrom::After(_) => true,
-            ReadFrom::New => !s.is_empty() && s.last_entry_id() > g.last_id,
+            ReadFrom::New => mine[k] && !s.is_empty() && s.last_entry_id() > g.last_id,
         };
         if serve_now {
             if g.create_consumer(consumer, now) {
@@ -1156,7 +1163,7 @@ fn serve_group(
                 true
             }
             ReadFrom::New => {
-                if s.is_empty() || s.last_entry_id() <= g.last_id {
+                if !serve_now {
                     false
                 } else {
                     let start = g.last_id.next().unwrap_or(StreamId::MAX);

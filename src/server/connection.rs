@@ -20,11 +20,16 @@ use crate::commands;
 use crate::protocol::{Limits, Parsed, Reply, RequestParser};
 use crate::state::client::{ClientInfo, ClientState, Unblock};
 use crate::state::journal::{self, Fsync};
+use crate::state::memory;
 use crate::state::outbox::OutputLimit;
 use crate::state::{unix_ms, Server};
 
 /// Replies are sent early once this many bytes are waiting.
 const FLUSH_AT: usize = 64 * 1024;
+/// Longest a client waits, after a command that woke blocked clients, for
+/// them to take their turn before its next command (one stuck writing to
+/// a slow peer must not hold it up).
+const TURN_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 /// Read buffer size for ordinary traffic.
 const READ_CHUNK: usize = 16 * 1024;
 /// A read buffer emptied at this size or more is replaced by a small one.
@@ -38,6 +43,9 @@ enum Batch {
     Done,
     /// The replies reached the flush size: send them, then go on.
     Flush,
+    /// The last command woke blocked clients: let them take their turn,
+    /// then go on.
+    Woke,
     /// The client was killed.
     Killed,
     /// The input is not the protocol: reply this error and close.
@@ -104,7 +112,8 @@ pub async fn serve<S: Transport>(server: Arc<Server>, stream: S) {
         .connections_received
         .fetch_add(1, Ordering::Relaxed);
     let needs_auth = crate::commands::acl::default_needs_auth(&server);
-    let client = ClientState::new(info.clone(), !needs_auth);
+    let mut client = ClientState::new(info.clone(), !needs_auth);
+    client.await_woken = true;
     let shutdown = server.shutdown.subscribe();
     let mut conn = Conn {
         server: server.clone(),
@@ -143,6 +152,7 @@ pub async fn serve<S: Transport>(server: Arc<Server>, stream: S) {
     commands::flush_stats(&server, &mut client);
     commands::disconnect(&server, &mut client);
     info.outbox.close();
+    server.memory.forget_client(&info);
     server.clients.remove(&id);
 }
 
@@ -219,7 +229,9 @@ impl<S: Transport> Conn<S> {
     }
 
     /// Publishes the buffers' figures (CLIENT LIST `qbuf`, `qbuf-free`;
-    /// INFO `mem_clients_normal`).
+    /// INFO `mem_clients_normal`), and closes the biggest clients if all
+    /// of them together are past `maxmemory-clients` (this one may be
+    /// among them: then it is marked killed).
     fn note_qbuf(&self) {
         let (len, cap) = (self.rbuf.len(), self.rbuf.capacity());
         self.info.qbuf.store(len, Ordering::Relaxed);
@@ -227,6 +239,10 @@ impl<S: Transport> Conn<S> {
         self.info
             .obuf
             .store(self.out.buf.capacity(), Ordering::Relaxed);
+        let mem = &self.server.memory;
+        if mem.note_client(&self.info, self.info.buffer_memory()) {
+            memory::evict_clients(&self.server);
+        }
     }
 
     /// Makes room in the read buffer before a read. The room grows with
@@ -328,6 +344,10 @@ impl<S: Transport> Conn<S> {
                     self.send().await?;
                     self.client.clock.reset();
                 }
+                Batch::Woke => {
+                    self.await_turns().await;
+                    self.client.clock.reset();
+                }
                 Batch::Killed => return Err(Stop::Close),
                 Batch::ProtocolError(e) => {
                     self.out.error(&e);
@@ -382,7 +402,13 @@ impl<S: Transport> Conn<S> {
                     if past_limit(&self.info, self.outbox_taken, &limit, self.out.len()) {
                         return Batch::Killed;
                     }
+                    // Redis serves blocked clients after each command: the
+                    // next one sees what they took.
+                    if !self.client.woken.is_empty() {
+                        return Batch::Woke;
+                    }
                     if self.out.len() >= FLUSH_AT {
+                        self.note_qbuf();
                         return Batch::Flush;
                     }
                 }
@@ -400,9 +426,36 @@ impl<S: Transport> Conn<S> {
         batch
     }
 
+    /// Waits until the blocked clients the last command woke have taken
+    /// their turn (ran their command again, or went), at most
+    /// [`TURN_WAIT`].
+    async fn await_turns(&mut self) {
+        let woken = std::mem::take(&mut self.client.woken);
+        let deadline = tokio::time::Instant::now() + TURN_WAIT;
+        loop {
+            let notified = self.server.turn_taken.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let all_taken = woken.iter().all(|(c, turns)| {
+                c.turns.load(Ordering::Acquire) != *turns || c.killed.load(Ordering::Acquire)
+            });
+            if all_taken || tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Waits while blocked (see [`Conn::wait_woken`]), then records that
+    /// the client took its turn, for a client that woke it.
+    async fn wait_unblocked(&mut self) -> Result<(), Stop> {
+        let r = self.wait_woken().await;
+        self.server.took_turn(&self.info);
+        r
+    }
+
     /// Waits while blocked: reruns the command when woken, replies null on
     /// timeout. Bytes arriving meanwhile are buffered, not run.
-    async fn wait_unblocked(&mut self) -> Result<(), Stop> {
+    async fn wait_woken(&mut self) -> Result<(), Stop> {
         let Some(block) = self.client.blocked.clone() else {
             return Ok(());
         };
@@ -643,6 +696,9 @@ impl<S: Transport> Conn<S> {
         self.info
             .obuf
             .store(self.out.buf.capacity(), Ordering::Relaxed);
+        // Less to count now (the check for too much comes after reads and
+        // commands).
+        let _ = (self.server.memory).note_client(&self.info, self.info.buffer_memory());
         Ok(())
     }
 

@@ -64,6 +64,12 @@ pub struct ClientInfo {
     /// Bytes allocated for the client's replies (INFO
     /// `mem_clients_normal`).
     pub obuf: AtomicUsize,
+    /// The client's buffers as last counted in the server's total
+    /// (`maxmemory-clients`; see [`ClientInfo::buffer_memory`]).
+    pub counted_mem: AtomicUsize,
+    /// Times the client, blocked, took its turn after a wake (ran its
+    /// command again, timed out or went): a client that woke it may go on.
+    pub turns: AtomicU64,
     /// Commands in the current MULTI, -1 when none (CLIENT LIST `multi`).
     pub multi: AtomicU64,
     /// Messages other clients send it (Pub/Sub), waiting to be written.
@@ -118,6 +124,8 @@ impl ClientInfo {
             qbuf: AtomicUsize::new(0),
             qbuf_free: AtomicUsize::new(0),
             obuf: AtomicUsize::new(0),
+            counted_mem: AtomicUsize::new(0),
+            turns: AtomicU64::new(0),
             monitor: AtomicBool::new(false),
             blocked: AtomicBool::new(false),
             unblock: AtomicU8::new(0),
@@ -186,6 +194,24 @@ impl ClientInfo {
             2 => Some(Unblock::Error),
             _ => None,
         }
+    }
+
+    /// Bytes the client's buffers hold: its read buffer, its reply buffer
+    /// and the messages queued for it (CLIENT LIST `tot-mem` less the
+    /// fixed part; INFO `mem_clients_normal` sums them).
+    pub fn buffer_memory(&self) -> usize {
+        self.qbuf.load(Ordering::Relaxed)
+            + self.qbuf_free.load(Ordering::Relaxed)
+            + self.obuf.load(Ordering::Relaxed)
+            + self.outbox.pending()
+    }
+
+    /// Whether `maxmemory-clients` may close the client: not one under
+    /// CLIENT NO-EVICT, a replica or the link from this server's primary.
+    pub fn evictable(&self) -> bool {
+        !self.no_evict.load(Ordering::Relaxed)
+            && self.repl_kind.load(Ordering::Relaxed) == REPL_NONE
+            && !self.killed.load(Ordering::Relaxed)
     }
 
     /// Asks the connection to close.
@@ -303,6 +329,14 @@ pub struct ClientState {
     /// evict: its first write, if DENYOOM, fails with OOM (Redis's
     /// `script_oom`).
     pub script_oom: bool,
+    /// Whether to note the blocked clients this client's writes wake
+    /// ([`ClientState::woken`]): a connection does, to let them take
+    /// their turn before its next command, as Redis serves blocked
+    /// clients after each command.
+    pub await_woken: bool,
+    /// The clients the last commands woke, each with its
+    /// [`ClientInfo::turns`] when woken.
+    pub woken: Vec<(Arc<ClientInfo>, u64)>,
     /// A woken blocked command is running again, its client still
     /// registered as waiting on its keys (so it keeps its place in line if
     /// it blocks again).
@@ -361,6 +395,8 @@ impl ClientState {
             replaying: false,
             in_script: false,
             script_oom: false,
+            await_woken: false,
+            woken: Vec::new(),
             rerun: false,
             clock: CommandClock::new(),
             aof_wait: 0,

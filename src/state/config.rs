@@ -86,6 +86,10 @@ pub struct Config {
     pub maxmemory_policy: String,
     pub maxmemory_samples: u64,
     pub maxmemory_eviction_tenacity: u64,
+    /// `maxmemory-clients`: bytes all clients' buffers may hold before the
+    /// biggest clients are closed; a negative value is a percentage of
+    /// `maxmemory` (Redis's encoding); 0: no limit.
+    pub maxmemory_clients: i64,
     pub lfu_log_factor: u64,
     pub lfu_decay_time: u64,
     pub busy_reply_threshold: u64,
@@ -154,6 +158,7 @@ impl Default for Config {
             maxmemory_policy: "noeviction".into(),
             maxmemory_samples: 5,
             maxmemory_eviction_tenacity: 10,
+            maxmemory_clients: 0,
             lfu_log_factor: 10,
             lfu_decay_time: 1,
             busy_reply_threshold: 5000,
@@ -179,6 +184,8 @@ pub enum Kind {
     Int { min: i64, max: i64 },
     /// A byte count accepting `k`, `kb`, `m`, `mb`, `g`, `gb` suffixes.
     Memory { max: u64 },
+    /// `maxmemory-clients`: a memory value, or a percentage (`10%`).
+    MemoryOrPercent,
     /// One of fixed words.
     Enum(&'static [&'static str]),
     /// Free text.
@@ -545,6 +552,24 @@ pub static PARAMS: &[Param] = &[
         int(0, 100),
         maxmemory_eviction_tenacity
     ),
+    field(
+        "maxmemory-clients",
+        &[],
+        Kind::MemoryOrPercent,
+        |c| match c.maxmemory_clients {
+            n if n < 0 => format!("{}%", -n),
+            n => n.to_string(),
+        },
+        |c, v| {
+            let n = match v.strip_suffix('%') {
+                Some(p) => p.parse::<i64>().map(|p| -p),
+                None => v.parse(),
+            };
+            if let Ok(n) = n {
+                c.maxmemory_clients = n;
+            }
+        },
+    ),
     num_field!("lfu-log-factor", &[], NON_NEG, lfu_log_factor),
     num_field!("lfu-decay-time", &[], NON_NEG, lfu_decay_time),
     stored("active-expire-effort", &[], int(1, 10), "1"),
@@ -773,6 +798,24 @@ pub fn canonical(param: &Param, value: &str, current: &str) -> Result<String, St
             Some(_) => Err(format!("argument must be between 0 and {max} inclusive")),
             None => Err("argument must be a memory value".into()),
         },
+        Kind::MemoryOrPercent => {
+            let bad = || "argument must be a memory or percent value".to_string();
+            match value.strip_suffix('%') {
+                Some(p) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => {
+                    match p.parse::<u64>() {
+                        Ok(0) => Ok("0".into()),
+                        Ok(n) if n <= 100 => Ok(format!("{n}%")),
+                        _ => Err("percentage argument must be less or equal to 100".into()),
+                    }
+                }
+                Some(_) => Err(bad()),
+                None if value.is_empty() => Ok("0".into()),
+                None => match parse_memory(value) {
+                    Some(n) if n <= i64::MAX as u64 => Ok(n.to_string()),
+                    _ => Err(bad()),
+                },
+            }
+        }
         Kind::Enum(words) => {
             if words.iter().any(|w| w.eq_ignore_ascii_case(value)) {
                 Ok(value.to_ascii_lowercase())

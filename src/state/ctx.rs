@@ -36,6 +36,19 @@ impl Ctx<'_, '_> {
         timeout: Option<std::time::Duration>,
         args: &[&[u8]],
     ) -> bool {
+        self.block_in_group(keys, timeout, args, None)
+    }
+
+    /// [`Ctx::block_on`] for an XREADGROUP reading new entries of consumer
+    /// group `group`: it stands in that group's line (see
+    /// [`Ctx::may_serve_in_group`]).
+    pub fn block_in_group(
+        &mut self,
+        keys: &[&[u8]],
+        timeout: Option<std::time::Duration>,
+        args: &[&[u8]],
+        group: Option<&[u8]>,
+    ) -> bool {
         if self.client.deny_blocking {
             return false;
         }
@@ -47,7 +60,8 @@ impl Ctx<'_, '_> {
         // A woken client that still finds nothing keeps its place in line.
         if !self.client.rerun {
             let kind = args.first().map_or("", |name| waits_for(name));
-            self.server.block_client(self.client.id(), &keys, kind);
+            self.server
+                .block_client(self.client.id(), &keys, kind, group);
         }
         self.client.info.set_blocked(true, !self.client.rerun);
         self.client.blocked = Some(BlockState {
@@ -64,6 +78,14 @@ impl Ctx<'_, '_> {
     /// client was woken too and takes it; this one waits its turn). Inside
     /// EXEC or a script, where nothing can wait, always.
     pub fn may_serve(&self, key: &[u8]) -> bool {
+        self.may_serve_in_group(key, None)
+    }
+
+    /// [`Ctx::may_serve`] for an XREADGROUP reading the new entries of
+    /// consumer group `group` of the stream `key`: only the clients waiting
+    /// in that group stand in line (as in Redis, the oldest of them takes
+    /// what arrives; each group gets every entry once).
+    pub fn may_serve_in_group(&self, key: &[u8], group: Option<&[u8]>) -> bool {
         if self.client.deny_blocking {
             return true;
         }
@@ -75,7 +97,7 @@ impl Ctx<'_, '_> {
             .and_then(|p| p.peek(key, self.keys.now_ms))
             .map(|e| e.value.type_name());
         self.server
-            .first_waiter(self.keys.db, key, kind)
+            .first_waiter(self.keys.db, key, kind, group)
             .is_none_or(|id| id == self.client.id())
     }
 }

@@ -16,6 +16,14 @@
 //!
 //! The dispatcher calls [`perform_evictions`] before a command while over
 //! the limit, holding no lock; an eviction locks one shard at a time.
+//!
+//! - Client eviction (`maxmemory-clients`, Redis 7.0): every connection
+//!   publishes what its buffers hold ([`Memory::note_client`]) into one
+//!   total; past the limit, [`evict_clients`] closes the clients holding
+//!   most until the total is under it (not those under CLIENT NO-EVICT,
+//!   nor replication links), counted in INFO `evicted_clients`. The
+//!   buffers are allocations, so they count in `used_memory` (and so
+//!   against `maxmemory`) as in Redis.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
@@ -23,6 +31,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use parking_lot::Mutex;
 
+use super::client::ClientInfo;
 use super::notify::{self, Class, Event};
 use super::pubsub::Own;
 use super::{journal, Config, Server};
@@ -31,6 +40,10 @@ use crate::engine::{Eviction, SHARD_COUNT};
 
 /// Candidates the eviction pool keeps (Redis's EVPOOL_SIZE).
 const POOL_SIZE: usize = 16;
+
+/// The least `maxmemory-clients` means, so that a bad setting cannot
+/// leave the server unreachable (Redis's floor).
+const MIN_CLIENTS_LIMIT: u64 = 128 * 1024;
 
 /// How often the copy of `used_memory` is refreshed at most.
 const REFRESH: Duration = Duration::from_millis(1);
@@ -149,6 +162,13 @@ pub struct Memory {
     tenacity: AtomicU64,
     /// Keys evicted since start (INFO evicted_keys).
     pub evicted_keys: AtomicU64,
+    /// What every client's buffers held when last counted (see
+    /// [`Memory::note_client`]).
+    clients_mem: AtomicU64,
+    /// `maxmemory-clients` in bytes (0: no limit).
+    clients_limit: AtomicU64,
+    /// Clients closed for `maxmemory-clients` (INFO evicted_clients).
+    pub evicted_clients: AtomicU64,
     /// The eviction pool and the policy its scores were taken under; held
     /// while evicting, so one thread evicts at once.
     pool: Mutex<(u8, Vec<Candidate>)>,
@@ -173,6 +193,9 @@ impl Memory {
             samples: AtomicU64::new(5),
             tenacity: AtomicU64::new(10),
             evicted_keys: AtomicU64::new(0),
+            clients_mem: AtomicU64::new(0),
+            clients_limit: AtomicU64::new(0),
+            evicted_clients: AtomicU64::new(0),
             pool: Mutex::new((0, Vec::with_capacity(POOL_SIZE + 8))),
         };
         m.configure(config);
@@ -184,6 +207,10 @@ impl Memory {
         // (The pool is not locked here: the caller may hold the config.)
         let policy = Policy::parse(&c.maxmemory_policy);
         self.maxmemory.store(c.maxmemory, Ordering::Relaxed);
+        self.clients_limit.store(
+            clients_limit(c.maxmemory_clients, c.maxmemory),
+            Ordering::Relaxed,
+        );
         self.policy.store(policy.code(), Ordering::Relaxed);
         self.samples
             .store(c.maxmemory_samples.clamp(1, 64), Ordering::Relaxed);
@@ -241,6 +268,43 @@ impl Memory {
         max != 0 && self.used() > max
     }
 
+    /// Records that client `c`'s buffers hold `bytes` now; returns whether
+    /// the clients together are past `maxmemory-clients` (then call
+    /// [`evict_clients`]). A figure that did not change costs a load.
+    #[inline]
+    pub fn note_client(&self, c: &ClientInfo, bytes: usize) -> bool {
+        if c.killed.load(Ordering::Relaxed) {
+            self.forget_client(c);
+            return false;
+        }
+        let old = c.counted_mem.load(Ordering::Relaxed);
+        if old != bytes {
+            c.counted_mem.store(bytes, Ordering::Relaxed);
+            if bytes > old {
+                self.clients_mem
+                    .fetch_add((bytes - old) as u64, Ordering::Relaxed);
+            } else {
+                self.uncount((old - bytes) as u64);
+            }
+        }
+        let limit = self.clients_limit.load(Ordering::Relaxed);
+        limit != 0 && self.clients_mem.load(Ordering::Relaxed) >= limit
+    }
+
+    /// Takes client `c` out of the total (it is closing).
+    pub fn forget_client(&self, c: &ClientInfo) {
+        let old = c.counted_mem.swap(0, Ordering::Relaxed);
+        self.uncount(old as u64);
+    }
+
+    fn uncount(&self, bytes: u64) {
+        let _ = self
+            .clients_mem
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| {
+                Some(u.saturating_sub(bytes))
+            });
+    }
+
     fn freed(&self, bytes: u64) {
         let _ = self
             .used
@@ -260,6 +324,56 @@ impl Memory {
             )),
             _ => None,
         }
+    }
+}
+
+/// `maxmemory-clients` in bytes for the setting `setting` (negative: a
+/// percentage of `maxmemory`), as Redis's `getClientEvictionLimit`: 0 for
+/// none, at least [`MIN_CLIENTS_LIMIT`].
+fn clients_limit(setting: i64, maxmemory: u64) -> u64 {
+    let bytes = match setting {
+        0 => return 0,
+        // A percentage of no limit is no limit.
+        n if n < 0 && maxmemory == 0 => return 0,
+        n if n < 0 => (maxmemory as f64 * n.unsigned_abs() as f64 / 100.0) as u64,
+        n => n as u64,
+    };
+    bytes.max(MIN_CLIENTS_LIMIT)
+}
+
+/// Closes the clients whose buffers hold most until all of them together
+/// hold less than `maxmemory-clients` (Redis's `evictClients`), skipping
+/// those [`ClientInfo::evictable`] refuses. A closed client is taken out
+/// of the total at once, so that other connections do not close more for
+/// it while it goes.
+pub fn evict_clients(server: &Server) {
+    let mem = &server.memory;
+    let limit = mem.clients_limit.load(Ordering::Relaxed);
+    if limit == 0 || mem.clients_mem.load(Ordering::Relaxed) < limit {
+        return;
+    }
+    let mut by_size: Vec<(usize, std::sync::Arc<ClientInfo>)> = server
+        .clients
+        .iter()
+        .filter(|c| c.evictable())
+        .map(|c| (c.buffer_memory(), c.value().clone()))
+        .collect();
+    by_size.sort_by_key(|c| std::cmp::Reverse(c.0));
+    for (_, c) in by_size {
+        if mem.clients_mem.load(Ordering::Relaxed) < limit {
+            break;
+        }
+        tracing::info!(
+            "Evicting client: id={} addr={} laddr={} name={} tot-mem={}",
+            c.id,
+            c.addr,
+            c.laddr,
+            String::from_utf8_lossy(&c.name.lock()),
+            c.buffer_memory(),
+        );
+        c.kill();
+        mem.forget_client(&c);
+        mem.evicted_clients.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -429,6 +543,16 @@ fn mem_evicted(server: &Server, db: usize, keys: Vec<Bytes>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clients_limit_as_redis_computes_it() {
+        assert_eq!(clients_limit(0, 1 << 30), 0);
+        assert_eq!(clients_limit(-10, 0), 0);
+        assert_eq!(clients_limit(-10, 100 << 20), 10 << 20);
+        assert_eq!(clients_limit(1024, 0), MIN_CLIENTS_LIMIT);
+        assert_eq!(clients_limit(-1, 1 << 20), MIN_CLIENTS_LIMIT);
+        assert_eq!(clients_limit(5 << 20, 0), 5 << 20);
+    }
 
     #[test]
     fn policies_round_trip() {

@@ -191,7 +191,9 @@ fn output_limit(c: &Config, class: &str) -> OutputLimit {
 
 /// A blocked client in a key's line: its id and the type of value it
 /// waits for (`Value::type_name`, "" for any).
-pub type Waiter = (u64, &'static str);
+/// The consumer group an XREADGROUP waits in (`None` for every other
+/// blocking command): only waiters of one group stand in line together.
+pub type Waiter = (u64, &'static str, Option<bytes::Bytes>);
 
 /// Everything connections share.
 pub struct Server {
@@ -219,6 +221,9 @@ pub struct Server {
     next_client_id: AtomicU64,
     /// Clients blocked on keys (BZPOPMIN, ...).
     pub blocked_clients: AtomicUsize,
+    /// Signalled when a blocked client has taken its turn after a wake
+    /// (see `ClientInfo::turns`).
+    pub turn_taken: tokio::sync::Notify,
     /// Who waits on which (db, key), in the order they blocked, with the
     /// type of value each waits for (see [`Server::block_client`]).
     pub blocked_on: Mutex<HashMap<(usize, bytes::Bytes), Vec<Waiter>>>,
@@ -310,6 +315,7 @@ impl Server {
             next_client_id: AtomicU64::new(1),
             blocked_clients: AtomicUsize::new(0),
             blocked_on: Mutex::new(HashMap::new()),
+            turn_taken: tokio::sync::Notify::new(),
             stats: Stats::default(),
             command_stats: OnceLock::new(),
             error_stats: Mutex::new(HashMap::new()),
@@ -427,10 +433,19 @@ impl Server {
     /// Called by the blocking handler while it still holds the keys' shard
     /// locks, so no write to them can slip between its check and this
     /// registration.
-    pub fn block_client(&self, id: u64, keys: &[(usize, bytes::Bytes)], kind: &'static str) {
+    pub fn block_client(
+        &self,
+        id: u64,
+        keys: &[(usize, bytes::Bytes)],
+        kind: &'static str,
+        group: Option<&[u8]>,
+    ) {
+        let group = group.map(bytes::Bytes::copy_from_slice);
         let mut m = self.blocked_on.lock();
         for k in keys {
-            m.entry(k.clone()).or_default().push((id, kind));
+            m.entry(k.clone())
+                .or_default()
+                .push((id, kind, group.clone()));
         }
         self.blocked_clients.fetch_add(1, Ordering::SeqCst);
     }
@@ -440,7 +455,7 @@ impl Server {
         let mut m = self.blocked_on.lock();
         for k in keys {
             if let Some(v) = m.get_mut(k) {
-                v.retain(|&(c, _)| c != id);
+                v.retain(|&(c, _, _)| c != id);
                 if v.is_empty() {
                     m.remove(k);
                 }
@@ -454,31 +469,57 @@ impl Server {
     /// (blocked clients are served in the order they blocked; a BLPOP
     /// behind a BZPOPMIN on a key that holds a list is first for it, as in
     /// Redis).
-    pub fn first_waiter(&self, db: usize, key: &[u8], kind: Option<&str>) -> Option<u64> {
+    /// `group`: the XREADGROUP consumer group in whose line to look (the
+    /// waiters of other groups and plain XREADs take nothing from it).
+    pub fn first_waiter(
+        &self,
+        db: usize,
+        key: &[u8],
+        kind: Option<&str>,
+        group: Option<&[u8]>,
+    ) -> Option<u64> {
         if self.blocked_clients.load(Ordering::SeqCst) == 0 {
             return None;
         }
         let m = self.blocked_on.lock();
         m.get(&(db, bytes::Bytes::copy_from_slice(key)))
             .and_then(|ids| {
-                ids.iter()
-                    .find(|(_, k)| kind.is_none_or(|want| k.is_empty() || *k == want))
+                ids.iter().find(|(_, k, g)| {
+                    kind.is_none_or(|want| k.is_empty() || *k == want) && g.as_deref() == group
+                })
             })
-            .map(|&(id, _)| id)
+            .map(|&(id, _, _)| id)
     }
 
     /// Wakes the clients waiting on keys that just changed.
     pub fn signal_ready(&self, ready: &[(usize, bytes::Bytes)]) {
+        self.wake_waiters(ready, |_| {});
+    }
+
+    /// [`Server::signal_ready`], handing each client woken to `woken`.
+    pub fn wake_waiters(
+        &self,
+        ready: &[(usize, bytes::Bytes)],
+        mut woken: impl FnMut(&Arc<ClientInfo>),
+    ) {
         let m = self.blocked_on.lock();
         for k in ready {
             if let Some(ids) = m.get(k) {
-                for (id, _) in ids {
+                for (id, _, _) in ids {
                     if let Some(c) = self.clients.get(id) {
+                        // (Before the wake: the caller reads its turns.)
+                        woken(c.value());
                         c.wake.notify_one();
                     }
                 }
             }
         }
+    }
+
+    /// Records that blocked client `c` took its turn after a wake.
+    pub fn took_turn(&self, c: &ClientInfo) {
+        c.turns.fetch_add(1, Ordering::Release);
+        self.turn_taken.notify_waiters();
     }
 
     /// Counts an error reply under its code.

@@ -200,16 +200,7 @@ fn clients_section(server: &Server, l: &mut Lines) {
 /// Bytes the clients' buffers hold: read buffers, reply buffers and
 /// queued messages (INFO `mem_clients_normal`).
 fn client_buffers(server: &Server) -> usize {
-    server
-        .clients
-        .iter()
-        .map(|c| {
-            c.qbuf.load(Ordering::Relaxed)
-                + c.qbuf_free.load(Ordering::Relaxed)
-                + c.obuf.load(Ordering::Relaxed)
-                + c.outbox.pending()
-        })
-        .sum()
+    server.clients.iter().map(|c| c.buffer_memory()).sum()
 }
 
 /// The process's memory figures, from jemalloc and /proc.
@@ -460,8 +451,11 @@ fn stats_section(ctx: &Ctx, l: &mut Lines) {
         "evicted_keys",
         ctx.server.memory.evicted_keys.load(Ordering::Relaxed),
     );
-    for name in [
+    l.put(
         "evicted_clients",
+        ctx.server.memory.evicted_clients.load(Ordering::Relaxed),
+    );
+    for name in [
         "total_eviction_exceeded_time",
         "current_eviction_exceeded_time",
     ] {
