@@ -273,7 +273,10 @@ mod tests {
         assert!(out.contains("\ndir \"/d\"\n"));
         let mut back = Config::default();
         back.load_text(&out, "x").unwrap();
-        assert_eq!((back.hz, back.maxmemory, back.save), (12, 1024, c.save.clone()));
+        assert_eq!(
+            (back.hz, back.maxmemory, back.save),
+            (12, 1024, c.save.clone())
+        );
         // A second rewrite does not add a second signature.
         let again = rewrite(&c, &out, &live());
         assert_eq!(again.matches(SIGNATURE).count(), 1);
