@@ -591,7 +591,7 @@ fn config_file_start_and_rewrite() {
     let _: () = redis::cmd("CONFIG").arg("REWRITE").query(&mut c).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(
-        text.starts_with("# leaderboard\nmaxmemory 2097152\n"),
+        text.starts_with("# leaderboard\nmaxmemory 2mb\nzset-max-listpack-entries 32\n"),
         "{text}"
     );
     assert!(text.contains("\nhz 20\n"), "{text}");

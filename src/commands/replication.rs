@@ -16,7 +16,7 @@ use super::table::{flags::*, CommandSpec, KeySpec};
 use super::Ctx;
 use crate::error::{CmdError, CmdResult};
 use crate::state::journal;
-use crate::state::replication::{MasterAddr, SyncRequest};
+use crate::state::replication::{Failover, FailoverState, MasterAddr, SyncRequest, ONLINE};
 use crate::state::unix_ms;
 
 /// REPLCONF GETACK *, as a primary sends it in the stream.
@@ -167,8 +167,11 @@ fn wait(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let deadline = (t > 0).then(|| Instant::now() + Duration::from_millis(t as u64));
     ctx.client.repl.wait = Some((offset, n as u64, deadline));
     // Ask the replicas for their offsets now rather than at their next
-    // second's ACK.
-    journal::feed_repl_raw(&ctx.server.aof, GETACK);
+    // second's ACK; not while FAILOVER waits for a replica to reach this
+    // offset (Redis defers GETACK while writes are paused).
+    if ctx.server.replication.failover.lock().state == FailoverState::None {
+        journal::feed_repl_raw(&ctx.server.aof, GETACK);
+    }
     Ok(())
 }
 
@@ -177,6 +180,22 @@ fn sync(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         return Ok(());
     }
     let repl = &ctx.server.replication;
+    // PSYNC <id> <offset> FAILOVER: our primary hands over to us (FAILOVER
+    // on its side); the ids must match, then we are the primary and its
+    // PSYNC continues from our old id as a partial resync.
+    if a.len() > 3 && is(a[0], "psync") && is(a[3], "failover") {
+        let mine = ctx.server.aof.backlog.inner.lock().replid.clone();
+        if a[1] != mine.as_bytes() {
+            return Err(CmdError::err("PSYNC FAILOVER replid must match my replid."));
+        }
+        if repl.set_master(None) {
+            promote(ctx.server);
+        }
+        tracing::info!(
+            "MASTER MODE enabled (failover request from '{}')",
+            ctx.client.info.addr
+        );
+    }
     if repl.is_replica() && !repl.link.lock().up {
         return Err(CmdError::line(
             "NOMASTERLINK Can't SYNC while not connected with my master",
@@ -195,6 +214,108 @@ fn sync(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     };
     ctx.client.repl.sync = Some(req);
     Ok(())
+}
+
+fn failover(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let repl = &ctx.server.replication;
+    if a.len() == 2 && is(a[1], "abort") {
+        if repl.failover.lock().state == FailoverState::None {
+            return Err(CmdError::err("No failover in progress."));
+        }
+        abort_failover(ctx.server, "Failover manually aborted");
+        ctx.out.ok();
+        return Ok(());
+    }
+    let (mut timeout, mut force, mut target) = (0i64, false, None::<MasterAddr>);
+    let mut j = 1;
+    while j < a.len() {
+        if is(a[j], "timeout") && j + 1 < a.len() && timeout == 0 {
+            timeout = int(a[j + 1])?;
+            if timeout <= 0 {
+                return Err(CmdError::err("FAILOVER timeout must be greater than 0"));
+            }
+            j += 2;
+        } else if is(a[j], "to") && j + 2 < a.len() && target.is_none() {
+            let port = int(a[j + 2])?;
+            target = Some(MasterAddr {
+                host: text(a[j + 1]),
+                port: port.clamp(0, 65535) as u16,
+            });
+            j += 3;
+        } else if is(a[j], "force") && !force {
+            force = true;
+            j += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    if repl.failover.lock().state != FailoverState::None {
+        return Err(CmdError::err("FAILOVER already in progress."));
+    }
+    if repl.is_replica() {
+        return Err(CmdError::err(
+            "FAILOVER is not valid when server is a replica.",
+        ));
+    }
+    let replicas = repl.replicas.lock().clone();
+    if replicas.is_empty() {
+        return Err(CmdError::err("FAILOVER requires connected replicas."));
+    }
+    if force && (timeout == 0 || target.is_none()) {
+        return Err(CmdError::err(
+            "FAILOVER with force option requires both a timeout and target HOST and IP.",
+        ));
+    }
+    if let Some(t) = &target {
+        let Some(r) = replicas
+            .iter()
+            .find(|r| r.ip == t.host && r.port == t.port as u64)
+        else {
+            return Err(CmdError::err(
+                "FAILOVER target HOST and PORT is not a replica.",
+            ));
+        };
+        if r.state.load(Ordering::Relaxed) != ONLINE {
+            return Err(CmdError::err("FAILOVER target replica is not online."));
+        }
+        tracing::info!("FAILOVER requested to {}:{}.", t.host, t.port);
+    } else {
+        tracing::info!("FAILOVER requested to any replica.");
+    }
+    *repl.failover.lock() = Failover {
+        state: FailoverState::WaitForSync,
+        target,
+        end: (timeout > 0).then(|| Instant::now() + Duration::from_millis(timeout as u64)),
+        force,
+    };
+    ctx.server.pause.failover_pause(true);
+    ctx.out.ok();
+    Ok(())
+}
+
+/// Ends a FAILOVER that did not complete: a server that had become the
+/// target's replica is a primary again; writes resume.
+pub fn abort_failover(server: &crate::state::Server, why: &str) {
+    let was = std::mem::take(&mut *server.replication.failover.lock());
+    if was.state == FailoverState::None {
+        return;
+    }
+    tracing::warn!("FAILOVER aborted: {why}");
+    if was.state == FailoverState::InProgress && server.replication.set_master(None) {
+        promote(server);
+    }
+    server.wake_client(server.pause.failover_pause(false));
+}
+
+/// The target accepted our PSYNC: the roles have swapped; writes resume
+/// (and, this server being a replica now, meet -READONLY).
+pub fn finish_failover(server: &crate::state::Server) {
+    let was = std::mem::take(&mut *server.replication.failover.lock());
+    if was.state == FailoverState::None {
+        return;
+    }
+    tracing::info!("Failover to the new master completed.");
+    server.wake_client(server.pause.failover_pause(false));
 }
 
 fn replconf(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
@@ -312,6 +433,19 @@ pub const COMMANDS: &[CommandSpec] = &[
         "Internal command used for replication",
         "2.8.0",
     ),
+    CommandSpec {
+        group: "server",
+        summary: "Start a coordinated failover between this server and one of its replicas.",
+        since: "6.2.0",
+        complexity: "O(1)",
+        ..CommandSpec::new(
+            "failover",
+            -1,
+            ADMIN | NOSCRIPT | STALE,
+            KeySpec::None,
+            failover,
+        )
+    },
     doc(
         CommandSpec::new(
             "replconf",

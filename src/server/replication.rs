@@ -33,7 +33,7 @@ use crate::state::client::{ClientInfo, ClientState, REPL_MASTER, REPL_REPLICA};
 use crate::state::journal;
 use crate::state::journal::ReplSnapshot;
 use crate::state::replication::{
-    FullSyncJob, ReplicaInfo, SyncRequest, ONLINE, SEND_BULK, WAIT_BGSAVE,
+    FailoverState, FullSyncJob, MasterAddr, ReplicaInfo, SyncRequest, ONLINE, SEND_BULK, WAIT_BGSAVE,
 };
 use crate::state::{unix_ms, Server};
 
@@ -471,7 +471,7 @@ pub fn spawn_ping(server: Arc<Server>) {
         let mut no_replicas_since = Instant::now();
         loop {
             tokio::select! {
-                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
                 _ = shutdown.changed() => return,
             }
             if server.replication.is_replica() || !server.replication.replicas.lock().is_empty() {
@@ -492,19 +492,100 @@ pub fn spawn_ping(server: Arc<Server>) {
                     }
                 }
             }
+            drive_failover(&server);
             let period = conf_u64(&server, "repl-ping-replica-period", 10).max(1);
             if last.elapsed() < Duration::from_secs(period) {
                 continue;
             }
             last = Instant::now();
+            // No PING while writes are paused (the offset a FAILOVER
+            // waits for stays put), as Redis.
             if !server.replication.is_replica()
                 && server.aof.backlog.emitting()
                 && !server.replication.replicas.lock().is_empty()
+                && server.pause.until().is_none()
             {
                 journal::feed_repl_raw(&server.aof, PING);
             }
         }
     });
+}
+
+/// FAILOVER's steps (every 100 ms): while waiting, the target (or any
+/// replica) that acknowledged the whole stream makes this server its
+/// replica, whose PSYNC then carries FAILOVER; at the timeout, FORCE fails
+/// over anyway and otherwise the failover is aborted.
+fn drive_failover(server: &Server) {
+    let repl = &server.replication;
+    let mut f = repl.failover.lock();
+    let expired = f.end.is_some_and(|e| e <= Instant::now());
+    match f.state {
+        FailoverState::None => {}
+        FailoverState::InProgress => {
+            if expired {
+                drop(f);
+                commands::replication::abort_failover(server, "Failover target timed out");
+            }
+        }
+        FailoverState::WaitForSync => {
+            if expired {
+                match f.target.clone() {
+                    Some(t) if f.force => {
+                        tracing::info!(
+                            "FAILOVER to {}:{} time out exceeded, failing over.",
+                            t.host,
+                            t.port
+                        );
+                        f.state = FailoverState::InProgress;
+                        drop(f);
+                        switch_to(server, t);
+                    }
+                    _ => {
+                        drop(f);
+                        commands::replication::abort_failover(
+                            server,
+                            "Replica never caught up before timeout",
+                        );
+                    }
+                }
+                return;
+            }
+            let offset = server.aof.backlog.end();
+            let caught = repl
+                .replicas
+                .lock()
+                .iter()
+                .find(|r| {
+                    r.state.load(Ordering::Relaxed) == ONLINE
+                        && r.ack_offset.load(Ordering::Relaxed) == offset
+                        && f.target
+                            .as_ref()
+                            .is_none_or(|t| t.host == r.ip && u64::from(t.port) == r.port)
+                })
+                .map(|r| MasterAddr {
+                    host: r.ip.clone(),
+                    port: r.port as u16,
+                });
+            if let Some(t) = caught {
+                tracing::info!(
+                    "Failover target {}:{} is synced, failing over.",
+                    t.host,
+                    t.port
+                );
+                f.target = Some(t.clone());
+                f.state = FailoverState::InProgress;
+                drop(f);
+                switch_to(server, t);
+            }
+        }
+    }
+}
+
+/// This primary becomes the replica of `t` (FAILOVER's hand-over).
+fn switch_to(server: &Server, t: MasterAddr) {
+    if server.replication.set_master(Some(t)) {
+        commands::replication::become_replica(server);
+    }
 }
 
 // ---------------------------------------------------------------------
@@ -699,7 +780,18 @@ async fn follow(
         (b.active.then(|| b.replid.clone()), b.end + 1)
     };
     let next_s = cached_next.to_string();
+    let failing_over = repl.failover.lock().state == FailoverState::InProgress;
     let reply = match &cached_id {
+        Some(id) if failing_over => {
+            tracing::info!(
+                "Trying a partial resynchronization (request {id}:{cached_next}), failover."
+            );
+            link.command(
+                &[b"PSYNC", id.as_bytes(), next_s.as_bytes(), b"FAILOVER"],
+                timeout,
+            )
+            .await?
+        }
         Some(id) => {
             tracing::info!("Trying a partial resynchronization (request {id}:{cached_next}).");
             link.command(&[b"PSYNC", id.as_bytes(), next_s.as_bytes()], timeout)
@@ -707,6 +799,14 @@ async fn follow(
         }
         None => link.command(&[b"PSYNC", b"?", b"-1"], timeout).await?,
     };
+    if failing_over {
+        if reply.starts_with("+FULLRESYNC") || reply.starts_with("+CONTINUE") {
+            commands::replication::finish_failover(server);
+        } else {
+            commands::replication::abort_failover(server, "Failover target rejected psync request");
+            return Err(format!("Failover target rejected PSYNC: {reply}"));
+        }
+    }
     if let Some(rest) = reply.strip_prefix("+FULLRESYNC ") {
         let mut it = rest.split_whitespace();
         let id = it.next().unwrap_or_default().to_string();

@@ -17,6 +17,7 @@ pub mod acl;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod config_rewrite;
 pub mod ctx;
 pub mod journal;
 pub mod keys;

@@ -75,6 +75,42 @@ pub struct LinkStatus {
     pub sync_read: u64,
 }
 
+/// FAILOVER's progress (INFO `master_failover_state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FailoverState {
+    /// No failover.
+    #[default]
+    None,
+    /// Writes paused; waiting for a replica to acknowledge the offset.
+    WaitForSync,
+    /// This server became a replica of the target and sends it
+    /// `PSYNC <id> <offset> FAILOVER`.
+    InProgress,
+}
+
+impl FailoverState {
+    /// INFO's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailoverState::None => "no-failover",
+            FailoverState::WaitForSync => "waiting-for-sync",
+            FailoverState::InProgress => "failover-in-progress",
+        }
+    }
+}
+
+/// A FAILOVER under way.
+#[derive(Debug, Clone, Default)]
+pub struct Failover {
+    pub state: FailoverState,
+    /// TO host port, or the replica found caught up.
+    pub target: Option<MasterAddr>,
+    /// TIMEOUT's end.
+    pub end: Option<Instant>,
+    /// FORCE: at the timeout, fail over to the target anyway.
+    pub force: bool,
+}
+
 /// What SYNC or PSYNC asked for: the connection becomes a replica.
 #[derive(Debug, Clone)]
 pub struct SyncRequest {
@@ -166,6 +202,8 @@ pub struct Replication {
     pub max_lag: AtomicU64,
     pub read_only: AtomicBool,
     pub serve_stale: AtomicBool,
+    /// FAILOVER's state.
+    pub failover: Mutex<Failover>,
 }
 
 impl Default for Replication {
@@ -194,6 +232,7 @@ impl Replication {
             max_lag: AtomicU64::new(10),
             read_only: AtomicBool::new(true),
             serve_stale: AtomicBool::new(true),
+            failover: Mutex::new(Failover::default()),
         }
     }
 

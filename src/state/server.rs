@@ -50,6 +50,10 @@ pub struct ClientPause {
     /// the pause ends they run their commands one client after the other
     /// in this order, as Redis serves them.
     waiting: Mutex<std::collections::VecDeque<u64>>,
+    /// FAILOVER holds writes until the roles have swapped or it is
+    /// aborted, whatever CLIENT PAUSE / UNPAUSE do meanwhile (Redis's
+    /// separate pause purpose).
+    failover: AtomicBool,
 }
 
 impl ClientPause {
@@ -69,8 +73,23 @@ impl ClientPause {
     /// woken in turn, see [`ClientPause::take_turn`]).
     pub fn unpause(&self) -> Option<u64> {
         *self.state.lock() = None;
-        self.on.store(false, Ordering::Release);
+        if !self.failover.load(Ordering::Acquire) {
+            self.on.store(false, Ordering::Release);
+        }
         self.waiting.lock().front().copied()
+    }
+
+    /// FAILOVER's write pause on or off; off returns the client to wake
+    /// first, as [`ClientPause::unpause`].
+    pub fn failover_pause(&self, on: bool) -> Option<u64> {
+        let _s = self.state.lock();
+        self.failover.store(on, Ordering::Release);
+        if on {
+            self.on.store(true, Ordering::Release);
+            None
+        } else {
+            self.waiting.lock().front().copied()
+        }
     }
 
     /// Whether client `id` may run its postponed commands now (it is the
@@ -119,13 +138,29 @@ impl ClientPause {
             return None;
         }
         let mut s = self.state.lock();
-        let (all, until) = (*s)?;
-        if until <= Instant::now() {
+        let now = Instant::now();
+        if s.is_some_and(|(_, until)| until <= now) {
             *s = None;
-            self.on.store(false, Ordering::Release);
-            return None;
         }
-        (all || may_write()).then_some(until)
+        let failover = self.failover.load(Ordering::Acquire);
+        let Some((all, until)) = *s else {
+            if !failover {
+                self.on.store(false, Ordering::Release);
+                return None;
+            }
+            // Writes wait until FAILOVER ends (woken then); a far end.
+            return may_write().then(|| now + std::time::Duration::from_secs(86400));
+        };
+        if all {
+            return Some(until);
+        }
+        may_write().then(|| {
+            if failover {
+                until.max(now + std::time::Duration::from_secs(86400))
+            } else {
+                until
+            }
+        })
     }
 
     /// Notes that client `id` waits for the pause to end.

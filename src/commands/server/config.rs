@@ -8,6 +8,7 @@ use super::super::Ctx;
 use super::srv;
 use crate::error::{CmdError, CmdResult};
 use crate::state::config::SetError;
+use crate::state::config_rewrite;
 use crate::state::{Config, Server};
 
 use super::super::table::{flags::*, CommandSpec};
@@ -216,7 +217,34 @@ fn rewrite(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(fail(e)),
     };
-    let text = ctx.server.config.read().rewrite(&original);
+    let text = {
+        let c = ctx.server.config.read();
+        let dir = std::fs::canonicalize(&c.dir)
+            .map(|d| d.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| c.dir.clone());
+        let users = if c.param("aclfile").is_empty() {
+            let cat = crate::commands::acl::catalog();
+            crate::commands::acl::acl(ctx.server)
+                .users()
+                .iter()
+                .map(|u| format!("user {}", u.describe(cat)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let live = config_rewrite::Live {
+            replicaof: ctx
+                .server
+                .replication
+                .master
+                .lock()
+                .as_ref()
+                .map(|m| (m.host.clone(), m.port)),
+            dir,
+            users: Some(users),
+        };
+        config_rewrite::rewrite(&c, &original, &live)
+    };
     // Write beside the file, then rename over it: never a half-written file.
     let tmp = format!("{path}.rewrite-{}", std::process::id());
     std::fs::write(&tmp, text)

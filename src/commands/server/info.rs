@@ -586,8 +586,9 @@ fn replication_section(server: &Server, l: &mut Lines) {
             l.put("min_slaves_good_slaves", repl.good_replicas(now, lag));
         }
     }
+    let failover = repl.failover.lock().state.name();
     let b = server.aof.backlog.inner.lock();
-    l.put("master_failover_state", "no-failover");
+    l.put("master_failover_state", failover);
     l.put("master_replid", &b.replid);
     l.put("master_replid2", &b.replid2);
     l.put("master_repl_offset", b.end);
