@@ -30,6 +30,26 @@ fn get(port: u16, path: &str, token: Option<&str>) -> (String, String) {
     )
 }
 
+/// Sends `request` as is; returns the whole response head.
+fn raw(port: u16, request: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to the HTTP port");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut resp = Vec::new();
+    let _ = s.read_to_end(&mut resp);
+    let text = String::from_utf8_lossy(&resp).into_owned();
+    text.split_once("\r\n\r\n")
+        .map_or(text.clone(), |(h, _)| h.to_string())
+}
+
+/// A header's value in a response head (names compared without case).
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
 /// The value of an unlabelled or labelled sample line `name{...} value`.
 fn sample(body: &str, series: &str) -> Option<f64> {
     body.lines()
@@ -217,8 +237,34 @@ fn metrics_scraped_under_load() {
     )
     .is_some_and(|s| s > 0.0));
     promtool_check(&body);
-    // Other paths and methods.
+    // Prometheus's text format, and every answer closes.
+    let head = raw(http, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+    assert_eq!(
+        header(&head, "content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    assert_eq!(header(&head, "connection"), Some("close"));
+    // Other paths and methods, and what is not HTTP.
     assert_eq!(get(http, "/nope", None).0, "HTTP/1.1 404 Not Found");
+    let head = raw(
+        http,
+        "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+    );
+    assert!(
+        head.starts_with("HTTP/1.1 405 Method Not Allowed\r\n"),
+        "{head}"
+    );
+    assert_eq!(header(&head, "allow"), Some("GET"));
+    let head = raw(http, "GET /boards/board HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(
+        header(&head, "content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    let head = raw(http, "GET /ws/boards/board?n=0 HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{head}");
+    let head = raw(http, "NONSENSE\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{head}");
 }
 
 #[test]
@@ -231,6 +277,11 @@ fn requirepass_asks_for_a_bearer_token() {
         "requirepass=s3cret",
     ]);
     assert_eq!(get(http, "/metrics", None).0, "HTTP/1.1 401 Unauthorized");
+    let head = raw(http, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(
+        header(&head, "www-authenticate"),
+        Some("Bearer realm=\"rostrum\"")
+    );
     assert_eq!(
         get(http, "/metrics", Some("wrong")).0,
         "HTTP/1.1 401 Unauthorized"
@@ -238,6 +289,19 @@ fn requirepass_asks_for_a_bearer_token() {
     let (status, body) = get(http, "/metrics", Some("s3cret"));
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert!(body.contains("redis_up 1"));
+    // A browser's WebSocket passes the token in the query.
+    assert!(tungstenite::connect(format!("ws://127.0.0.1:{http}/ws/boards/b?n=3")).is_err());
+    let (mut ws, _) = tungstenite::connect(format!(
+        "ws://127.0.0.1:{http}/ws/boards/b?n=3&access_token=s3cret"
+    ))
+    .expect("a WebSocket with the token");
+    if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    }
+    assert_eq!(
+        next_text(&mut ws),
+        r#"{"type":"snapshot","key":"b","version":1,"entries":[]}"#
+    );
     drop(srv);
 }
 

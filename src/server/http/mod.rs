@@ -5,20 +5,32 @@
 //! `requirepass` is set every request needs `Authorization: Bearer
 //! <password>`.
 //!
-//! A deliberately small HTTP/1.1 server: one GET request per connection,
-//! answered with `Connection: close` (or upgraded to a WebSocket). That is
-//! all a scraper and the page need, and it keeps the listener free of a
-//! web framework's dependencies.
+//! HTTP/1.1 is hyper's (`hyper::server::conn::http1`, driven by
+//! hyper-util's tokio glue), the WebSocket protocol tokio-tungstenite's:
+//! the listener faces browsers and scrapers on the network, and those
+//! crates parse malformed requests and frames for a living. What stays
+//! here is the routing and the limits on slow or hostile clients: a
+//! request head must arrive within [`HEAD_TIMEOUT`] and fit in
+//! [`MAX_HEAD`] bytes, one request per connection (`Connection: close`),
+//! and a WebSocket's messages wait in its bounded queue (`ws`).
 //!
 //! Not here: what the metrics say (`metrics`), the watchers (`state::watch`).
 
 pub mod metrics;
 pub mod ws;
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::state::Server;
@@ -27,7 +39,8 @@ use crate::state::Server;
 /// `access_token` from its own address and opens the WebSocket.
 const BOARD_PAGE: &str = include_str!("board.html");
 
-/// Longest request head read (request line and headers).
+/// Longest request head read (request line and headers; hyper's buffer,
+/// whose least is 8 KiB).
 const MAX_HEAD: usize = 16 * 1024;
 /// How long a client may take to send its request head.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
@@ -61,55 +74,6 @@ pub async fn spawn(server: Arc<Server>) -> std::io::Result<()> {
     Ok(())
 }
 
-/// One parsed request head.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Request {
-    pub method: String,
-    /// The path without its query string.
-    pub path: String,
-    /// The query string, without `?`.
-    pub query: String,
-    /// The `Authorization` header, if any.
-    pub authorization: Option<String>,
-    /// The `Sec-WebSocket-Key` header of an upgrade, if any.
-    pub ws_key: Option<String>,
-}
-
-/// Parses a request head (up to its blank line); None when malformed.
-pub fn parse_head(head: &[u8]) -> Option<Request> {
-    let text = std::str::from_utf8(head).ok()?;
-    let mut lines = text.split("\r\n");
-    let mut first = lines.next()?.split(' ');
-    let method = first.next()?.to_string();
-    let target = first.next()?;
-    if !first.next()?.starts_with("HTTP/1.") {
-        return None;
-    }
-    let (path, query) = match target.split_once('?') {
-        Some((p, q)) => (p.to_string(), q.to_string()),
-        None => (target.to_string(), String::new()),
-    };
-    let mut authorization = None;
-    let mut ws_key = None;
-    for line in lines {
-        if let Some((name, value)) = line.split_once(':') {
-            let name = name.trim();
-            if name.eq_ignore_ascii_case("authorization") {
-                authorization = Some(value.trim().to_string());
-            } else if name.eq_ignore_ascii_case("sec-websocket-key") {
-                ws_key = Some(value.trim().to_string());
-            }
-        }
-    }
-    Some(Request {
-        method,
-        path,
-        query,
-        authorization,
-        ws_key,
-    })
-}
-
 /// Whether the request may be served: no password, or the right bearer
 /// token (compared in constant time).
 pub fn authorized(requirepass: Option<&[u8]>, authorization: Option<&str>) -> bool {
@@ -133,89 +97,77 @@ pub fn authorized(requirepass: Option<&[u8]>, authorization: Option<&str>) -> bo
         == 0
 }
 
-/// Writes a whole response and closes.
-async fn respond(
-    stream: &mut TcpStream,
-    status: &str,
-    content_type: &str,
-    extra: &str,
-    body: &[u8],
-) {
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n",
-        body.len()
-    );
-    let _ = stream.write_all(head.as_bytes()).await;
-    let _ = stream.write_all(body).await;
-    let _ = stream.shutdown().await;
-}
-
-/// Reads the request head: up to the blank line, at most [`MAX_HEAD`].
-async fn read_head(stream: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 2048];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            buf.truncate(end);
-            return Some(buf);
-        }
-        if buf.len() > MAX_HEAD {
-            return None;
-        }
-        let n = stream.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
+/// A whole response.
+fn respond(
+    status: StatusCode,
+    content_type: &'static str,
+    extra: Option<(header::HeaderName, &'static str)>,
+    body: impl Into<Bytes>,
+) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(body.into()));
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    // One request per connection: hyper closes after a response that says
+    // so (a keep-alive switched off for the connection would also mark
+    // the 101 of a WebSocket `close`, which clients refuse).
+    h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    if let Some((name, value)) = extra {
+        h.insert(name, HeaderValue::from_static(value));
     }
+    r
 }
 
-async fn serve(server: Arc<Server>, mut stream: TcpStream) {
-    let head = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut stream)).await {
-        Ok(Some(h)) => h,
-        _ => return,
-    };
-    let Some(req) = parse_head(&head) else {
-        respond(
-            &mut stream,
-            "400 Bad Request",
-            "text/plain",
-            "",
-            b"bad request\n",
-        )
-        .await;
-        return;
-    };
+/// One connection: one request (hyper reads and checks it), answered,
+/// or upgraded to a WebSocket.
+async fn serve(server: Arc<Server>, stream: TcpStream) {
+    let service = service_fn(move |req| {
+        let server = server.clone();
+        async move { Ok::<_, Infallible>(route(server, req).await) }
+    });
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .max_buf_size(MAX_HEAD)
+        .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades();
+    // Malformed requests are answered (400) and closed by hyper.
+    let _ = conn.await;
+}
+
+fn header_str(req: &Request<Incoming>, name: header::HeaderName) -> Option<&str> {
+    req.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
+async fn route(server: Arc<Server>, mut req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let query = req.uri().query().unwrap_or("").to_string();
     let pass = server.config.read().requirepass.clone();
     // A browser cannot set headers on a WebSocket: the page passes the
     // token as `access_token` in the query instead.
-    let token = req.authorization.clone().or_else(|| {
-        ws::query_param(&req.query, "access_token")
-            .map(|t| format!("Bearer {}", String::from_utf8_lossy(&ws::percent_decode(t))))
-    });
+    let token = header_str(&req, header::AUTHORIZATION)
+        .map(str::to_string)
+        .or_else(|| {
+            ws::query_param(&query, "access_token")
+                .map(|t| format!("Bearer {}", String::from_utf8_lossy(&ws::percent_decode(t))))
+        });
     if !authorized(pass.as_deref(), token.as_deref()) {
-        respond(
-            &mut stream,
-            "401 Unauthorized",
+        return respond(
+            StatusCode::UNAUTHORIZED,
             "text/plain",
-            "WWW-Authenticate: Bearer realm=\"rostrum\"\r\n",
-            b"a bearer token (requirepass) is required\n",
-        )
-        .await;
-        return;
+            Some((header::WWW_AUTHENTICATE, "Bearer realm=\"rostrum\"")),
+            "a bearer token (requirepass) is required\n",
+        );
     }
-    if req.method != "GET" {
-        respond(
-            &mut stream,
-            "405 Method Not Allowed",
+    if req.method() != Method::GET {
+        return respond(
+            StatusCode::METHOD_NOT_ALLOWED,
             "text/plain",
-            "Allow: GET\r\n",
-            b"GET only\n",
-        )
-        .await;
-        return;
+            Some((header::ALLOW, "GET")),
+            "GET only\n",
+        );
     }
-    match req.path.as_str() {
+    let path = req.uri().path().to_string();
+    match path.as_str() {
         "/metrics" => {
             // The scrape walks the keyspace: off the async workers.
             let s = server.clone();
@@ -223,72 +175,53 @@ async fn serve(server: Arc<Server>, mut stream: TcpStream) {
                 .await
                 .unwrap_or_default();
             respond(
-                &mut stream,
-                "200 OK",
+                StatusCode::OK,
                 "text/plain; version=0.0.4; charset=utf-8",
-                "",
-                body.as_bytes(),
+                None,
+                body,
             )
-            .await;
         }
         p if p.starts_with("/ws/boards/") => {
             let key = ws::percent_decode(&p["/ws/boards/".len()..]);
-            let (Some(ws_key), Some((n, interval))) =
-                (req.ws_key.clone(), ws::watch_params(&req.query))
+            let upgrade = header_str(&req, header::UPGRADE)
+                .is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
+            let ws_key = header_str(&req, header::SEC_WEBSOCKET_KEY).map(str::to_string);
+            let (true, Some(ws_key), Some((n, interval))) =
+                (upgrade, ws_key, ws::watch_params(&query))
             else {
-                respond(
-                    &mut stream,
-                    "400 Bad Request",
+                return respond(
+                    StatusCode::BAD_REQUEST,
                     "text/plain",
-                    "",
-                    b"a WebSocket upgrade with n in 1..1000 and interval >= 10\n",
-                )
-                .await;
-                return;
+                    None,
+                    "a WebSocket upgrade with n in 1..1000 and interval >= 10\n",
+                );
             };
-            ws::serve(server, stream, &ws_key, key, n, interval).await;
+            let upgraded = hyper::upgrade::on(&mut req);
+            tokio::spawn(async move {
+                if let Ok(io) = upgraded.await {
+                    ws::serve(server, TokioIo::new(io), key, n, interval).await;
+                }
+            });
+            let mut r = Response::new(Full::new(Bytes::new()));
+            *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+            let h = r.headers_mut();
+            h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+            h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+            if let Ok(v) = HeaderValue::from_str(&ws::accept_key(&ws_key)) {
+                h.insert(header::SEC_WEBSOCKET_ACCEPT, v);
+            }
+            r
         }
         p if p.starts_with("/boards/") => {
-            respond(
-                &mut stream,
-                "200 OK",
-                "text/html; charset=utf-8",
-                "",
-                BOARD_PAGE.as_bytes(),
-            )
-            .await;
+            respond(StatusCode::OK, "text/html; charset=utf-8", None, BOARD_PAGE)
         }
-        _ => {
-            respond(
-                &mut stream,
-                "404 Not Found",
-                "text/plain",
-                "",
-                b"not found\n",
-            )
-            .await
-        }
+        _ => respond(StatusCode::NOT_FOUND, "text/plain", None, "not found\n"),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn request_heads_parse() {
-        let r = parse_head(
-            b"GET /ws/boards/x?n=10 HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer s3\r\n",
-        )
-        .expect("a request");
-        assert_eq!(r.method, "GET");
-        assert_eq!(r.path, "/ws/boards/x");
-        assert_eq!(r.query, "n=10");
-        assert_eq!(r.authorization.as_deref(), Some("Bearer s3"));
-        assert!(parse_head(b"GET /\r\n").is_none());
-        assert!(parse_head(b"GET / SPDY/3\r\n").is_none());
-        assert!(parse_head(&[0xff, 0xfe]).is_none());
-    }
 
     #[test]
     fn bearer_token_is_the_password() {

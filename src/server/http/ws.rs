@@ -1,69 +1,42 @@
-//! `GET /ws/boards/{key}?n=10[&interval=100]`: a WebSocket (RFC 6455) that
-//! streams a board's snapshot and diffs as JSON text frames, one message a
-//! frame, from the same groups LB.WATCH uses (`state::watch`): a WebSocket
-//! watcher of (board, n, interval) shares its diffs with RESP watchers of
-//! the same. Database 0. The server only sends; of what the browser sends
-//! it reads ping (answered with pong) and close.
+//! `GET /ws/boards/{key}?n=10[&interval=100]`: a WebSocket (RFC 6455,
+//! tokio-tungstenite's) that streams a board's snapshot and diffs as JSON
+//! text frames, one message a frame, from the same groups LB.WATCH uses
+//! (`state::watch`): a WebSocket watcher of (board, n, interval) shares its
+//! diffs with RESP watchers of the same. Database 0. The server only
+//! sends; what the browser sends is read for pings (tungstenite answers
+//! them) and close, and is bounded ([`MAX_IN`]).
 //!
-//! JSON: `{"type":"snapshot"|"diff","key":k,"version":v,"entries":[[place,
-//! member, score] | [place, null] ...]}`.
+//! The send queue is the watcher's bounded outbox (the `pubsub` class of
+//! `client-output-buffer-limit`): past it the watcher is cut off, closed
+//! with 1008, even while a write to a reader that stopped reading waits.
+//!
+//! JSON: `{"type":"snapshot"|"diff","key":k,"version":v[,"period":p],
+//! "entries":[[place, member, score] | [place, null] ...]}` (`period` on
+//! snapshots of boards with seasons: a rollover sends one).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{self, Message, Utf8Bytes};
+use tokio_tungstenite::WebSocketStream;
 
 use crate::state::watch::{
-    top_of_value, GroupKey, Watcher, DEFAULT_INTERVAL_MS, MAX_N, MIN_INTERVAL_MS,
+    top_of_value, GroupKey, JsonWatcher, Watcher, DEFAULT_INTERVAL_MS, MAX_N, MIN_INTERVAL_MS,
 };
 use crate::state::{unix_ms, Server};
 
-const GUID: &str = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+/// Largest message or frame read from the browser.
+pub const MAX_IN: usize = 64 * 1024;
 
 /// The `Sec-WebSocket-Accept` value for a `Sec-WebSocket-Key`.
 pub fn accept_key(key: &str) -> String {
-    let mut h = sha1_smol::Sha1::new();
-    h.update(key.trim().as_bytes());
-    h.update(GUID.as_bytes());
-    base64(&h.digest().bytes())
-}
-
-fn base64(b: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for c in b.chunks(3) {
-        let n = (c[0] as u32) << 16
-            | (*c.get(1).unwrap_or(&0) as u32) << 8
-            | *c.get(2).unwrap_or(&0) as u32;
-        for i in 0..4 {
-            if i <= c.len() {
-                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// A server frame (unmasked) of `opcode` carrying `payload`.
-pub fn frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
-    let mut f = Vec::with_capacity(payload.len() + 10);
-    f.push(0x80 | opcode);
-    match payload.len() {
-        n if n < 126 => f.push(n as u8),
-        n if n <= u16::MAX as usize => {
-            f.push(126);
-            f.extend_from_slice(&(n as u16).to_be_bytes());
-        }
-        n => {
-            f.push(127);
-            f.extend_from_slice(&(n as u64).to_be_bytes());
-        }
-    }
-    f.extend_from_slice(payload);
-    f
+    tungstenite::handshake::derive_accept_key(key.trim().as_bytes())
 }
 
 /// `%XX` and `+` decoded (a key in a path or query).
@@ -117,23 +90,17 @@ pub fn watch_params(query: &str) -> Option<(u64, u64)> {
     Some((n, interval))
 }
 
-/// Upgrades the connection and streams (`key`, n, interval) until either
-/// side closes, the watcher is cut off at its limit, or the server stops.
-pub async fn serve(
-    server: Arc<Server>,
-    mut stream: TcpStream,
-    ws_key: &str,
-    key: Vec<u8>,
-    n: u64,
-    interval_ms: u64,
-) {
-    let head = format!(
-        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
-        accept_key(ws_key)
-    );
-    if stream.write_all(head.as_bytes()).await.is_err() {
-        return;
-    }
+/// Speaks WebSocket on an upgraded connection and streams (`key`, n,
+/// interval) until either side closes, the watcher is cut off at its
+/// limit, or the server stops.
+pub async fn serve<S>(server: Arc<Server>, io: S, key: Vec<u8>, n: u64, interval_ms: u64)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(MAX_IN))
+        .max_frame_size(Some(MAX_IN));
+    let mut ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
     let jw = server.live.json_watcher();
     let me = Watcher::Json(jw.clone());
     let key = bytes::Bytes::from(key);
@@ -159,106 +126,104 @@ pub async fn serve(
         joined
     };
     let group = joined.group.clone();
-    let _ = pump(&server, &mut stream, &jw, &joined.snapshot.json).await;
+    let _ = pump(&server, &mut ws, &jw, &joined.snapshot.json).await;
     server.live.leave(&group, &me);
     jw.outbox.close();
 }
 
+/// Resolves once the watcher was cut off at its limit.
+async fn cut_off(jw: &JsonWatcher) {
+    while !jw.killed.load(Ordering::Acquire) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn text(json: &[u8]) -> Message {
+    Message::text(String::from_utf8_lossy(json).into_owned())
+}
+
+/// The messages of a batch of queued JSON lines, each a slice of `batch`
+/// (no copy; the JSON is UTF-8, see `state::watch`).
+fn texts(batch: Bytes) -> impl Iterator<Item = Message> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        while at < batch.len() {
+            let end = batch[at..]
+                .iter()
+                .position(|b| *b == b'\n')
+                .map_or(batch.len(), |i| at + i);
+            let line = batch.slice(at..end);
+            at = end + 1;
+            if line.is_empty() {
+                continue;
+            }
+            match Utf8Bytes::try_from(line) {
+                Ok(t) => return Some(Message::Text(t)),
+                Err(_) => continue,
+            }
+        }
+        None
+    })
+}
+
 /// Sends the snapshot, then each queued message, while reading the
 /// browser's frames; returns when the connection ends.
-async fn pump(
+async fn pump<S>(
     server: &Server,
-    stream: &mut TcpStream,
-    jw: &crate::state::watch::JsonWatcher,
+    ws: &mut WebSocketStream<S>,
+    jw: &JsonWatcher,
     snapshot: &[u8],
-) -> std::io::Result<()> {
+) -> Result<(), tungstenite::Error>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     let mut shutdown = server.shutdown.subscribe();
-    let (mut rd, mut wr) = stream.split();
-    wr.write_all(&frame(1, snapshot)).await?;
-    let mut inbuf: Vec<u8> = Vec::new();
-    let mut chunk = [0u8; 1024];
+    ws.send(text(snapshot)).await?;
     let mut queued = Vec::new();
+    // One timer for the connection, not one per message.
+    let mut look_again = tokio::time::interval(Duration::from_secs(1));
+    look_again.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         if jw.killed.load(Ordering::Acquire) {
-            let _ = wr.write_all(&frame(8, &1008u16.to_be_bytes())).await;
+            let close = CloseFrame {
+                code: CloseCode::Policy,
+                reason: "output buffer limit".into(),
+            };
+            let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(Some(close))).await;
             return Ok(());
         }
         queued.clear();
         let n = jw.outbox.take_into(&mut queued);
         if n > 0 {
-            for msg in queued.split(|b| *b == b'\n').filter(|m| !m.is_empty()) {
-                wr.write_all(&frame(1, msg)).await?;
+            let batch = Bytes::from(std::mem::take(&mut queued));
+            let send = async {
+                for msg in texts(batch) {
+                    ws.feed(msg).await?;
+                }
+                ws.flush().await
+            };
+            tokio::select! {
+                r = send => r?,
+                // A reader that stopped reading: the queue behind it grew
+                // past its limit and the watcher was cut off.
+                _ = cut_off(jw) => return Ok(()),
             }
             jw.outbox.written(n);
             continue;
         }
         tokio::select! {
             _ = jw.outbox.ready() => {}
-            r = rd.read(&mut chunk) => {
-                let k = r?;
-                if k == 0 {
-                    return Ok(());
-                }
-                inbuf.extend_from_slice(&chunk[..k]);
-                while let Some((opcode, payload, used)) = parse_client_frame(&inbuf) {
-                    inbuf.drain(..used);
-                    match opcode {
-                        8 => {
-                            let _ = wr.write_all(&frame(8, &payload)).await;
-                            return Ok(());
-                        }
-                        9 => wr.write_all(&frame(10, &payload)).await?,
-                        _ => {}
-                    }
-                }
-                if inbuf.len() > 64 * 1024 {
-                    return Ok(());
-                }
-            }
+            m = ws.next() => match m {
+                None | Some(Ok(Message::Close(_))) => return Ok(()),
+                Some(Err(e)) => return Err(e),
+                // Pings are answered by tungstenite; the rest is ignored.
+                Some(Ok(_)) => {}
+            },
             _ = shutdown.changed() => return Ok(()),
             // Cut off at its limit (or idle): look again.
-            _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+            _ = look_again.tick() => {}
         }
     }
-}
-
-/// One whole frame from the browser (masked): (opcode, unmasked payload,
-/// bytes used), or None while incomplete.
-pub fn parse_client_frame(b: &[u8]) -> Option<(u8, Vec<u8>, usize)> {
-    if b.len() < 2 {
-        return None;
-    }
-    let opcode = b[0] & 0x0f;
-    let masked = b[1] & 0x80 != 0;
-    let (len, mut at) = match b[1] & 0x7f {
-        126 => (u16::from_be_bytes([*b.get(2)?, *b.get(3)?]) as usize, 4),
-        127 => {
-            let mut l = [0u8; 8];
-            l.copy_from_slice(b.get(2..10)?);
-            (usize::try_from(u64::from_be_bytes(l)).ok()?, 10)
-        }
-        n => (n as usize, 2),
-    };
-    let mask = if masked {
-        let m = [
-            *b.get(at)?,
-            *b.get(at + 1)?,
-            *b.get(at + 2)?,
-            *b.get(at + 3)?,
-        ];
-        at += 4;
-        Some(m)
-    } else {
-        None
-    };
-    let end = at.checked_add(len)?;
-    let mut payload = b.get(at..end)?.to_vec();
-    if let Some(m) = mask {
-        for (i, x) in payload.iter_mut().enumerate() {
-            *x ^= m[i % 4];
-        }
-    }
-    Some((opcode, payload, end))
 }
 
 #[cfg(test)]
@@ -271,20 +236,12 @@ mod tests {
             accept_key("dGhlIHNhbXBsZSBub25jZQ=="),
             "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
         );
-        assert_eq!(base64(b"ab"), "YWI=");
-        assert_eq!(base64(b"a"), "YQ==");
     }
 
     #[test]
-    fn frames_both_ways() {
-        assert_eq!(frame(1, b"hi"), vec![0x81, 2, b'h', b'i']);
-        assert_eq!(&frame(1, &[0; 200])[..4], &[0x81, 126, 0, 200]);
-        // A masked "Hello" from RFC 6455 5.7.
-        let f = [
-            0x81, 0x85, 0x37, 0xfa, 0x21, 0x3d, 0x7f, 0x9f, 0x4d, 0x51, 0x58,
-        ];
-        assert_eq!(parse_client_frame(&f), Some((1, b"Hello".to_vec(), 11)));
-        assert_eq!(parse_client_frame(&f[..6]), None);
+    fn queued_lines_are_messages() {
+        let got: Vec<Message> = texts(Bytes::from_static(b"\n{\"a\":1}\n\n{}")).collect();
+        assert_eq!(got, vec![Message::text("{\"a\":1}"), Message::text("{}")]);
     }
 
     #[test]
