@@ -33,7 +33,8 @@ use crate::state::client::{ClientInfo, ClientState, REPL_MASTER, REPL_REPLICA};
 use crate::state::journal;
 use crate::state::journal::ReplSnapshot;
 use crate::state::replication::{
-    FailoverState, FullSyncJob, MasterAddr, ReplicaInfo, SyncRequest, ONLINE, SEND_BULK, WAIT_BGSAVE,
+    FailoverState, FullSyncJob, MasterAddr, ReplicaInfo, SyncRequest, ONLINE, SEND_BULK,
+    WAIT_BGSAVE,
 };
 use crate::state::{unix_ms, Server};
 
