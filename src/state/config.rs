@@ -700,6 +700,9 @@ pub static PARAMS: &[Param] = &[
         "yes",
     ),
     stored("replica-priority", &["slave-priority"], NON_NEG, "100"),
+    // Shown as INFO's replica_announced: Sentinel leaves a replica with
+    // `no` out of its replies.
+    stored("replica-announced", &[], BOOL, "yes"),
     stored(
         "replica-announce-ip",
         &["slave-announce-ip"],

@@ -501,11 +501,12 @@ fn stats_section(ctx: &Ctx, l: &mut Lines) {
 
 fn replication_section(server: &Server, l: &mut Lines) {
     let repl = &server.replication;
-    let (priority, read_only, backlog_size) = {
+    let (priority, read_only, announced, backlog_size) = {
         let c = server.config.read();
         (
             c.param("replica-priority"),
             c.param("replica-read-only") == "yes",
+            c.param("replica-announced") == "yes",
             c.param("repl-backlog-size"),
         )
     };
@@ -560,7 +561,7 @@ fn replication_section(server: &Server, l: &mut Lines) {
             }
             l.put("slave_priority", priority);
             l.put("slave_read_only", read_only as u8);
-            l.put("replica_announced", 1);
+            l.put("replica_announced", announced as u8);
         }
     }
     let replicas = repl.replicas.lock().clone();
