@@ -664,7 +664,9 @@ pub static PARAMS: &[Param] = &[
     bool_field!("rdbcompression", rdbcompression),
     immutable(bool_field!("rdbchecksum", rdbchecksum)),
     stored("rdb-save-incremental-fsync", &[], BOOL, "yes"),
-    stored("rdb-del-sync-files", &[], BOOL, "no"),
+    // Refused at `yes`: deleting the sync RDB is not built (Redis 7.0
+    // deletes it after a full sync when persistence is off).
+    stored("rdb-del-sync-files", &[], Kind::Enum(&["no"]), "no"),
     field(
         "notify-keyspace-events",
         &[],
