@@ -10,8 +10,9 @@
 # until its link is up and its offset is its primary's.
 #
 # Usage: benches/replication_benchmark.sh [-m MEMBERS] [-n REQUESTS]
-#        [-c CLIENTS] [-s SYNC]
+#        [-c CLIENTS] [-s SYNC] [-f]
 #   defaults: -m 100000 -n 200000 -c 50 -s 10000000 (the issue's figure)
+#   -f: the full-sync row only (no throughput or lag runs)
 # Environment: ROSTRUM_BIN (a built binary), ROSTRUM_ARGS (extra server
 # arguments), as in benches/lib.sh. Needs python3 with redis-py (the probe).
 set -euo pipefail
@@ -20,13 +21,15 @@ members=100000
 requests=200000
 clients=50
 sync_members=10000000
-while getopts "m:n:c:s:h" opt; do
+sync_only=0
+while getopts "m:n:c:s:fh" opt; do
     case "$opt" in
         m) members=$OPTARG ;;
         n) requests=$OPTARG ;;
         c) clients=$OPTARG ;;
         s) sync_members=$OPTARG ;;
-        *) sed -n '2,18p' "$0"; exit 2 ;;
+        f) sync_only=1 ;;
+        *) sed -n '2,19p' "$0"; exit 2 ;;
     esac
 done
 
@@ -113,7 +116,9 @@ EOF
 
 gen_board "$members" >"$work/board"
 declare -A rate lag
-for kind in redis rostrum; do
+kinds=(redis rostrum)
+[[ $sync_only == 1 ]] && kinds=()
+for kind in "${kinds[@]}"; do
     for n in 0 1 2; do
         echo "  $kind, $n replica(s)..." >&2
         start "$kind" "$work/$kind-$n-p"
@@ -148,6 +153,7 @@ for kind in redis rostrum; do
     done
 done
 
+if [[ $sync_only == 0 ]]; then
 printf '\n%-22s %11s %11s %7s %9s %9s\n' "primary, replicas" "redis rps" "rostrum rps" ratio \
     "redis/0" "rost./0"
 for cmd in ZINCRBY ZADD; do
@@ -169,6 +175,7 @@ printf '\n%-22s %16s %16s\n' "lag, -P 16 load" "redis p50/p99 ms" "rostrum p50/p
 for n in 1 2; do
     printf '%-22s %16s %16s\n' "$n replica(s)" "${lag[redis,$n]// //}" "${lag[rostrum,$n]// //}"
 done
+fi
 
 # Full sync of a board of $sync_members members.
 gen_board "$sync_members" >"$work/big"
