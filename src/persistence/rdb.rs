@@ -380,7 +380,7 @@ fn resume_repl_point(server: &Server, aux: &[(Vec<u8>, Vec<u8>)]) {
         b.stream.db = None;
         b.active = true;
     }
-    server.aof.backlog.offset.send_replace(offset);
+    server.aof.backlog.end_reset(offset);
     server.replication.applied.store(offset, Ordering::Release);
     tracing::info!("Replication point from the RDB file: {id}:{offset}");
 }

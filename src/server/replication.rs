@@ -398,6 +398,12 @@ async fn prepare_full_sync(server: Arc<Server>, job: Arc<FullSyncJob>) {
 
 /// Sends the stream after offset `from` until the replica goes, is
 /// killed, falls past its output limit or times out.
+///
+/// Batched as Redis writes a replica's output once per event-loop turn:
+/// woken by an append only when it sleeps (an append while it writes
+/// costs the writer nothing), it first lets the clients ready on its
+/// worker run (`yield_now`), then sends everything held in one write from
+/// one reused buffer. `repl-timeout` is checked by one interval.
 async fn stream_to(
     server: &Server,
     info: &ClientInfo,
@@ -405,18 +411,26 @@ async fn stream_to(
     wr: &mut (impl tokio::io::AsyncWrite + Unpin),
     mut from: u64,
 ) {
-    let aof = &server.aof;
-    let mut offsets = aof.backlog.offset.subscribe();
+    let backlog = &server.aof.backlog;
+    let mut offsets = backlog.offset.subscribe();
     let mut shutdown = server.shutdown.subscribe();
     let hard = replica_hard_limit(server);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.reset();
     let mut chunk = Vec::new();
+    let mut pinned = u64::MAX;
     loop {
         if info.killed.load(Ordering::Acquire) {
             return;
         }
         chunk.clear();
         {
-            let b = aof.backlog.inner.lock();
+            let mut b = backlog.inner.lock();
+            if pinned != from {
+                b.pins.insert(info.id, from);
+                pinned = from;
+            }
             if hard > 0 && b.end.saturating_sub(from) > hard {
                 drop(b);
                 tracing::warn!(
@@ -443,15 +457,25 @@ async fn stream_to(
                 .stats
                 .net_output_bytes
                 .fetch_add(chunk.len() as u64, Ordering::Relaxed);
-            aof.backlog.inner.lock().pins.insert(info.id, from);
             continue;
         }
-        let timeout = conf_u64(server, "repl-timeout", 60);
+        offsets.borrow_and_update();
+        if !backlog.sender_sleeps(from) {
+            continue;
+        }
         tokio::select! {
-            r = offsets.changed() => if r.is_err() { return },
+            r = offsets.changed() => {
+                if r.is_err() {
+                    return;
+                }
+                // The clients ready on this worker write first: one
+                // send for all of them.
+                tokio::task::yield_now().await;
+            }
             _ = info.wake.notified() => {}
             _ = shutdown.changed() => return,
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {
+            _ = tick.tick() => {
+                let timeout = conf_u64(server, "repl-timeout", 60);
                 let last = replica.last_ack_ms.load(Ordering::Relaxed);
                 if unix_ms().saturating_sub(last) > timeout * 1000 {
                     tracing::warn!("Disconnecting timedout replica (streaming sync): {}", info.addr);
@@ -828,7 +852,7 @@ async fn follow(
             b.stream.db = None;
             b.active = true;
         }
-        server.aof.backlog.offset.send_replace(off);
+        server.aof.backlog.end_reset(off);
         client.db = 0;
         repl.applied.store(off, Ordering::Release);
         // Our replicas had another history: they sync again.

@@ -16,7 +16,7 @@
 //! `server::replication`; this module knows no socket.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -101,9 +101,16 @@ impl BacklogInner {
 pub struct Backlog {
     emitting: AtomicBool,
     pub inner: Mutex<BacklogInner>,
-    /// `master_repl_offset`, published after every append: the replicas'
-    /// senders wait on it.
+    /// `master_repl_offset`, published when a replica's sender waits for
+    /// it ([`Backlog::sender_sleeps`]): the senders sleep on it.
     pub offset: watch::Sender<u64>,
+    /// `BacklogInner::end`, readable without the lock: a sender about to
+    /// sleep checks it after raising `sender_asleep`.
+    end_seen: AtomicU64,
+    /// A sender sleeps until the next append. While none does (they are
+    /// writing what came before), an append publishes nothing: a
+    /// sender wakes once per batch of writes, not once per write.
+    sender_asleep: AtomicBool,
 }
 
 /// A new random replication id (40 hex characters).
@@ -138,7 +145,36 @@ impl Backlog {
                 pins: HashMap::new(),
             }),
             offset,
+            end_seen: AtomicU64::new(0),
+            sender_asleep: AtomicBool::new(false),
         }
+    }
+
+    /// After an append that moved the end to `end`: wakes the sleeping
+    /// senders, if any. (SeqCst, paired with [`Backlog::sender_sleeps`]:
+    /// either the sender sees the new end or this sees it asleep.)
+    fn appended(&self, end: u64) {
+        self.end_seen.store(end, Ordering::SeqCst);
+        if self.sender_asleep.load(Ordering::SeqCst)
+            && self.sender_asleep.swap(false, Ordering::SeqCst)
+        {
+            self.offset.send_replace(end);
+        }
+    }
+
+    /// After `BacklogInner::end` was set (a new history's offset):
+    /// publishes it to the senders, asleep or not.
+    pub fn end_reset(&self, end: u64) {
+        self.end_seen.store(end, Ordering::SeqCst);
+        self.offset.send_replace(end);
+    }
+
+    /// A replica's sender that sent everything up to `sent` is about to
+    /// wait on `offset`: returns false when more came meanwhile (it must
+    /// not sleep), true when the next append will wake it.
+    pub fn sender_sleeps(&self, sent: u64) -> bool {
+        self.sender_asleep.store(true, Ordering::SeqCst);
+        self.end_seen.load(Ordering::SeqCst) <= sent
     }
 
     /// Whether this server's own writes go into the backlog.
@@ -192,7 +228,7 @@ impl Backlog {
         b.trim();
         let end = b.end;
         drop(b);
-        self.offset.send_replace(end);
+        self.appended(end);
     }
 
     /// Appends bytes as they are: a replica's primary's stream, or a PING
@@ -207,7 +243,7 @@ impl Backlog {
         b.trim();
         let end = b.end;
         drop(b);
-        self.offset.send_replace(end);
+        self.appended(end);
     }
 
     /// The point a full sync starts from: the id and offset the snapshot
