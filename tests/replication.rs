@@ -863,3 +863,83 @@ fn diskless_sync_writes_no_file_and_gathers_replicas() {
     );
     assert_eq!(info(&mut pc, "persistence")["rdb_saves"], "0");
 }
+
+/// PUBLISH on the primary on `primary` reaches a client subscribed on the
+/// replica on `replica` through the replication stream (Redis 7.0
+/// propagates PUBLISH to replicas); the offsets stay equal.
+fn publish_reaches_replica_subscriber(primary: u16, replica: u16) {
+    let (mut pc, mut rc) = (conn(primary), conn(replica));
+    replicaof(&mut rc, primary);
+    let _: () = redis::cmd("SET").arg("x").arg(1).query(&mut pc).unwrap();
+    wait_synced(&mut pc, &mut rc);
+    let mut sub_conn = conn(replica);
+    let mut sub = sub_conn.as_pubsub();
+    sub.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    sub.subscribe("news").unwrap();
+    for i in 0..3 {
+        let n: i64 = redis::cmd("PUBLISH")
+            .arg("news")
+            .arg(format!("hello {i}"))
+            .query(&mut pc)
+            .unwrap();
+        assert_eq!(n, 0, "no subscriber on the primary");
+    }
+    for i in 0..3 {
+        let m = sub
+            .get_message()
+            .expect("the message published on the primary");
+        assert_eq!(m.get_channel_name(), "news");
+        let payload: String = m.get_payload().unwrap();
+        assert_eq!(payload, format!("hello {i}"));
+    }
+    wait_synced(&mut pc, &mut rc);
+}
+
+#[test]
+fn publish_reaches_replica_rostrum_to_rostrum() {
+    let (p, r) = (rostrum(&[]), rostrum(&[]));
+    publish_reaches_replica_subscriber(p.port, r.port);
+}
+
+#[test]
+fn publish_reaches_replica_rostrum_to_redis() {
+    let (p, r) = (rostrum(&[]), Redis::start());
+    publish_reaches_replica_subscriber(p.port, r.port);
+}
+
+#[test]
+fn publish_reaches_replica_redis_to_rostrum() {
+    let (p, r) = (Redis::start(), rostrum(&[]));
+    publish_reaches_replica_subscriber(p.port, r.port);
+}
+
+/// PUBLISH goes to the replicas, not into the AOF (as Redis).
+#[test]
+fn publish_is_not_in_the_aof() {
+    let dir = temp_dir("publish-aof");
+    let p = TestServer::start_with_aof(&dir);
+    let mut pc = p.conn();
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg("news")
+        .arg("x")
+        .query(&mut pc)
+        .unwrap();
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut pc).unwrap();
+    let r = rostrum(&[]);
+    let mut rc = r.conn();
+    replicaof(&mut rc, p.port);
+    wait_synced(&mut pc, &mut rc);
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg("news")
+        .arg("y")
+        .query(&mut pc)
+        .unwrap();
+    let _: () = redis::cmd("SET").arg("k2").arg("v").query(&mut pc).unwrap();
+    wait_synced(&mut pc, &mut rc);
+    let aof = common::aof_bytes(&dir);
+    assert!(
+        !aof.windows(7).any(|w| w.eq_ignore_ascii_case(b"publish")),
+        "PUBLISH in the AOF"
+    );
+    assert!(aof.windows(2).any(|w| w == b"k2"));
+}

@@ -769,6 +769,18 @@ pub fn feed_repl_raw(aof: &Aof, bytes: &[u8]) {
     aof.backlog.append_raw(bytes);
 }
 
+/// PUBLISH / SPUBLISH on a primary: into the replication stream only (not
+/// the AOF), as Redis 7.0 propagates them, so that clients subscribed on
+/// its replicas receive what is published here. (Inside EXEC or a script
+/// it goes ahead of their MULTI/EXEC block, where Redis puts it inside.)
+pub fn feed_repl_command(aof: &Aof, db: usize, args: &[&[u8]]) {
+    if !aof.backlog.emitting() {
+        return;
+    }
+    let _f = aof.feed.lock();
+    aof.backlog.emit(db, &[], &encode::Group::One(args));
+}
+
 /// A primary: writes go into the backlog (created if needed) from now on.
 pub fn start_repl_emitting(aof: &Aof, size: u64) {
     let _f = aof.feed.lock();
