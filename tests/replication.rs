@@ -943,3 +943,74 @@ fn publish_is_not_in_the_aof() {
     );
     assert!(aof.windows(2).any(|w| w == b"k2"));
 }
+
+/// DBSIZE on a replica counts the keys whose time passed but that are
+/// still stored (the primary's DEL is held back by a pause), as a
+/// redis-server replica of the same primary does; reads still hide them.
+#[test]
+fn replica_dbsize_counts_expired_keys_still_stored() {
+    let p = Redis::start();
+    let rr = Redis::start();
+    let rs = rostrum(&[]);
+    let (mut pc, mut redis_r, mut rost_r) = (p.conn(), rr.conn(), rs.conn());
+    replicaof(&mut redis_r, p.port);
+    replicaof(&mut rost_r, p.port);
+    let _: () = redis::cmd("SET").arg("keep").arg(1).query(&mut pc).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("gone")
+        .arg(1)
+        .arg("PX")
+        .arg(300)
+        .query(&mut pc)
+        .unwrap();
+    wait_synced(&mut pc, &mut redis_r);
+    wait_synced(&mut pc, &mut rost_r);
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(3000)
+        .arg("WRITE")
+        .query(&mut pc)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    for (who, c) in [("redis", &mut redis_r), ("rostrum", &mut rost_r)] {
+        let v: Option<String> = redis::cmd("GET").arg("gone").query(c).unwrap();
+        assert_eq!(v, None, "{who}");
+        let n: i64 = redis::cmd("DBSIZE").query(c).unwrap();
+        assert_eq!(n, 2, "{who}'s DBSIZE");
+    }
+    let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut pc).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for c in [&mut redis_r, &mut rost_r] {
+        loop {
+            let n: i64 = redis::cmd("DBSIZE").query(c).unwrap();
+            if n == 1 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the primary's DEL did not come");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    // A Rostrum replica of a Rostrum primary counts the same way.
+    let p2 = rostrum(&[]);
+    let r2 = rostrum(&[]);
+    let (mut pc2, mut rc2) = (p2.conn(), r2.conn());
+    replicaof(&mut rc2, p2.port);
+    let _: () = redis::cmd("SET")
+        .arg("gone")
+        .arg(1)
+        .arg("PX")
+        .arg(300)
+        .query(&mut pc2)
+        .unwrap();
+    wait_synced(&mut pc2, &mut rc2);
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(3000)
+        .arg("WRITE")
+        .query(&mut pc2)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    let n: i64 = redis::cmd("DBSIZE").query(&mut rc2).unwrap();
+    assert_eq!(n, 1);
+    let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut pc2).unwrap();
+}

@@ -196,8 +196,16 @@ fn expired_keys(ctx: &Ctx) -> u64 {
 
 fn dbsize(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     let (db, now) = (ctx.keys.db, ctx.keys.now_ms);
+    // A replica counts the keys whose time passed but that are still
+    // stored (its primary's DEL removes them), as Redis's does.
+    let stored = ctx.server.replication.is_replica();
     let mut n = 0;
-    for_each_shard(ctx, |s| n += s.dbs.get(db).map_or(0, |d| d.live_len(now)));
+    for_each_shard(ctx, |s| {
+        n += s
+            .dbs
+            .get(db)
+            .map_or(0, |d| if stored { d.len() } else { d.live_len(now) })
+    });
     ctx.out.int(n as i64);
     Ok(())
 }
