@@ -39,10 +39,21 @@ impl Reply {
     }
 
     fn header(&mut self, prefix: u8, n: i64) {
-        self.buf.push(prefix);
-        let mut ib = itoa::Buffer::new();
-        self.buf.extend_from_slice(ib.format(n).as_bytes());
-        self.buf.extend_from_slice(b"\r\n");
+        // Most headers are short (`:1`, `$5`, `*20`): written as one
+        // fixed-size store rather than through itoa and two copies.
+        if (0..10).contains(&n) {
+            self.buf
+                .extend_from_slice(&[prefix, b'0' + n as u8, b'\r', b'\n']);
+        } else if (10..100).contains(&n) {
+            let (tens, ones) = (n as u8 / 10, n as u8 % 10);
+            self.buf
+                .extend_from_slice(&[prefix, b'0' + tens, b'0' + ones, b'\r', b'\n']);
+        } else {
+            self.buf.push(prefix);
+            let mut ib = itoa::Buffer::new();
+            self.buf.extend_from_slice(ib.format(n).as_bytes());
+            self.buf.extend_from_slice(b"\r\n");
+        }
     }
 
     /// A HELP reply as Redis writes it: the `COMMAND <subcommand> ...`
@@ -101,6 +112,8 @@ impl Reply {
 
     /// A bulk string.
     pub fn bulk(&mut self, s: &[u8]) {
+        // One growth check for the whole element (header at most 21 bytes).
+        self.buf.reserve(s.len() + 24);
         self.header(b'$', s.len() as i64);
         self.buf.extend_from_slice(s);
         self.buf.extend_from_slice(b"\r\n");
@@ -109,6 +122,7 @@ impl Reply {
     /// A bulk string given as two pieces written one after the other (a
     /// list element stored as a shared prefix and its own rest).
     pub fn bulk_parts(&mut self, a: &[u8], b: &[u8]) {
+        self.buf.reserve(a.len() + b.len() + 24);
         self.header(b'$', (a.len() + b.len()) as i64);
         self.buf.extend_from_slice(a);
         self.buf.extend_from_slice(b);

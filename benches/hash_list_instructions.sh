@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Instructions per request (valgrind's callgrind) of the hash_list_benchmark
+# rows, for any number of servers: Rostrum builds and redis-server side by
+# side. On a shared 2-core machine requests/s at -P 16 mostly measures the
+# server's CPU per request, and instruction counts repeat within about 1%
+# where requests/s move by 10-30%, so this is the steadier comparison.
+#
+# Usage: benches/hash_list_instructions.sh BIN [BIN...] [-n REQUESTS]
+#   e.g. benches/hash_list_instructions.sh /usr/bin/redis-server target/release/rostrum
+#   default -n 10000 (per row and pipeline depth). The last column is the
+#   last binary's count over the first's.
+#
+# Each binary runs under callgrind on a free port (a redis-server binary is
+# given --save ''), 100,000 10-field profiles and a list `recent` of 1,000
+# are loaded, then redis-benchmark (-c 10, -r 100000, -P 1 and -P 16) sends
+# each row; the counters are dumped before and after, so a row is the
+# server's instructions for that row's requests alone, divided by their number.
+set -euo pipefail
+bins=()
+requests=10000
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        -n) requests=$2; shift 2 ;;
+        -h) sed -n '2,18p' "$0"; exit 0 ;;
+        *) bins+=("$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"); shift ;;
+    esac
+done
+[[ ${#bins[@]} -ge 1 ]] || { sed -n '2,18p' "$0"; exit 2; }
+for tool in valgrind callgrind_control; do
+    command -v "$tool" >/dev/null || { echo "error: $tool is not in PATH" >&2; exit 1; }
+done
+ROSTRUM_BIN=${bins[0]}
+# shellcheck source=benches/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+gen_list() {
+    awk -v key="$1" -v n="$2" 'BEGIN {
+        for (first = 0; first < n; first += 1000) {
+            c = (n - first < 1000) ? n - first : 1000
+            printf "*%d\r\n$5\r\nRPUSH\r\n$%d\r\n%s\r\n", 2 + c, length(key), key
+            for (i = first; i < first + c; i++) {
+                e = "item:" i
+                printf "$%d\r\n%s\r\n", length(e), e
+            }
+        }
+    }'
+}
+gen_profiles 0 100000 >"$work/profiles.resp"
+gen_list recent 1000 >"$work/recent.resp"
+
+tests=(
+    "HSET (10-field profile)|HSET profile:__rand_int__ name p country SE avatar a level 7 xp 123 wins 4 losses 2 created 1700000000 seen 1750000000 visits 9"
+    "HGET|HGET profile:__rand_int__ xp"
+    "HGETALL (10 fields)|HGETALL profile:__rand_int__"
+    "HINCRBY|HINCRBY profile:__rand_int__ visits 1"
+    "LPUSH|LPUSH queue job:__rand_int__"
+    "RPOP|RPOP queue"
+    "LRANGE 0 99 (of 1,000)|LRANGE recent 0 99"
+)
+
+last_dump() {
+    local f
+    f=$(ls -t "$work"/cg."$1".* | head -1)
+    awk '/^(summary|totals):/ { print $2; exit }' "$f"
+}
+
+declare -A ir
+for i in "${!bins[@]}"; do
+    bin=${bins[$i]}
+    extra=()
+    [[ $(basename "$bin") == redis-server* ]] && extra=(--save '' --appendonly no)
+    port=$(free_port)
+    valgrind --tool=callgrind --callgrind-out-file="$work/cg.%p" \
+        "$bin" --port "$port" --bind 127.0.0.1 --loglevel warning "${extra[@]}" \
+        >"$work/$i.log" 2>&1 &
+    pid=$!
+    pids+=("$pid")
+    for _ in $(seq 1 120); do
+        redis-cli -p "$port" ping >/dev/null 2>&1 && break
+        sleep 0.5
+    done
+    echo "$bin: loading 100,000 profiles and a list of 1,000..." >&2
+    redis-cli -p "$port" --pipe <"$work/profiles.resp" >/dev/null
+    redis-cli -p "$port" --pipe <"$work/recent.resp" >/dev/null
+    for p in 1 16; do
+        for t in "${tests[@]}"; do
+            title=${t%%|*}
+            read -r -a cmd <<<"${t#*|}"
+            callgrind_control -d before "$pid" >/dev/null 2>&1
+            redis-benchmark -p "$port" -n "$requests" -c 10 -r 100000 -P "$p" "${cmd[@]}" >/dev/null
+            callgrind_control -d after "$pid" >/dev/null 2>&1
+            sleep 0.3
+            ir["$i|$title -P $p"]=$(last_dump "$pid")
+        done
+    done
+    redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+    wait "$pid" 2>/dev/null || true
+done
+
+last=$((${#bins[@]} - 1))
+printf '%-30s' "instructions per request"
+for i in "${!bins[@]}"; do printf ' %14s' "$(basename "${bins[$i]}")"; done
+printf ' %8s\n' "last/1st"
+for p in 1 16; do
+    for t in "${tests[@]}"; do
+        row="${t%%|*} -P $p"
+        printf '%-30s' "$row"
+        for i in "${!bins[@]}"; do
+            awk -v v="${ir["$i|$row"]}" -v q="$requests" 'BEGIN { printf " %14.0f", v / q }'
+        done
+        awk -v a="${ir["0|$row"]}" -v b="${ir["$last|$row"]}" 'BEGIN { printf " %8.3f\n", (a > 0 ? b / a : 0) }'
+    done
+done
