@@ -49,7 +49,11 @@ RPORT=$((20000 + RANDOM % 10000)); HPORT=$((RPORT + 1)); PPORT=$((RPORT + 2))
 rpid=$!; pids+=("$rpid")
 redis-server --port "$PPORT" --save '' --appendonly no --maxclients $((W + 100)) >/dev/null 2>&1 &
 ppid=$!; pids+=("$ppid")
-sleep 1
+# Up to 20 s for both to answer (a loaded machine starts them slowly).
+for _ in $(seq 200); do
+  redis-cli -p "$RPORT" ping >/dev/null 2>&1 && redis-cli -p "$PPORT" ping >/dev/null 2>&1 && break
+  sleep 0.1
+done
 echo "load before: $(uptime)"
 echo "watchers: $W, writes: $RATE/s, window: ${SECS}s, client threads: $THREADS"
 run() { # row client-mode port pid watchers [extra]

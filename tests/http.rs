@@ -440,3 +440,119 @@ fn websocket_gets_a_snapshot_of_each_new_period() {
     );
     ws.close(None).ok();
 }
+
+#[test]
+fn a_websocket_that_never_reads_is_cut_off_while_another_keeps_up() {
+    let http = free_port();
+    let srv = TestServer::start(&["--config", &format!("http-port={http}")]);
+    let mut c = srv.conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("client-output-buffer-limit")
+        .arg("pubsub 2mb 0 0")
+        .query(&mut c)
+        .unwrap();
+    // 1,000 entries with long names: moving the last to the top changes
+    // every place, about 500 KB a message.
+    let _: () = redis::cmd("LB.CREATE")
+        .arg("wide")
+        .arg("POLICY")
+        .arg("SET")
+        .query(&mut c)
+        .unwrap();
+    let name = |i: i64| format!("{i:0>480}");
+    let mut p = redis::pipe();
+    for i in 0..1000 {
+        p.cmd("LB.SUBMIT").arg("wide").arg(name(i)).arg(i).ignore();
+    }
+    let _: () = p.query(&mut c).unwrap();
+    let path = "/ws/boards/wide?n=1000&interval=10";
+    // The slow one upgrades, then never reads.
+    let mut slow = TcpStream::connect(("127.0.0.1", http)).unwrap();
+    slow.write_all(
+        format!(
+            "GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let (mut fast, _) =
+        tungstenite::connect(format!("ws://127.0.0.1:{http}{path}")).expect("a WebSocket");
+    if let tungstenite::stream::MaybeTlsStream::Plain(s) = fast.get_ref() {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    }
+    assert!(next_text(&mut fast).starts_with(r#"{"type":"snapshot","key":"wide","version":1,"#));
+    let seen = Arc::new(AtomicU64::new(1));
+    let seen_by_reader = seen.clone();
+    let reader = std::thread::spawn(move || {
+        let mut version = 1;
+        loop {
+            let m = next_text(&mut fast);
+            let v: u64 = m
+                .split("\"version\":")
+                .nth(1)
+                .and_then(|r| r.split(',').next())
+                .and_then(|v| v.parse().ok())
+                .expect("a version");
+            assert_eq!(v, version + 1, "the fast watcher missed nothing");
+            version = v;
+            seen_by_reader.store(version, Ordering::Release);
+            if m.contains(r#"[1,"end",1000000000]"#) {
+                return version;
+            }
+        }
+    });
+    let cut = || {
+        let (_, m) = get(http, "/metrics", None);
+        sample(&m, "rostrum_live_limit_disconnections_total").unwrap_or(0.0) >= 1.0
+    };
+    // Each step waits for the fast watcher's message, so that each is one
+    // message of ~500 KB to the slow one.
+    let mut steps = 0u64;
+    while !cut() {
+        assert!(
+            steps < 400,
+            "the slow watcher is still on after {steps} diffs"
+        );
+        let _: () = redis::cmd("LB.SUBMIT")
+            .arg("wide")
+            .arg(name(steps as i64))
+            .arg(10_000 + steps)
+            .query(&mut c)
+            .unwrap();
+        steps += 1;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while seen.load(Ordering::Acquire) < steps + 1 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the fast watcher fell behind"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    let _: () = redis::cmd("LB.SUBMIT")
+        .arg("wide")
+        .arg("end")
+        .arg(1_000_000_000)
+        .query(&mut c)
+        .unwrap();
+    assert!(reader.join().expect("reader") > steps);
+    // The slow one's socket ends after what the kernel held for it.
+    slow.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match slow.read(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => panic!("the slow watcher's socket did not end: {e}"),
+        }
+    }
+    let (_, m) = get(http, "/metrics", None);
+    assert_eq!(
+        sample(&m, "rostrum_live_limit_disconnections_total"),
+        Some(1.0),
+        "only the slow one was cut off"
+    );
+}

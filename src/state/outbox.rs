@@ -133,20 +133,66 @@ impl Outbox {
     /// frames of a message differ only in their first byte, `*` or `>`, so
     /// a publisher encodes a message once and passes the head per reader).
     pub fn push(&self, head: u8, body: &[u8], limit: &OutputLimit) -> Pushed {
-        let mut q = self.queue.lock();
+        let q = self.queue.lock();
+        self.queue_locked(q, &[head], body, limit)
+    }
+
+    /// Appends `frame` as it is (a transport's frame that needs no head).
+    pub fn push_frame(&self, frame: &[u8], limit: &OutputLimit) -> Pushed {
+        let q = self.queue.lock();
+        self.queue_locked(q, &[], frame, limit)
+    }
+
+    /// Writes `frame` straight to the socket with `write` (a write that
+    /// never waits, such as `TcpStream::try_write`) when nothing is queued
+    /// or being written before it, so that the connection's task is not
+    /// woken; what the socket does not take (it would block, or failed:
+    /// the task then finds the error) is queued as [`Outbox::push_frame`]
+    /// does. The write happens under the queue's lock: it cannot land
+    /// between the task's writes of what it took.
+    pub fn write_or_push(
+        &self,
+        frame: &[u8],
+        limit: &OutputLimit,
+        write: impl FnOnce(&[u8]) -> std::io::Result<usize>,
+    ) -> Pushed {
+        let q = self.queue.lock();
         if q.closed {
             return Pushed::Dropped;
         }
-        let used = q.pending + self.replies() + 1 + body.len();
+        let mut rest = frame;
+        if q.pending == 0 && self.replies() == 0 {
+            if let Ok(n) = write(frame) {
+                rest = frame.get(n..).unwrap_or_default();
+            }
+            if rest.is_empty() {
+                return Pushed::Queued;
+            }
+        }
+        self.queue_locked(q, &[], rest, limit)
+    }
+
+    fn queue_locked(
+        &self,
+        mut q: parking_lot::MutexGuard<'_, Queue>,
+        head: &[u8],
+        body: &[u8],
+        limit: &OutputLimit,
+    ) -> Pushed {
+        if q.closed {
+            return Pushed::Dropped;
+        }
+        let len = head.len() + body.len();
+        let used = q.pending + self.replies() + len;
         if Self::exceeds(&mut q, used as u64, limit) {
             Self::close_locked(&mut q);
             self.pending.store(0, Ordering::Relaxed);
             return Pushed::OverLimit;
         }
         let was_empty = q.buf.is_empty();
-        q.buf.push(head);
+        q.buf.extend_from_slice(head);
         q.buf.extend_from_slice(body);
-        q.pending += 1 + body.len();
+        q.pending += len;
         self.pending.store(q.pending, Ordering::Relaxed);
         drop(q);
         if was_empty {
@@ -280,6 +326,40 @@ mod tests {
         assert_eq!(o.pending(), 16, "taken but not yet written");
         o.written(16);
         assert_eq!(o.pending(), 0);
+    }
+
+    #[test]
+    fn a_frame_is_written_straight_only_when_nothing_waits() {
+        let o = Outbox::new();
+        let none = OutputLimit::default();
+        let mut wire = Vec::new();
+        // Nothing queued: written, nothing queued.
+        o.write_or_push(b"ab", &none, |b| {
+            wire.extend_from_slice(b);
+            Ok(b.len())
+        });
+        assert_eq!((wire.as_slice(), o.pending()), (&b"ab"[..], 0));
+        // The socket takes one byte: the rest is queued.
+        o.write_or_push(b"cd", &none, |b| {
+            wire.extend_from_slice(&b[..1]);
+            Ok(1)
+        });
+        assert_eq!((wire.as_slice(), o.pending()), (&b"abc"[..], 1));
+        // Something waits: queued behind it, not written.
+        o.write_or_push(b"ef", &none, |_| unreachable!());
+        let mut out = Vec::new();
+        assert_eq!(o.take_into(&mut out), 3);
+        assert_eq!(out, b"def");
+        // Taken but not yet written: still queued behind it.
+        o.write_or_push(b"gh", &none, |_| unreachable!());
+        o.written(3);
+        out.clear();
+        o.take_into(&mut out);
+        assert_eq!(out, b"gh");
+        o.written(2);
+        // Would block: queued.
+        o.write_or_push(b"ij", &none, |_| Err(std::io::ErrorKind::WouldBlock.into()));
+        assert_eq!(o.pending(), 2);
     }
 
     #[test]

@@ -115,6 +115,27 @@ pub struct Encoded {
     pub resp3: Vec<u8>,
     /// One line of JSON (no newline inside).
     pub json: Vec<u8>,
+    /// The JSON as a whole WebSocket text frame from a server (unmasked),
+    /// written as it is to every WebSocket watcher.
+    pub ws: Vec<u8>,
+}
+
+/// `payload` as one unmasked WebSocket text frame (RFC 6455 5.2).
+pub fn ws_text_frame(payload: &[u8]) -> Vec<u8> {
+    let len = payload.len();
+    let mut out = Vec::with_capacity(len + 10);
+    out.push(0x81); // FIN, text
+    if len < 126 {
+        out.push(len as u8);
+    } else if let Ok(short) = u16::try_from(len) {
+        out.push(126);
+        out.extend_from_slice(&short.to_be_bytes());
+    } else {
+        out.push(127);
+        out.extend_from_slice(&(len as u64).to_be_bytes());
+    }
+    out.extend_from_slice(payload);
+    out
 }
 
 fn header(out: &mut Vec<u8>, kind: u8, n: usize) {
@@ -215,7 +236,13 @@ fn encode(
         }
     }
     json.extend_from_slice(b"]}");
-    Encoded { resp2, resp3, json }
+    let ws = ws_text_frame(&json);
+    Encoded {
+        resp2,
+        resp3,
+        json,
+        ws,
+    }
 }
 
 /// A snapshot message: every place of `top` (its JSON names the period,
@@ -235,16 +262,31 @@ pub fn encode_diff(key: &[u8], version: u64, items: &[(u64, Option<&Entry>)]) ->
     encode("lb.diff", key, version, None, items)
 }
 
-/// A watcher that is not a RESP client (a WebSocket): JSON lines are
-/// appended to its queue, one message a line.
+/// A socket written without waiting: a WebSocket's TCP stream, which the
+/// live-boards task writes a message to itself when the socket can take
+/// it (no task woken, no copy).
+pub trait TryWrite: Send + Sync + std::fmt::Debug {
+    /// Writes what the socket takes now (`WouldBlock` when nothing).
+    fn try_write(&self, buf: &[u8]) -> std::io::Result<usize>;
+}
+
+/// A watcher that is not a RESP client (a WebSocket): each message is its
+/// WebSocket frame ([`Encoded::ws`]), written straight to its socket when
+/// nothing waits before it, else appended to its queue, which its
+/// connection's task writes out.
 #[derive(Debug, Default)]
 pub struct JsonWatcher {
     /// Unique among JSON watchers.
     pub id: u64,
-    /// Its queue of JSON lines.
+    /// Its queue of WebSocket frames.
     pub outbox: Outbox,
     /// Set when it was cut off at its limit: its transport closes.
     pub killed: AtomicBool,
+    /// Signalled when `killed` is set.
+    pub cut: Notify,
+    /// Its socket, set (before it joins a group) where the transport lets
+    /// messages be written straight to it.
+    pub socket: std::sync::OnceLock<Arc<dyn TryWrite>>,
 }
 
 /// Who receives a group's messages.
@@ -340,11 +382,16 @@ impl Watcher {
                 if j.killed.load(Ordering::Acquire) {
                     return false;
                 }
-                match j.outbox.push(b'\n', &msg.json, limit) {
+                let pushed = match j.socket.get() {
+                    Some(s) => j.outbox.write_or_push(&msg.ws, limit, |b| s.try_write(b)),
+                    None => j.outbox.push_frame(&msg.ws, limit),
+                };
+                match pushed {
                     Pushed::Queued => true,
                     Pushed::Dropped => false,
                     Pushed::OverLimit => {
                         j.killed.store(true, Ordering::Release);
+                        j.cut.notify_one();
                         false
                     }
                 }
@@ -420,7 +467,8 @@ pub struct Joined {
     /// Whether the group was made for it: the caller registers
     /// `group.dirty` in the key's WATCH list (it holds the key's shard).
     pub created: bool,
-    /// The snapshot to send it (the group's current version and top).
+    /// The snapshot to send it (the group's current version and top); a
+    /// JSON watcher finds it queued already, before any diff.
     pub snapshot: Encoded,
 }
 
@@ -494,8 +542,14 @@ impl LiveBoards {
                 st.registered = true;
                 created = true;
             }
+            let snapshot = encode_snapshot(&id.key, st.version, &st.top);
+            if let Watcher::Json(j) = &watcher {
+                // Queued under the group's lock: no diff can be written to
+                // its socket before it.
+                j.outbox.push_frame(&snapshot.ws, &OutputLimit::default());
+            }
             st.watchers.push(watcher);
-            encode_snapshot(&id.key, st.version, &st.top)
+            snapshot
         };
         drop(groups);
         self.counters.deliveries.fetch_add(1, Ordering::Relaxed);
@@ -725,11 +779,24 @@ mod tests {
             String::from_utf8_lossy(&m.json),
             r#"{"type":"diff","key":"k","version":7,"entries":[[1,"al\"ice",5],[2,null]]}"#
         );
+        assert_eq!(m.ws[..2], [0x81, m.json.len() as u8]);
+        assert_eq!(m.ws[2..], m.json[..]);
         let s = encode_snapshot(b"k", 1, &BoardTop::default());
         assert_eq!(
             String::from_utf8_lossy(&s.json),
             r#"{"type":"snapshot","key":"k","version":1,"entries":[]}"#
         );
+    }
+
+    #[test]
+    fn websocket_frames_carry_their_length() {
+        let f = ws_text_frame(&[b'x'; 126]);
+        assert_eq!(f[..4], [0x81, 126, 0, 126]);
+        assert_eq!(f.len(), 4 + 126);
+        let f = ws_text_frame(&[b'x'; 70_000]);
+        assert_eq!(f[..2], [0x81, 127]);
+        assert_eq!(f[2..10], 70_000u64.to_be_bytes());
+        assert_eq!(f.len(), 10 + 70_000);
     }
 
     fn top(entries: Vec<Entry>) -> BoardTop {

@@ -198,8 +198,12 @@ async fn route(server: Arc<Server>, mut req: Request<Incoming>) -> Response<Full
             };
             let upgraded = hyper::upgrade::on(&mut req);
             tokio::spawn(async move {
-                if let Ok(io) = upgraded.await {
-                    ws::serve(server, TokioIo::new(io), key, n, interval).await;
+                // The TCP stream back from hyper, for the live-boards
+                // task to write to (`ws`).
+                let Ok(up) = upgraded.await else { return };
+                if let Ok(parts) = up.downcast::<TokioIo<TcpStream>>() {
+                    let sock = parts.io.into_inner();
+                    ws::serve(server, sock, parts.read_buf, key, n, interval).await;
                 }
             });
             let mut r = Response::new(Full::new(Bytes::new()));

@@ -6,28 +6,41 @@
 //! sends; what the browser sends is read for pings (tungstenite answers
 //! them) and close, and is bounded ([`MAX_IN`]).
 //!
-//! The send queue is the watcher's bounded outbox (the `pubsub` class of
-//! `client-output-buffer-limit`): past it the watcher is cut off, closed
-//! with 1008, even while a write to a reader that stopped reading waits.
+//! A message costs one write: the live-boards task writes the message's
+//! frame, made once for every watcher (`Encoded::ws`), straight to each
+//! watcher's socket when nothing waits before it there; only what the
+//! socket cannot take at once goes to the watcher's bounded outbox (the
+//! `pubsub` class of `client-output-buffer-limit`), which this
+//! connection's task writes out. Past the limit the watcher is cut off,
+//! closed with 1008, even while a write to a reader that stopped reading
+//! waits. Tungstenite reads the browser's frames; what it writes (pongs,
+//! the close reply) goes through the outbox too, so frames never
+//! interleave.
 //!
 //! JSON: `{"type":"snapshot"|"diff","key":k,"version":v[,"period":p],
 //! "entries":[[place, member, score] | [place, null] ...]}` (`period` on
 //! snapshots of boards with seasons: a rollover sends one).
 
+use std::io::ErrorKind;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::{SinkExt, StreamExt};
-use tokio::io::{AsyncRead, AsyncWrite};
+use futures_util::StreamExt;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
-use tokio_tungstenite::tungstenite::{self, Message, Utf8Bytes};
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::WebSocketStream;
 
+use crate::state::outbox::{OutputLimit, Pushed};
 use crate::state::watch::{
-    top_of_value, GroupKey, JsonWatcher, Watcher, DEFAULT_INTERVAL_MS, MAX_N, MIN_INTERVAL_MS,
+    top_of_value, ws_text_frame, GroupKey, JsonWatcher, TryWrite, Watcher, DEFAULT_INTERVAL_MS,
+    MAX_N, MIN_INTERVAL_MS,
 };
 use crate::state::{unix_ms, Server};
 
@@ -90,22 +103,111 @@ pub fn watch_params(query: &str) -> Option<(u64, u64)> {
     Some((n, interval))
 }
 
-/// Speaks WebSocket on an upgraded connection and streams (`key`, n,
-/// interval) until either side closes, the watcher is cut off at its
-/// limit, or the server stops.
-pub async fn serve<S>(server: Arc<Server>, io: S, key: Vec<u8>, n: u64, interval_ms: u64)
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
+/// A WebSocket watcher's socket as tungstenite sees it: it reads the
+/// browser's frames from the socket (after `early`, what hyper read past
+/// the request), and what it writes (pongs, the close reply) goes to the
+/// watcher's queue, in order with the board's messages, never straight
+/// to the socket.
+struct Wire {
+    sock: Arc<TcpStream>,
+    early: Bytes,
+    jw: Arc<JsonWatcher>,
+    limit: OutputLimit,
+}
+
+impl AsyncRead for Wire {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let me = self.get_mut();
+        if !me.early.is_empty() {
+            let n = me.early.len().min(buf.remaining());
+            buf.put_slice(&me.early.split_to(n));
+            return Poll::Ready(Ok(()));
+        }
+        loop {
+            ready!(me.sock.poll_read_ready(cx))?;
+            match me.sock.try_read(buf.initialize_unfilled()) {
+                Ok(n) => {
+                    buf.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+                // Readiness was cleared: wait again.
+                Err(e) if e.kind() == ErrorKind::WouldBlock => continue,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+impl AsyncWrite for Wire {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let me = self.get_mut();
+        match me.jw.outbox.push_frame(buf, &me.limit) {
+            Pushed::Queued => Poll::Ready(Ok(buf.len())),
+            Pushed::Dropped => Poll::Ready(Err(ErrorKind::BrokenPipe.into())),
+            Pushed::OverLimit => {
+                me.jw.killed.store(true, Ordering::Release);
+                me.jw.cut.notify_one();
+                Poll::Ready(Err(ErrorKind::BrokenPipe.into()))
+            }
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// The live-boards task writes messages straight to the socket.
+#[derive(Debug)]
+struct Socket(Arc<TcpStream>);
+
+impl TryWrite for Socket {
+    fn try_write(&self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.try_write(buf)
+    }
+}
+
+/// Speaks WebSocket on an upgraded connection (`early`: the bytes read
+/// past the request) and streams (`key`, n, interval) until either side
+/// closes, the watcher is cut off at its limit, or the server stops.
+pub async fn serve(
+    server: Arc<Server>,
+    sock: TcpStream,
+    early: Bytes,
+    key: Vec<u8>,
+    n: u64,
+    interval_ms: u64,
+) {
+    let sock = Arc::new(sock);
     let config = WebSocketConfig::default()
         .max_message_size(Some(MAX_IN))
         .max_frame_size(Some(MAX_IN));
-    let mut ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
     let jw = server.live.json_watcher();
+    let _ = jw.socket.set(Arc::new(Socket(sock.clone())));
+    let wire = Wire {
+        sock: sock.clone(),
+        early,
+        jw: jw.clone(),
+        limit: server.pubsub.limit(),
+    };
+    let mut ws = WebSocketStream::from_raw_socket(wire, Role::Server, Some(config)).await;
     let me = Watcher::Json(jw.clone());
     let key = bytes::Bytes::from(key);
     let joined = {
-        // As LB.WATCH: the key's shard, then the registry.
+        // As LB.WATCH: the key's shard, then the registry. The group
+        // queues the snapshot (`LiveBoards::join`).
         let ks = &server.keyspace;
         let mut g = ks.lock_one(ks.shard_of(&key), true);
         let Some(part) = g.shard_mut().and_then(|s| s.dbs.get_mut(0)) else {
@@ -126,104 +228,94 @@ where
         joined
     };
     let group = joined.group.clone();
-    let _ = pump(&server, &mut ws, &jw, &joined.snapshot.json).await;
+    let _ = pump(&server, &mut ws, &sock, &jw).await;
     server.live.leave(&group, &me);
     jw.outbox.close();
 }
 
-/// Resolves once the watcher was cut off at its limit.
-async fn cut_off(jw: &JsonWatcher) {
-    while !jw.killed.load(Ordering::Acquire) {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn text(json: &[u8]) -> Message {
-    Message::text(String::from_utf8_lossy(json).into_owned())
-}
-
-/// The messages of a batch of queued JSON lines, each a slice of `batch`
-/// (no copy; the JSON is UTF-8, see `state::watch`).
-fn texts(batch: Bytes) -> impl Iterator<Item = Message> {
+/// Writes all of `buf` to `sock`.
+async fn write_all(sock: &TcpStream, buf: &[u8]) -> std::io::Result<()> {
     let mut at = 0;
-    std::iter::from_fn(move || {
-        while at < batch.len() {
-            let end = batch[at..]
-                .iter()
-                .position(|b| *b == b'\n')
-                .map_or(batch.len(), |i| at + i);
-            let line = batch.slice(at..end);
-            at = end + 1;
-            if line.is_empty() {
-                continue;
-            }
-            match Utf8Bytes::try_from(line) {
-                Ok(t) => return Some(Message::Text(t)),
-                Err(_) => continue,
-            }
+    while at < buf.len() {
+        sock.writable().await?;
+        match sock.try_write(&buf[at..]) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => at += n,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
         }
-        None
-    })
+    }
+    Ok(())
 }
 
-/// Sends the snapshot, then each queued message, while reading the
-/// browser's frames; returns when the connection ends.
-async fn pump<S>(
+/// Writes what the watcher's queue holds, unless the watcher is cut off
+/// meanwhile (a reader that stopped reading: the queue behind it grew
+/// past its limit).
+async fn drain(sock: &TcpStream, jw: &JsonWatcher, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    buf.clear();
+    let n = jw.outbox.take_into(buf);
+    if n == 0 {
+        return Ok(());
+    }
+    tokio::select! {
+        r = write_all(sock, buf) => r?,
+        _ = jw.cut.notified() => return Ok(()),
+    }
+    jw.outbox.written(n);
+    Ok(())
+}
+
+/// Writes what the board's messages left queued (the snapshot, then
+/// whatever the socket could not take at once; the live-boards task
+/// writes the rest itself) while reading the browser's frames; returns
+/// when the connection ends.
+async fn pump(
     server: &Server,
-    ws: &mut WebSocketStream<S>,
+    ws: &mut WebSocketStream<Wire>,
+    sock: &TcpStream,
     jw: &JsonWatcher,
-    snapshot: &[u8],
-) -> Result<(), tungstenite::Error>
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
+) -> Result<(), tungstenite::Error> {
     let mut shutdown = server.shutdown.subscribe();
-    ws.send(text(snapshot)).await?;
-    let mut queued = Vec::new();
-    // One timer for the connection, not one per message.
-    let mut look_again = tokio::time::interval(Duration::from_secs(1));
-    look_again.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut buf = Vec::new();
     loop {
         if jw.killed.load(Ordering::Acquire) {
-            let close = CloseFrame {
-                code: CloseCode::Policy,
-                reason: "output buffer limit".into(),
-            };
-            let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(Some(close))).await;
+            let close = close_frame(CloseCode::Policy, "output buffer limit");
+            let _ = tokio::time::timeout(Duration::from_secs(1), write_all(sock, &close)).await;
             return Ok(());
         }
-        queued.clear();
-        let n = jw.outbox.take_into(&mut queued);
-        if n > 0 {
-            let batch = Bytes::from(std::mem::take(&mut queued));
-            let send = async {
-                for msg in texts(batch) {
-                    ws.feed(msg).await?;
-                }
-                ws.flush().await
-            };
-            tokio::select! {
-                r = send => r?,
-                // A reader that stopped reading: the queue behind it grew
-                // past its limit and the watcher was cut off.
-                _ = cut_off(jw) => return Ok(()),
-            }
-            jw.outbox.written(n);
+        if jw.outbox.pending() > 0 {
+            drain(sock, jw, &mut buf).await?;
             continue;
         }
         tokio::select! {
             _ = jw.outbox.ready() => {}
+            _ = jw.cut.notified() => {}
             m = ws.next() => match m {
-                None | Some(Ok(Message::Close(_))) => return Ok(()),
+                None | Some(Ok(Message::Close(_))) => {
+                    // Tungstenite queued its close reply.
+                    let _ = tokio::time::timeout(
+                        Duration::from_secs(1),
+                        drain(sock, jw, &mut buf),
+                    )
+                    .await;
+                    return Ok(());
+                }
                 Some(Err(e)) => return Err(e),
                 // Pings are answered by tungstenite; the rest is ignored.
                 Some(Ok(_)) => {}
             },
             _ = shutdown.changed() => return Ok(()),
-            // Cut off at its limit (or idle): look again.
-            _ = look_again.tick() => {}
         }
     }
+}
+
+/// A close frame from a server.
+fn close_frame(code: CloseCode, reason: &str) -> Vec<u8> {
+    let mut payload = u16::from(code).to_be_bytes().to_vec();
+    payload.extend_from_slice(reason.as_bytes());
+    let mut f = ws_text_frame(&payload);
+    f[0] = 0x88; // FIN, close
+    f
 }
 
 #[cfg(test)]
@@ -239,9 +331,11 @@ mod tests {
     }
 
     #[test]
-    fn queued_lines_are_messages() {
-        let got: Vec<Message> = texts(Bytes::from_static(b"\n{\"a\":1}\n\n{}")).collect();
-        assert_eq!(got, vec![Message::text("{\"a\":1}"), Message::text("{}")]);
+    fn a_close_frame_names_its_code() {
+        assert_eq!(
+            close_frame(CloseCode::Policy, "x"),
+            [0x88, 3, 0x03, 0xf0, b'x']
+        );
     }
 
     #[test]
