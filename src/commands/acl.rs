@@ -307,31 +307,58 @@ fn merge_selectors(rules: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, String> {
     Ok(out)
 }
 
+/// The users of an aclfile, or Redis's error: every bad line and rule
+/// (`file:line: ...`), then the warning that nothing changed, as Redis's
+/// `ACLLoadFromFile` lists them.
 fn read_acl_file(path: &str, all_channels: bool) -> Result<Vec<User>, String> {
     let body = std::fs::read_to_string(path)
         .map_err(|e| format!("Error loading ACLs, opening file '{path}': {e}"))?;
     let mut users: Vec<User> = Vec::new();
+    let mut errors = String::new();
     for (no, line) in body.lines().enumerate() {
+        let n = no + 1;
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let Some(rest) = line.strip_prefix("user ") else {
-            return Err(format!(
-                "{path}:{}: line should start with user keyword",
-                no + 1
-            ));
+        let Some(words) = crate::protocol::request::split_args(line.as_bytes()) else {
+            errors.push_str(&format!("{path}:{n}: unbalanced quotes in acl line. "));
+            continue;
         };
-        let u =
-            parse_user_line(rest, all_channels).map_err(|e| format!("{path}:{}: {e}", no + 1))?;
-        if users.iter().any(|o| o.name == u.name) {
-            return Err(format!(
-                "{path}:{}: Duplicate user '{}' found",
-                no + 1,
-                u.name
+        let (Some(b"user"), Some(name)) = (words.first().map(Vec::as_slice), words.get(1)) else {
+            errors.push_str(&format!(
+                "{path}:{n} should start with user keyword followed by the username. "
             ));
+            continue;
+        };
+        let name = String::from_utf8_lossy(name).into_owned();
+        if users.iter().any(|o| o.name == name) {
+            errors.push_str(&format!(
+                "WARNING: Duplicate user '{name}' found on line {n}. "
+            ));
+            continue;
+        }
+        let mut u = User::new(&name, all_channels);
+        match merge_selectors(&words[2..]) {
+            Ok(rules) => {
+                for rule in rules {
+                    if let Err(e) = u.apply(catalog(), &rule, all_channels) {
+                        errors.push_str(&format!(
+                            "{path}:{n}: Error in applying operation '{}': {e}. ",
+                            text(&rule)
+                        ));
+                    }
+                }
+            }
+            Err(e) => errors.push_str(&format!("{path}:{n}: {e} ")),
         }
         users.push(u);
+    }
+    if !errors.is_empty() {
+        errors.push_str(
+            "WARNING: ACL errors detected, no change to the previously active ACL rules was performed",
+        );
+        return Err(errors);
     }
     if !users.iter().any(|u| u.name == "default") {
         let mut d = User::default_user(catalog());
