@@ -55,6 +55,12 @@ impl RedisServer {
     /// None (skipped) when redis-server is not installed; a failure under
     /// `CI`.
     fn start() -> Option<RedisServer> {
+        Self::start_in(None, &[])
+    }
+
+    /// As `start`, with `dir` as the working directory and `extra`
+    /// arguments.
+    fn start_in(dir: Option<&std::path::Path>, extra: &[&str]) -> Option<RedisServer> {
         let installed = Command::new("redis-server")
             .arg("--version")
             .stdout(Stdio::null())
@@ -70,7 +76,11 @@ impl RedisServer {
             return None;
         }
         let port = common::free_port();
-        let mut child = Command::new("redis-server")
+        let mut cmd = Command::new("redis-server");
+        if let Some(d) = dir {
+            cmd.current_dir(d);
+        }
+        let mut child = cmd
             .args([
                 "--port",
                 &port.to_string(),
@@ -79,6 +89,7 @@ impl RedisServer {
                 "--appendonly",
                 "no",
             ])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -223,4 +234,319 @@ fn users_for_a_game_backend() {
     std::thread::sleep(Duration::from_millis(200));
     assert!(cmd(&["PING"]).query::<redis::Value>(&mut web).is_err());
     assert!(err(&mut admin, &["AUTH", "web", "w3b"]).contains("WRONGPASS"));
+}
+
+/// One step of a redis-cli session: a redis-cli invocation (optionally
+/// logged in, optionally with commands on its standard input), or a
+/// change to the server's aclfile.
+enum Step {
+    Cli {
+        login: Option<(&'static str, &'static str)>,
+        args: &'static [&'static str],
+        stdin: Option<&'static str>,
+    },
+    /// Appends a line to the aclfile (then ACL LOAD reads it).
+    AppendAclfile(&'static str),
+    /// The aclfile's text.
+    ReadAclfile,
+}
+
+fn cli(args: &'static [&'static str]) -> Step {
+    Step::Cli {
+        login: None,
+        args,
+        stdin: None,
+    }
+}
+
+fn cli_as(user: &'static str, pass: &'static str, args: &'static [&'static str]) -> Step {
+    Step::Cli {
+        login: Some((user, pass)),
+        args,
+        stdin: None,
+    }
+}
+
+/// (Rules are categories or one single command per user: redis-server 7.0
+/// lists a user's single commands in its command table's hash order, which
+/// changes from run to run.)
+///
+/// The users of a game backend set up, used and saved through redis-cli:
+/// a score service, a read-only web front and an admin, selectors and a
+/// write-only pattern, as redis-cli would type them.
+fn redis_cli_session() -> Vec<Step> {
+    use Step::{AppendAclfile, ReadAclfile};
+    vec![
+        cli(&[
+            "ACL",
+            "SETUSER",
+            "scores",
+            "on",
+            ">s3cret",
+            "~lb:*",
+            "&scores",
+            "+@sortedset",
+            "+@pubsub",
+        ]),
+        cli(&[
+            "ACL",
+            "SETUSER",
+            "web",
+            "on",
+            ">w3b",
+            "%R~lb:*",
+            "&news:*",
+            "+@read",
+            "+@transaction",
+        ]),
+        cli(&[
+            "ACL",
+            "SETUSER",
+            "admin",
+            "on",
+            ">adm1n",
+            "~*",
+            "&*",
+            "+@all",
+            "-flushall",
+        ]),
+        cli(&[
+            "ACL",
+            "SETUSER",
+            "sel",
+            "on",
+            ">p",
+            "~a:*",
+            "+get",
+            "(~b:* +set)",
+        ]),
+        cli(&["ACL", "SETUSER", "wo", "on", ">p", "%W~w:*", "+@all"]),
+        cli(&["ACL", "SETUSER", "broken", "+nosuch"]),
+        cli(&["ACL", "SETUSER", "broken", "%X~k"]),
+        cli(&["ACL", "USERS"]),
+        // The score service: its board and channel, nothing else.
+        cli_as("scores", "s3cret", &["ZADD", "lb:season", "10", "ada"]),
+        cli_as("scores", "s3cret", &["ZINCRBY", "lb:season", "5", "ada"]),
+        cli_as("scores", "s3cret", &["ZADD", "other", "1", "x"]),
+        cli_as("scores", "s3cret", &["GET", "lb:season"]),
+        cli_as("scores", "s3cret", &["PUBLISH", "scores", "hi"]),
+        cli_as("scores", "s3cret", &["PUBLISH", "news:1", "hi"]),
+        cli_as("scores", "s3cret", &["ACL", "WHOAMI"]),
+        cli_as("scores", "s3cret", &["CONFIG", "GET", "port"]),
+        // The web front reads boards and never writes.
+        cli_as(
+            "web",
+            "w3b",
+            &["ZREVRANGE", "lb:season", "0", "-1", "WITHSCORES"],
+        ),
+        cli_as("web", "w3b", &["ZSCORE", "lb:season", "ada"]),
+        cli_as("web", "w3b", &["ZADD", "lb:season", "1", "bob"]),
+        cli_as("web", "w3b", &["GET", "secret"]),
+        cli_as("web", "w3b", &["PUBLISH", "news:1", "hi"]),
+        cli_as("web", "w3b", &["ACL", "WHOAMI"]),
+        Step::Cli {
+            login: Some(("web", "w3b")),
+            args: &[],
+            stdin: Some("MULTI\nZSCORE lb:season ada\nGET secret\nZADD lb:season 1 x\nEXEC\n"),
+        },
+        // The admin may do everything but FLUSHALL.
+        cli_as("admin", "adm1n", &["SET", "secret", "v"]),
+        cli_as("admin", "adm1n", &["FLUSHALL"]),
+        // Selectors and a write-only pattern.
+        cli_as("sel", "p", &["GET", "a:1"]),
+        cli_as("sel", "p", &["SET", "b:1", "x"]),
+        cli_as("sel", "p", &["GET", "b:1"]),
+        cli_as("sel", "p", &["SET", "a:1", "x"]),
+        cli_as("wo", "p", &["SET", "w:1", "x"]),
+        cli_as("wo", "p", &["GET", "w:1"]),
+        cli_as("wo", "p", &["LPUSH", "w:l", "x"]),
+        cli_as("wo", "p", &["LPOP", "w:l"]),
+        // Logging in: a wrong password, an unknown user, a disabled one,
+        // AUTH typed as a command.
+        cli_as("web", "nope", &["ACL", "WHOAMI"]),
+        cli_as("nobody", "x", &["ACL", "WHOAMI"]),
+        cli(&["ACL", "SETUSER", "wo", "off"]),
+        cli_as("wo", "p", &["ACL", "WHOAMI"]),
+        cli(&["AUTH", "web", "wrong"]),
+        cli(&["AUTH", "web", "w3b", "extra"]),
+        cli(&["AUTH", "onlypassword"]),
+        // What the admin sees.
+        cli(&["ACL", "DRYRUN", "web", "ZADD", "lb:x", "1", "a"]),
+        cli(&["ACL", "DRYRUN", "web", "GET", "secret"]),
+        cli(&["ACL", "DRYRUN", "web", "GET", "lb:x"]),
+        cli(&["ACL", "GETUSER", "web"]),
+        cli(&["ACL", "GETUSER", "sel"]),
+        cli(&["ACL", "LIST"]),
+        cli(&["ACL", "LOG"]),
+        cli(&["ACL", "LOG", "50"]),
+        cli(&["ACL", "LOG", "2"]),
+        cli(&["ACL", "LOG", "RESET"]),
+        cli(&["ACL", "LOG"]),
+        // ACL SAVE writes the aclfile; ACL LOAD reads an edited one, and
+        // refuses a broken one whole.
+        cli(&["ACL", "SAVE"]),
+        ReadAclfile,
+        AppendAclfile("user archiver on >arch ~season:* +@read +@write"),
+        cli(&["ACL", "LOAD"]),
+        cli(&["ACL", "USERS"]),
+        cli_as("archiver", "arch", &["SET", "season:1", "x"]),
+        cli_as("archiver", "arch", &["SET", "lb:1", "x"]),
+        AppendAclfile("user bad on +nosuch"),
+        cli(&["ACL", "LOAD"]),
+        cli(&["ACL", "USERS"]),
+    ]
+}
+
+/// What redis-cli printed (stdout, then stderr, then its exit status), with
+/// ACL LOG's age and client line (which differ from run to run) blanked.
+fn run_cli(port: u16, login: Option<(&str, &str)>, args: &[&str], stdin: Option<&str>) -> String {
+    use std::io::Write;
+    let mut cmd = Command::new("timeout");
+    cmd.args(["10", "redis-cli", "--no-raw", "-p", &port.to_string()]);
+    if let Some((user, pass)) = login {
+        cmd.args(["--user", user, "--pass", pass]);
+    }
+    let mut child = cmd
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("redis-cli");
+    if let Some(mut input) = child.stdin.take() {
+        let _ = input.write_all(stdin.unwrap_or("").as_bytes());
+    }
+    let out = child.wait_with_output().expect("redis-cli output");
+    let mut text = String::new();
+    let mut blank_next = false;
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        if blank_next {
+            let cut = line.find(") ").map_or(0, |i| i + 2);
+            text.push_str(&line[..cut]);
+            text.push_str("<varies>\n");
+        } else {
+            text.push_str(line);
+            text.push('\n');
+        }
+        blank_next = line.ends_with("\"age-seconds\"") || line.ends_with("\"client-info\"");
+    }
+    format!(
+        "{text}[stderr] {}[status] {:?}",
+        String::from_utf8_lossy(&out.stderr),
+        out.status.code()
+    )
+}
+
+/// Runs the session against the server on `port` whose aclfile is
+/// `aclfile`; one output per step.
+fn run_session(port: u16, aclfile: &std::path::Path) -> Vec<String> {
+    redis_cli_session()
+        .iter()
+        .map(|step| match step {
+            Step::Cli { login, args, stdin } => run_cli(port, *login, args, *stdin),
+            Step::AppendAclfile(line) => {
+                let mut text = std::fs::read_to_string(aclfile).expect("read aclfile");
+                if !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                text.push_str(line);
+                text.push('\n');
+                std::fs::write(aclfile, text).expect("write aclfile");
+                String::new()
+            }
+            Step::ReadAclfile => std::fs::read_to_string(aclfile).expect("read aclfile"),
+        })
+        .collect()
+}
+
+fn describe(step: &Step) -> String {
+    match step {
+        Step::Cli { login, args, stdin } => format!(
+            "redis-cli{} {}{}",
+            login.map_or(String::new(), |(u, p)| format!(" --user {u} --pass {p}")),
+            args.join(" "),
+            stdin.map_or(String::new(), |s| format!(" <<< {s:?}"))
+        ),
+        Step::AppendAclfile(line) => format!("append {line:?} to the aclfile"),
+        Step::ReadAclfile => "the aclfile".into(),
+    }
+}
+
+/// The game backend's users through the real redis-cli (`--user --pass`,
+/// commands on stdin, ACL SETUSER/LOG/SAVE/LOAD typed at it): every line it
+/// prints, NOPERM and AUTH errors included, is what it prints against
+/// redis-server 7.0 for the same session (skipped without one, failed under
+/// `CI`); the key lines are also checked as text.
+#[test]
+fn redis_cli_session_matches_redis_server() {
+    let installed = Command::new("redis-cli")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok();
+    if !installed {
+        assert!(
+            std::env::var_os("CI").is_none_or(|v| v.is_empty()),
+            "redis-cli is not installed"
+        );
+        eprintln!("redis-cli not installed: skipped");
+        return;
+    }
+    let first = "user default on nopass ~* &* +@all\n";
+    let rdir = common::temp_dir("acl-cli-redis");
+    std::fs::write(rdir.join("users.acl"), first).expect("aclfile");
+    let sdir = common::temp_dir("acl-cli-rostrum");
+    std::fs::write(sdir.join("users.acl"), first).expect("aclfile");
+    let srv = TestServer::start_in(sdir.clone(), &["--aclfile", "users.acl"]);
+    let got = run_session(srv.port, &sdir.join("users.acl"));
+    let steps = redis_cli_session();
+    let at = |want: &str| {
+        let i = steps
+            .iter()
+            .position(|s| describe(s) == want)
+            .unwrap_or_else(|| panic!("no step {want}"));
+        got[i].as_str()
+    };
+    let warn = "Warning: Using a password with '-a' or '-u' option on the command line interface may not be safe.\n";
+    let key =
+        "(error) NOPERM this user has no permissions to access one of the keys used as arguments\n";
+    assert_eq!(
+        at("redis-cli --user scores --pass s3cret ZADD other 1 x"),
+        format!("{key}[stderr] {warn}[status] Some(0)")
+    );
+    assert!(at("redis-cli --user scores --pass s3cret GET lb:season")
+        .starts_with("(error) NOPERM this user has no permissions to run the 'get' command\n"));
+    assert!(at("redis-cli --user scores --pass s3cret PUBLISH news:1 hi").starts_with(
+        "(error) NOPERM this user has no permissions to access one of the channels used as arguments\n"
+    ));
+    assert!(at("redis-cli --user web --pass w3b ZADD lb:season 1 bob")
+        .starts_with("(error) NOPERM this user has no permissions to run the 'zadd' command\n"));
+    assert!(at("redis-cli --user wo --pass p GET w:1").starts_with(key));
+    assert!(at("redis-cli --user sel --pass p SET b:1 x").starts_with("OK\n"));
+    assert!(at("redis-cli --user web --pass nope ACL WHOAMI")
+        .contains("AUTH failed: WRONGPASS invalid username-password pair or user is disabled."));
+    let log = at("redis-cli ACL LOG 50");
+    for want in [
+        "\"auth\"",
+        "\"key\"",
+        "\"channel\"",
+        "\"command\"",
+        "\"multi\"",
+    ] {
+        assert!(log.contains(want), "{want} in {log}");
+    }
+    assert!(at("the aclfile").contains("user web on #"));
+    assert!(at("redis-cli --user archiver --pass arch SET season:1 x").starts_with("OK\n"));
+
+    let Some(redis) = RedisServer::start_in(Some(&rdir), &["--aclfile", "users.acl"]) else {
+        return;
+    };
+    let want = run_session(redis.port, &rdir.join("users.acl"));
+    let differ: Vec<String> = steps
+        .iter()
+        .zip(want.iter().zip(&got))
+        .filter(|(_, (w, g))| w != g)
+        .map(|(s, (w, g))| format!("{}:\n  redis-server:\n{w}\n  rostrum:\n{g}", describe(s)))
+        .collect();
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
 }

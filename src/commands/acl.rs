@@ -307,31 +307,58 @@ fn merge_selectors(rules: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, String> {
     Ok(out)
 }
 
+/// The users of an aclfile, or Redis's error: every bad line and rule
+/// (`file:line: ...`), then the warning that nothing changed, as Redis's
+/// `ACLLoadFromFile` lists them.
 fn read_acl_file(path: &str, all_channels: bool) -> Result<Vec<User>, String> {
     let body = std::fs::read_to_string(path)
         .map_err(|e| format!("Error loading ACLs, opening file '{path}': {e}"))?;
     let mut users: Vec<User> = Vec::new();
+    let mut errors = String::new();
     for (no, line) in body.lines().enumerate() {
+        let n = no + 1;
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let Some(rest) = line.strip_prefix("user ") else {
-            return Err(format!(
-                "{path}:{}: line should start with user keyword",
-                no + 1
-            ));
+        let Some(words) = crate::protocol::request::split_args(line.as_bytes()) else {
+            errors.push_str(&format!("{path}:{n}: unbalanced quotes in acl line. "));
+            continue;
         };
-        let u =
-            parse_user_line(rest, all_channels).map_err(|e| format!("{path}:{}: {e}", no + 1))?;
-        if users.iter().any(|o| o.name == u.name) {
-            return Err(format!(
-                "{path}:{}: Duplicate user '{}' found",
-                no + 1,
-                u.name
+        let (Some(b"user"), Some(name)) = (words.first().map(Vec::as_slice), words.get(1)) else {
+            errors.push_str(&format!(
+                "{path}:{n} should start with user keyword followed by the username. "
             ));
+            continue;
+        };
+        let name = String::from_utf8_lossy(name).into_owned();
+        if users.iter().any(|o| o.name == name) {
+            errors.push_str(&format!(
+                "WARNING: Duplicate user '{name}' found on line {n}. "
+            ));
+            continue;
+        }
+        let mut u = User::new(&name, all_channels);
+        match merge_selectors(&words[2..]) {
+            Ok(rules) => {
+                for rule in rules {
+                    if let Err(e) = u.apply(catalog(), &rule, all_channels) {
+                        errors.push_str(&format!(
+                            "{path}:{n}: Error in applying operation '{}': {e}. ",
+                            text(&rule)
+                        ));
+                    }
+                }
+            }
+            Err(e) => errors.push_str(&format!("{path}:{n}: {e} ")),
         }
         users.push(u);
+    }
+    if !errors.is_empty() {
+        errors.push_str(
+            "WARNING: ACL errors detected, no change to the previously active ACL rules was performed",
+        );
+        return Err(errors);
     }
     if !users.iter().any(|u| u.name == "default") {
         let mut d = User::default_user(catalog());
@@ -359,21 +386,30 @@ impl Context {
     }
 }
 
-/// The client's user's rules, re-read when any user changed.
-fn refresh(server: &Server, client: &mut ClientState) -> Arc<User> {
+/// The client's user's rules, re-read when any user changed (the ACL
+/// version moved): a borrow of the connection's cached copy, so that the
+/// check costs no reference count per command.
+fn refresh<'c>(server: &Server, client: &'c mut ClientState) -> &'c User {
     let acl = acl(server);
     let v = acl.version();
-    if let Some((u, at)) = &client.acl_user {
-        if *at == v {
-            return u.clone();
-        }
+    let stale = client.acl_user.as_ref().is_none_or(|(_, at)| *at != v);
+    if stale {
+        let name = client.info.user.lock().clone();
+        let u = acl
+            .user(&name)
+            .unwrap_or_else(|| Arc::new(User::new(&name, false)));
+        client.acl_user = Some((u, v));
     }
-    let name = client.info.user.lock().clone();
-    let u = acl
-        .user(&name)
-        .unwrap_or_else(|| Arc::new(User::new(&name, false)));
-    client.acl_user = Some((u.clone(), v));
-    u
+    match &client.acl_user {
+        Some((u, _)) => u,
+        None => no_rights(),
+    }
+}
+
+/// A user with no rights (never reached: `refresh` has just cached one).
+fn no_rights() -> &'static User {
+    static NOBODY: OnceLock<User> = OnceLock::new();
+    NOBODY.get_or_init(|| User::new("", false))
 }
 
 /// Whether this client's user may run `args`; a refusal is logged in
@@ -385,12 +421,6 @@ fn allowed(
     args: &[&[u8]],
     context: Context,
 ) -> Result<(), Denied> {
-    if let Some((u, at)) = &client.acl_user {
-        // The fast path: an unrestricted user whose rules did not change.
-        if u.unrestricted() && *at == acl(server).version() {
-            return Ok(());
-        }
-    }
     let user = refresh(server, client);
     if user.unrestricted() {
         return Ok(());
@@ -401,9 +431,13 @@ fn allowed(
     if cmd.spec.has(crate::commands::table::flags::NO_AUTH) {
         return Ok(());
     }
+    if root_allows(user, cmd, args) {
+        return Ok(());
+    }
     let Err(d) = user.check(&request(cmd, args)) else {
         return Ok(());
     };
+    let username = user.name.clone();
     let (reason, object) = match d {
         Denied::Command => ("command", cmd.full_name.clone()),
         Denied::Key(p) => ("key", text(args.get(p).copied().unwrap_or(b""))),
@@ -415,15 +449,7 @@ fn allowed(
     } else {
         cmd.full_name.clone()
     };
-    add_log(
-        server,
-        client,
-        reason,
-        context,
-        object,
-        user.name.clone(),
-        &current,
-    );
+    add_log(server, client, reason, context, object, username, &current);
     Err(d)
 }
 
@@ -511,6 +537,55 @@ pub fn log_auth_failure(server: &Server, client: &ClientState, username: &[u8]) 
         text(username),
         "auth",
     );
+}
+
+/// The common case decided without building a [`Request`]: the root
+/// rules allow the command by its bit and give every key the access it
+/// needs, and the command has no channels. Exact when it says yes (the
+/// root allowing is enough, as in [`User::check`]); a no goes to the full
+/// check, which also tries the selectors and finds the reason.
+#[inline]
+fn root_allows(user: &User, cmd: &Command, args: &[&[u8]]) -> bool {
+    let root = &user.root;
+    let spec = cmd.spec;
+    if !root.command_allowed(cmd.id) || spec.keys_are_channels() {
+        return false;
+    }
+    let rule = match key_rules().get(cmd.id) {
+        Some(
+            r @ (KeyRule::Each(_) | KeyRule::FirstThenRest(..) | KeyRule::Set | KeyRule::Bitfield),
+        ) => *r,
+        _ => return false,
+    };
+    if root.allkeys {
+        return true;
+    }
+    match spec.keys {
+        KeySpec::None | KeySpec::All => true,
+        // The usual one key (or the first few) without collecting them.
+        KeySpec::Range { first, last, step } if first > 0 && step > 0 => {
+            let last = if last < 0 {
+                args.len() as i64 + i64::from(last)
+            } else {
+                i64::from(last)
+            };
+            let mut i = first as usize;
+            let mut n = 0;
+            while (i as i64) <= last && i < args.len() {
+                if !root.key_allowed(args[i], rule.access(args, n)) {
+                    return false;
+                }
+                i += step as usize;
+                n += 1;
+            }
+            true
+        }
+        _ => spec
+            .key_indexes(args)
+            .into_iter()
+            .enumerate()
+            .all(|(n, i)| root.key_allowed(args[i], rule.access(args, n))),
+    }
 }
 
 /// What a command does with its keys and channels, for the check.
