@@ -204,6 +204,7 @@ impl KeyPattern {
     }
 
     /// Whether `key` matches the pattern (Redis's `stringmatchlen`).
+    #[inline]
     fn matches(&self, key: &[u8]) -> bool {
         let lit = &self.pattern[..self.literal.min(self.pattern.len())];
         if self.literal >= self.pattern.len() {
@@ -258,63 +259,60 @@ pub struct Selector {
 /// the patterns that could match it: those whose literal prefix starts with
 /// the key's first byte, and those that start with a wildcard. With 20
 /// patterns of different prefixes a key costs a table look-up and one
-/// comparison instead of 20 (the check runs before every command).
+/// comparison instead of 20 (the check runs before every command). The
+/// patterns are copies of the selector's, held in check order so that the
+/// look-up reads them without a second indirection.
 #[derive(Clone, Debug, Default)]
 struct KeyIndex {
-    /// By first byte: 0 when no pattern's literal prefix starts with it,
-    /// else its group's number + 1 (empty when every pattern is `wild`).
-    group_of: Vec<u16>,
-    /// Indexes into `keys` of the patterns with a literal first byte,
-    /// grouped by that byte in byte order.
-    by_first: Vec<u32>,
-    /// Where each group starts in `by_first`, and the end.
-    groups: Vec<u32>,
-    /// Indexes into `keys` of the patterns starting with `*`, `?`, `[` or
-    /// `\\`, which any key may match (and the empty pattern).
-    wild: Vec<u32>,
+    /// By first byte: the range of `by_first` holding the patterns whose
+    /// literal prefix starts with it (256 entries; empty when every
+    /// pattern is `wild`).
+    ranges: Vec<(u32, u32)>,
+    /// The patterns with a literal first byte, grouped by that byte.
+    by_first: Vec<KeyPattern>,
+    /// The patterns starting with `*`, `?`, `[` or `\\`, which any key
+    /// may match (and the empty pattern).
+    wild: Vec<KeyPattern>,
 }
 
 impl KeyIndex {
     fn new(keys: &[KeyPattern]) -> Self {
         let mut ix = KeyIndex::default();
-        let mut literal: Vec<(u8, u32)> = Vec::new();
+        let mut literal: Vec<(u8, usize)> = Vec::new();
         for (i, k) in keys.iter().enumerate() {
             match k.pattern.first() {
-                Some(&b) if k.literal > 0 => literal.push((b, i as u32)),
+                Some(&b) if k.literal > 0 => literal.push((b, i)),
                 // The empty pattern matches only the empty key, which no
                 // first byte finds.
-                _ => ix.wild.push(i as u32),
+                _ => ix.wild.push(k.clone()),
             }
         }
         if literal.is_empty() {
             return ix;
         }
-        literal.sort_unstable();
-        ix.group_of = vec![0; 256];
+        // Stable: patterns of one first byte keep the selector's order.
+        literal.sort_by_key(|&(b, _)| b);
+        ix.ranges = vec![(0, 0); 256];
         for (n, &(b, i)) in literal.iter().enumerate() {
-            if n == 0 || literal[n - 1].0 != b {
-                ix.groups.push(n as u32);
-                // At most 256 groups: fits.
-                ix.group_of[usize::from(b)] = ix.groups.len() as u16;
+            if let Some(r) = ix.ranges.get_mut(usize::from(b)) {
+                if r.0 == r.1 {
+                    *r = (n as u32, n as u32);
+                }
+                r.1 += 1;
             }
-            ix.by_first.push(i);
+            if let Some(k) = keys.get(i) {
+                ix.by_first.push(k.clone());
+            }
         }
-        ix.groups.push(literal.len() as u32);
         ix
     }
 
     /// The patterns whose literal prefix starts with `b`.
     #[inline]
-    fn starting_with(&self, b: u8) -> &[u32] {
-        let g = match self.group_of.get(usize::from(b)) {
-            Some(&g) if g > 0 => usize::from(g),
-            _ => return &[],
-        };
-        match (self.groups.get(g - 1), self.groups.get(g)) {
-            (Some(&from), Some(&to)) => {
-                self.by_first.get(from as usize..to as usize).unwrap_or(&[])
-            }
-            _ => &[],
+    fn starting_with(&self, b: u8) -> &[KeyPattern] {
+        match self.ranges.get(usize::from(b)) {
+            Some(&(from, to)) => self.by_first.get(from as usize..to as usize).unwrap_or(&[]),
+            None => &[],
         }
     }
 }
@@ -634,17 +632,15 @@ impl Selector {
         if self.allkeys {
             return true;
         }
-        let grants = |i: u32| {
-            self.keys.get(i as usize).is_some_and(|k| {
-                (k.read || !access.read) && (k.write || !access.write) && k.matches(key)
-            })
+        let grants = |k: &KeyPattern| {
+            (k.read || !access.read) && (k.write || !access.write) && k.matches(key)
         };
         let ix = &self.key_index;
         let literal = match key.first() {
-            Some(&b) => ix.starting_with(b).iter().any(|&i| grants(i)),
+            Some(&b) => ix.starting_with(b).iter().any(grants),
             None => false,
         };
-        literal || ix.wild.iter().any(|&i| grants(i))
+        literal || ix.wild.iter().any(grants)
     }
 
     /// Whether `ch` may be used; a pattern (PSUBSCRIBE) must be one of the
