@@ -464,7 +464,7 @@ exec "$@""#;
             continue;
         }
         let exited = child.try_wait().expect("try_wait").is_some();
-        if stopping.is_some_and(|t| exited || t.elapsed() > Duration::from_secs(10)) {
+        if stopping.is_some_and(|t| exited || t.elapsed() > Duration::from_secs(30)) {
             break;
         }
         if stopping.is_none() && (exited || Instant::now() > deadline) {
