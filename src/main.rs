@@ -472,7 +472,8 @@ fn main() {
     if let Some(p) = pidfile {
         let _ = std::fs::remove_file(p);
     }
-    tracing::info!("Rostrum is now ready to exit, bye bye...");
+    // At warning level, as redis-server logs it (and so syslogs it).
+    tracing::warn!("Rostrum is now ready to exit, bye bye...");
 }
 
 #[cfg(test)]

@@ -264,23 +264,9 @@ fn info(c: &mut Conn, names: &[String]) -> BTreeMap<String, Vec<Vec<u8>>> {
     out
 }
 
-/// Commands whose flags differ from Redis's on purpose or for now: they
-/// change what dispatch allows (ECHO and QUIT while loading, PING on a
-/// stale replica, SCRIPT EXISTS on one, EVAL's replication), so they are
-/// the command table's to change, not COMMAND INFO's.
-const FLAGS_DIFFER: &[&str] = &[
-    "echo",
-    "ping",
-    "quit",
-    "script|exists",
-    "eval",
-    "evalsha",
-    "fcall",
-];
-
 /// COMMAND INFO's fields (arity, flags, key range, categories, tips, key
 /// specs) equal redis-server 7.0's for every command and subcommand both
-/// have, in RESP2 and RESP3 (flags aside for [`FLAGS_DIFFER`]).
+/// have, in RESP2 and RESP3.
 #[test]
 fn command_info_equals_redis() {
     let Some(redis) = RedisServer::start() else {
@@ -312,9 +298,6 @@ fn command_info_equals_redis() {
             };
             compared += 1;
             for (i, field) in FIELDS.iter().enumerate() {
-                if *field == "flags" && FLAGS_DIFFER.contains(&name.as_str()) {
-                    continue;
-                }
                 if w.get(i) != g.get(i) {
                     differ.push(format!(
                         "{name} {field}:\n  redis:   {}\n  rostrum: {}",

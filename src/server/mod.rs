@@ -32,6 +32,7 @@ pub async fn run(server: Arc<Server>, listening: impl FnOnce()) -> std::io::Resu
         let c = server.config.read();
         (c.bind.clone(), c.port, crate::state::tls::port(&c))
     };
+    spawn_signals(server.clone());
     // `port 0` with a TLS port: TLS only, as Redis.
     let plain = port != 0 || tls_port == 0;
     let mut listeners = Vec::new();
@@ -71,7 +72,6 @@ pub async fn run(server: Arc<Server>, listening: impl FnOnce()) -> std::io::Resu
     replication::spawn_link(server.clone());
     live::spawn(server.clone());
     http::spawn(server.clone()).await?;
-    spawn_signals(server.clone());
     serve_listeners(server, listeners).await;
     Ok(())
 }
@@ -272,34 +272,38 @@ fn spawn_cron(server: Arc<Server>) {
     });
 }
 
+/// Installs the signal handlers at once (before the server says it is
+/// ready, as Redis does: a SIGTERM right after "Ready to accept
+/// connections" must shut down cleanly, not kill), then waits for them.
 fn spawn_signals(server: Arc<Server>) {
-    tokio::spawn(async move {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{signal, SignalKind};
-            let Ok(mut term) = signal(SignalKind::terminate()) else {
-                return;
-            };
-            // SIGHUP: reopen the log file (logrotate).
-            if let Ok(mut hup) = signal(SignalKind::hangup()) {
-                tokio::spawn(async move {
-                    while hup.recv().await.is_some() {
-                        logging::reopen();
-                        tracing::info!("Received SIGHUP, log file reopened");
-                    }
-                });
-            }
-            let mut int = match signal(SignalKind::interrupt()) {
-                Ok(s) => s,
-                Err(_) => return,
-            };
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut term) = signal(SignalKind::terminate()) else {
+            return;
+        };
+        // SIGHUP: reopen the log file (logrotate).
+        if let Ok(mut hup) = signal(SignalKind::hangup()) {
+            tokio::spawn(async move {
+                while hup.recv().await.is_some() {
+                    logging::reopen();
+                    tracing::info!("Received SIGHUP, log file reopened");
+                }
+            });
+        }
+        let Ok(mut int) = signal(SignalKind::interrupt()) else {
+            return;
+        };
+        tokio::spawn(async move {
             tokio::select! {
                 _ = term.recv() => tracing::warn!("Received SIGTERM scheduling shutdown..."),
                 _ = int.recv() => tracing::warn!("Received SIGINT scheduling shutdown..."),
             }
             server.request_shutdown();
-        }
-    });
+        });
+    }
+    #[cfg(not(unix))]
+    drop(server);
 }
 
 #[cfg(test)]

@@ -3,10 +3,13 @@
 //!
 //! - Accounting: INFO `used_memory` is jemalloc's `stats.allocated` less the
 //!   freed blocks the thread caches keep ([`allocator_used`]). Reading it
-//!   costs an epoch advance (a walk over the arenas), so the check before a
-//!   command reads a copy refreshed at most once a millisecond
-//!   ([`Memory::used`]); what an eviction frees is taken off the copy at
-//!   once, measured by the evicting thread's own jemalloc counters.
+//!   costs an epoch advance (a walk over every arena's statistics, some
+//!   360,000 instructions), so the check before a command reads a copy
+//!   ([`Memory::used`]) read afresh at most every [`REFRESH`]; in between,
+//!   each thread that checks adds to the copy what it allocated less what
+//!   it freed since it last did (jemalloc's per-thread counters: two loads),
+//!   as Redis keeps `used_memory` up to date on every allocation. What an
+//!   eviction frees is so taken off the copy at once.
 //! - Eviction: an approximation by sampling, as Redis's: each step samples
 //!   `maxmemory-samples` keys of one shard (every database) into a pool of
 //!   the 16 best candidates seen, and evicts the best of the pool; random
@@ -45,8 +48,14 @@ const POOL_SIZE: usize = 16;
 /// leave the server unreachable (Redis's floor).
 const MIN_CLIENTS_LIMIT: u64 = 128 * 1024;
 
-/// How often the copy of `used_memory` is refreshed at most.
-const REFRESH: Duration = Duration::from_millis(1);
+/// How often the copy of `used_memory` is read afresh from the allocator
+/// at most (between readings the threads' own counters keep it current;
+/// the reading corrects what threads that never check allocated).
+const REFRESH: Duration = Duration::from_millis(100);
+
+/// Net bytes a thread allocates before it adds them to the copy (so that
+/// the shared counter is not written on every command).
+const PUBLISH_AT: i64 = 256;
 
 /// jemalloc's name for the bytes every thread cache holds, summed over the
 /// arenas (4096 is its "all arenas" index).
@@ -75,6 +84,12 @@ fn thread_net_freed() -> i64 {
                 .ok();
     }
     COUNTERS.with(|c| c.map_or(0, |(a, d)| d.get() as i64 - a.get() as i64))
+}
+
+thread_local! {
+    /// The reading generation this thread last added to the copy under,
+    /// and its [`thread_net_freed`] then.
+    static PUBLISHED: std::cell::Cell<(u64, i64)> = const { std::cell::Cell::new((u64::MAX, 0)) };
 }
 
 /// The `maxmemory-policy` values.
@@ -155,6 +170,9 @@ pub struct Memory {
     used: AtomicU64,
     /// When it was read, µs after `origin` (+1, 0 for never).
     read_at_us: AtomicU64,
+    /// Counts readings: a thread's net allocations from before the last
+    /// one are in it already.
+    generation: AtomicU64,
     /// Hot copy of `maxmemory` (0: no limit).
     maxmemory: AtomicU64,
     policy: AtomicU8,
@@ -188,6 +206,7 @@ impl Memory {
             origin: Instant::now(),
             used: AtomicU64::new(0),
             read_at_us: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
             maxmemory: AtomicU64::new(0),
             policy: AtomicU8::new(0),
             samples: AtomicU64::new(5),
@@ -248,9 +267,36 @@ impl Memory {
                 .is_ok()
             {
                 self.used.store(allocator_used().0, Ordering::Relaxed);
+                self.generation.fetch_add(1, Ordering::Release);
             }
         }
+        self.publish(PUBLISH_AT);
         self.used.load(Ordering::Relaxed)
+    }
+
+    /// Adds to the copy what this thread allocated less what it freed
+    /// since it last did, once that is `at_least` bytes either way. After
+    /// a fresh reading a thread starts counting anew (what it allocated
+    /// before is in the reading).
+    #[inline]
+    fn publish(&self, at_least: i64) {
+        let generation = self.generation.load(Ordering::Acquire);
+        let freed = thread_net_freed();
+        let (seen, last) = PUBLISHED.get();
+        if seen != generation {
+            PUBLISHED.set((generation, freed));
+            return;
+        }
+        let net_allocated = last - freed;
+        if net_allocated.abs() < at_least {
+            return;
+        }
+        PUBLISHED.set((generation, freed));
+        if net_allocated > 0 {
+            self.used.fetch_add(net_allocated as u64, Ordering::Relaxed);
+        } else {
+            self.freed(net_allocated.unsigned_abs());
+        }
     }
 
     /// Records a fresh reading (INFO reads the allocator itself).
@@ -258,6 +304,7 @@ impl Memory {
         let now = self.origin.elapsed().as_micros() as u64 + 1;
         self.used.store(used, Ordering::Relaxed);
         self.read_at_us.store(now, Ordering::Relaxed);
+        self.generation.fetch_add(1, Ordering::Release);
     }
 
     /// Whether a limit is set and the last reading is over it: the cheap
@@ -426,7 +473,8 @@ pub fn perform_evictions(server: &Server) -> Outcome {
         }
     }
     drop(guard);
-    mem.freed(freed);
+    // What the evictions freed (this thread's counters have it all).
+    mem.publish(1);
     if outcome == Outcome::Fail && evicted > 0 && mem.used() <= max {
         outcome = Outcome::Ok;
     }

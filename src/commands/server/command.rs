@@ -263,11 +263,39 @@ fn command_help(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// Flag names as COMMAND INFO lists them: the table's, with the ones only
-/// COMMAND INFO shows (`syntax::extra_flags`) just before `no_multi` and
-/// `movablekeys` just before `allow_busy`, in Redis's order.
+/// The flags COMMAND INFO reports for a command: the table's, except for
+/// the few commands whose table flags steer dispatch differently from
+/// Redis's (which rules it enforces elsewhere, or not yet): those report
+/// redis-server 7.0's set, and dispatch keeps reading the table's.
+fn reported_flags(full_name: &str, table_flags: u32) -> u32 {
+    use flags::{LOADING, MAY_REPLICATE, NOSCRIPT, STALE};
+    // (command, flags added, flags removed). The table's bits are what
+    // dispatch enforces today: ECHO refused while loading and on a stale
+    // replica, PING and SCRIPT EXISTS answered on a stale replica, QUIT
+    // not refused in scripts by the NOSCRIPT check, scripts' writes
+    // propagated through the MAY_REPLICATE bit.
+    const DIFFER: &[(&str, u32, u32)] = &[
+        ("echo", LOADING | STALE, 0),
+        ("ping", 0, STALE),
+        ("quit", NOSCRIPT, 0),
+        ("script|exists", 0, STALE),
+        ("eval", 0, MAY_REPLICATE),
+        ("evalsha", 0, MAY_REPLICATE),
+        ("fcall", 0, MAY_REPLICATE),
+    ];
+    match DIFFER.iter().find(|(n, _, _)| *n == full_name) {
+        Some(&(_, add, remove)) => (table_flags | add) & !remove,
+        None => table_flags,
+    }
+}
+
+/// Flag names as COMMAND INFO lists them: the reported flags
+/// ([`reported_flags`]), with the ones only COMMAND INFO shows
+/// (`syntax::extra_flags`) just before `no_multi` and `movablekeys` just
+/// before `allow_busy`, in Redis's order.
 fn flag_names(c: &Command) -> Vec<&'static str> {
     let spec = c.spec;
+    let reported = reported_flags(&c.full_name, spec.flags);
     let movable = match syntax::key_specs(&c.full_name) {
         Some(specs) => syntax::legacy_range(specs).1,
         None => matches!(spec.keys, KeySpec::Find(_)),
@@ -280,7 +308,7 @@ fn flag_names(c: &Command) -> Vec<&'static str> {
         if bit == flags::ALLOW_BUSY && movable {
             v.push("movablekeys");
         }
-        if spec.flags & bit != 0 {
+        if reported & bit != 0 {
             v.push(name);
         }
     }
