@@ -399,9 +399,7 @@ pub(super) fn apply_loaded(server: &Server, loaded: decode::LoadedFile) -> Resul
             }
             // A seasonal board is rolled by the server's timer at its
             // boundary (one already passed is rolled at once).
-            if let Some(end) = b.season().and_then(|s| s.end()) {
-                server.season_timers.arm(end, k.db, &k.key);
-            }
+            server.season_timers.arm_board(b, k.db, &k.key);
         }
         let mut g = server
             .keyspace
