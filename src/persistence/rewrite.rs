@@ -170,6 +170,8 @@ fn write_and_swap(
         f.install = Some((incr, 0));
         // A new file: its first command selects the database.
         f.main.db = None;
+        // The new incr's first write carries a `#TS:` line.
+        f.main.ts = 0;
         if rest.buf.is_empty() {
             f.main.buf.clear();
             // Everything fed so far is in the new, fsynced base.
@@ -178,8 +180,12 @@ fn write_and_swap(
             // What is left holds everything in `main` not yet written
             // (and more): the writer writes it to the new incr and then
             // publishes the fed offset.
+            f.main.buf.clear();
+            if aof.timestamps() {
+                journal::encode::annotate_time(&mut f.main, crate::state::unix_ms() / 1000);
+            }
+            f.main.buf.extend_from_slice(&rest.buf);
             f.main.db = rest.db;
-            f.main.buf = rest.buf;
         }
         aof.set_state_on();
         aof.base_size.store(size, Ordering::Relaxed);
