@@ -242,7 +242,7 @@ fn raw3(port: u16, args: &[&str]) -> Vec<u8> {
         }
         s.write_all(req.as_bytes()).unwrap();
     };
-    let mut drain = |s: &mut TcpStream| {
+    let drain = |s: &mut TcpStream| {
         let mut buf = Vec::new();
         let mut chunk = [0u8; 4096];
         while let Ok(n) = s.read(&mut chunk) {
