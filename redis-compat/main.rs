@@ -97,6 +97,8 @@ fn run() -> Result<bool, String> {
                     "127.0.0.1".into(),
                     "--loglevel".into(),
                     "warning".into(),
+                    "--enable-debug-command".into(),
+                    "local".into(),
                 ]
             },
         )?
@@ -142,7 +144,8 @@ fn run() -> Result<bool, String> {
 // ---------------------------------------------------------------------------
 // Server processes
 
-/// redis-server's command line: no persistence, loopback only.
+/// redis-server's command line: no persistence, loopback only, DEBUG
+/// allowed from there (cases/debug.txt).
 fn redis_args(port: u16) -> Vec<String> {
     [
         "--port",
@@ -155,6 +158,8 @@ fn redis_args(port: u16) -> Vec<String> {
         "no",
         "--daemonize",
         "no",
+        "--enable-debug-command",
+        "local",
     ]
     .iter()
     .map(|s| s.to_string())

@@ -1014,3 +1014,40 @@ fn replica_dbsize_counts_expired_keys_still_stored() {
     assert_eq!(n, 1);
     let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut pc2).unwrap();
 }
+
+/// `rdb-del-sync-files` (Redis 7.0): with persistence off (no save points,
+/// no AOF), the RDB file a disk-based full sync used is removed, on the
+/// primary once read for sending and on the replica once loaded; with it
+/// off, or with a save point, the files stay.
+#[test]
+fn rdb_del_sync_files_removes_the_sync_rdb_when_persistence_is_off() {
+    for (del, primary_save) in [("no", ""), ("yes", ""), ("yes", "3600 1")] {
+        let p = rostrum(&[
+            "--repl-diskless-sync",
+            "no",
+            "--rdb-del-sync-files",
+            del,
+            "--save",
+            primary_save,
+        ]);
+        let r = rostrum(&["--rdb-del-sync-files", del]);
+        let (mut pc, mut rc) = (p.conn(), r.conn());
+        mixed_writes(&mut pc, 500, 51, false);
+        replicaof(&mut rc, p.port);
+        settle();
+        wait_synced(&mut pc, &mut rc);
+        assert_eq!(snapshot(&mut pc), snapshot(&mut rc));
+        assert_eq!(info(&mut pc, "stats")["sync_full"], "1");
+        let case = format!("rdb-del-sync-files {del}, primary save '{primary_save}'");
+        assert_eq!(
+            p.dir.join("dump.rdb").exists(),
+            del == "no" || !primary_save.is_empty(),
+            "primary's dump.rdb, {case}"
+        );
+        assert_eq!(
+            r.dir.join("dump.rdb").exists(),
+            del == "no",
+            "replica's dump.rdb, {case}"
+        );
+    }
+}

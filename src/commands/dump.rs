@@ -155,9 +155,7 @@ fn restore(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
             tracing::warn!("{e}");
         }
         // The server's timer rolls it at its boundary, as after LB.CREATE.
-        if let Some(end) = b.season().and_then(|s| s.end()) {
-            ctx.server.season_timers.arm(end, ctx.keys.db, key);
-        }
+        ctx.server.season_timers.arm_board(b, ctx.keys.db, key);
     }
     let at = match (ttl, o.absttl) {
         (0, _) => None,

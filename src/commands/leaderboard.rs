@@ -662,6 +662,7 @@ fn roll(ctx: &mut Ctx, key: &[u8]) -> Result<bool, CmdError> {
         return Ok(false);
     }
     let now = ctx.keys.now_ms;
+    let db = ctx.keys.db;
     let Some(b) = write_board(&mut ctx.keys, key)? else {
         return Ok(false);
     };
@@ -669,7 +670,7 @@ fn roll(ctx: &mut Ctx, key: &[u8]) -> Result<bool, CmdError> {
         return Ok(false);
     }
     b.roll_until(now);
-    let next = b.season().and_then(|s| s.end());
+    ctx.server.season_timers.arm_board(b, db, key);
     place_archives(ctx, key)?;
     ctx.keys.modified(key)?;
     ctx.keys.notify(Class::MODULE, "lb.reset", key);
@@ -679,7 +680,6 @@ fn roll(ctx: &mut Ctx, key: &[u8]) -> Result<bool, CmdError> {
         b"UNTIL".to_vec(),
         now.to_string().into_bytes(),
     ]);
-    arm(ctx, key, next);
     Ok(true)
 }
 
@@ -695,13 +695,6 @@ fn place_archives(ctx: &mut Ctx, key: &[u8]) -> Result<(), CmdError> {
         }
     }
     Ok(())
-}
-
-/// Asks the server's timer to roll the board at `end`.
-fn arm(ctx: &Ctx, key: &[u8], end: Option<u64>) {
-    if let Some(end) = end {
-        ctx.server.season_timers.arm(end, ctx.keys.db, key);
-    }
 }
 
 /// The season settings a board has (or a board without a season would
@@ -805,6 +798,7 @@ fn lb_reset(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     if !ctx.client.replaying && at.or(until).is_some_and(|t| t > now) {
         return Err(CmdError::err("AT and UNTIL cannot be in the future"));
     }
+    let db = ctx.keys.db;
     let Some(b) = write_board(&mut ctx.keys, key)? else {
         return Err(CmdError::NoSuchKey);
     };
@@ -819,8 +813,8 @@ fn lb_reset(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         }
     };
     let number = b.season().map_or(1, |s| s.number);
-    let next = b.season().and_then(|s| s.end());
     if changed {
+        ctx.server.season_timers.arm_board(b, db, key);
         place_archives(ctx, key)?;
         if until.is_none() {
             let t = at.unwrap_or(now);
@@ -833,7 +827,6 @@ fn lb_reset(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         }
         ctx.keys.modified(key)?;
         ctx.keys.notify(Class::MODULE, "lb.reset", key);
-        arm(ctx, key, next);
     }
     ctx.out.int(number as i64);
     Ok(())
@@ -954,11 +947,12 @@ fn lb_config(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     }
     roll(ctx, key)?;
     let from = at.unwrap_or(ctx.keys.now_ms);
+    let db = ctx.keys.db;
     let Some(b) = write_board(&mut ctx.keys, key)? else {
         return Err(CmdError::NoSuchKey);
     };
     b.set_season(o, None, None, from);
-    let next = b.season().and_then(|s| s.end());
+    ctx.server.season_timers.arm_board(b, db, key);
     place_archives(ctx, key)?;
     ctx.keys.modified(key)?;
     let mut logged: Vec<Vec<u8>> = a.iter().map(|x| x.to_vec()).collect();
@@ -967,7 +961,6 @@ fn lb_config(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         logged.push(from.to_string().into_bytes());
     }
     ctx.keys.propagate_as(logged);
-    arm(ctx, key, next);
     ctx.out.ok();
     Ok(())
 }
@@ -1100,12 +1093,10 @@ fn lb_create(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         )));
     }
     let mut b = Leaderboard::new(c.opts);
-    let mut next = None;
     if let Some(season) = c.season {
         let since = c.since.unwrap_or(ctx.keys.now_ms);
         let from = c.ends.map_or(since, |e| e.saturating_sub(1));
         b.set_season(season, c.number, Some(since), from);
-        next = b.season().and_then(|s| s.end());
         if c.since.is_none() {
             // The AOF holds the start, so that a reload ends the period
             // where this one ends.
@@ -1115,8 +1106,8 @@ fn lb_create(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
             ctx.keys.propagate_as(logged);
         }
     }
+    ctx.server.season_timers.arm_board(&b, ctx.keys.db, key);
     ctx.keys.set(key, Value::Leaderboard(Box::new(b)), false)?;
-    arm(ctx, key, next);
     ctx.keys.notify(Class::MODULE, "lb.create", key);
     ctx.out.ok();
     Ok(())

@@ -7,6 +7,7 @@ pub mod args;
 pub mod bitmap;
 pub mod cluster;
 pub mod connection;
+pub mod debug;
 pub mod dump;
 pub mod hash;
 pub mod keys;
@@ -70,6 +71,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     stream::COMMANDS,
     lbwatch::COMMANDS,
     replication::COMMANDS,
+    debug::COMMANDS,
 ];
 
 /// Commands that run at once even inside MULTI.
@@ -230,6 +232,18 @@ fn admit<'s>(
         }
     };
     let spec = cmd.spec;
+    // Protected commands (Redis 7.0): DEBUG only where
+    // `enable-debug-command` allows it, checked before authentication.
+    if spec.name == "debug" && !debug::allowed(server, &client.info.addr) {
+        reject(
+            server,
+            client,
+            out,
+            Some(cmd),
+            &CmdError::line(debug::NOT_ALLOWED),
+        );
+        return None;
+    }
     if !client.authenticated && !spec.has(flags::NO_AUTH) {
         reject(server, client, out, Some(cmd), &CmdError::NoAuth);
         return None;

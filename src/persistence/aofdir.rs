@@ -490,33 +490,19 @@ impl Layout {
         Ok((f, size, before.saturating_sub(size)))
     }
 
-    /// The end of a rewrite (under the feed mutex, the new base complete
-    /// and fsynced at `temp`): moves it in as the next base, creates the
-    /// next incr, marks the old base and incrs history and replaces the
-    /// manifest. Returns the new incr (empty, for the writer) and the
-    /// base's size. A crash before the manifest's rename leaves the old
-    /// manifest and files, whole.
-    pub fn install_rewrite(&self, temp: &Path, rdb_base: bool) -> Result<(File, u64), String> {
+    /// Readies the swap after a rewrite, before the feed is stopped: creates
+    /// the next incr (empty, fsynced) and writes the next manifest (base and
+    /// that incr; the old ones history) to a temp file, fsynced with the
+    /// folder. Only [`PreparedRewrite::commit`]'s renames are left for the
+    /// moment writers wait.
+    pub fn prepare_rewrite(&self, rdb_base: bool) -> Result<PreparedRewrite, String> {
         self.create_dir()?;
         let mut m = self.read_manifest()?.unwrap_or_default();
         let base_seq = self.next_base_seq(&m);
         let incr_seq = self.next_incr_seq(&m);
         let base_name = self.base_name(base_seq, rdb_base);
-        let base_path = self.file(&base_name);
-        std::fs::rename(temp, &base_path).map_err(|e| {
-            io(
-                format!(
-                    "Error renaming {} to {}",
-                    temp.display(),
-                    base_path.display()
-                ),
-                e,
-            )
-        })?;
-        let base_size = std::fs::metadata(&base_path)
-            .map(|md| md.len())
-            .unwrap_or(0);
         let incr_name = self.incr_name(incr_seq);
+        let incr_path = self.file(&incr_name);
         let incr = self.create_file(&incr_name, b"")?;
         if let Some(mut old) = m.base.take() {
             old.kind = FileType::History;
@@ -527,7 +513,7 @@ impl Layout {
             m.history.push(old);
         }
         m.base = Some(AofFile {
-            name: base_name,
+            name: base_name.clone(),
             seq: base_seq,
             kind: FileType::Base,
         });
@@ -536,8 +522,33 @@ impl Layout {
             seq: incr_seq,
             kind: FileType::Incr,
         });
-        self.write_manifest(&m)?;
-        Ok((incr, base_size))
+        let manifest_temp = self.dir.join(format!("temp-{}.manifest", self.stem));
+        let r = (|| -> std::io::Result<()> {
+            let mut f = File::create(&manifest_temp)?;
+            f.write_all(m.render().as_bytes())?;
+            f.sync_all()?;
+            // The new incr's and the temp manifest's names.
+            fsync_dir(&self.dir)
+        })();
+        if let Err(e) = r {
+            let _ = std::fs::remove_file(&manifest_temp);
+            let _ = std::fs::remove_file(&incr_path);
+            return Err(io(
+                format!(
+                    "Error writing the AOF manifest {}",
+                    self.manifest_path().display()
+                ),
+                e,
+            ));
+        }
+        Ok(PreparedRewrite {
+            dir: self.dir.clone(),
+            base_path: self.file(&base_name),
+            manifest_path: self.manifest_path(),
+            manifest_temp,
+            incr_path,
+            incr,
+        })
     }
 
     /// Deletes the history files and drops them from the manifest (after
@@ -563,6 +574,64 @@ impl Layout {
         }
         m.history.clear();
         self.write_manifest(&m)
+    }
+}
+
+/// A rewrite's swap made ready by [`Layout::prepare_rewrite`].
+pub struct PreparedRewrite {
+    dir: PathBuf,
+    base_path: PathBuf,
+    manifest_path: PathBuf,
+    manifest_temp: PathBuf,
+    incr_path: PathBuf,
+    incr: File,
+}
+
+impl PreparedRewrite {
+    /// Moves the rewritten base (written and fsynced at `temp`) in and the
+    /// new manifest over the old one, then fsyncs the folder: two renames
+    /// and one fsync. Returns the new incr (empty, for the writer). A crash
+    /// before the manifest's rename leaves the old manifest and files,
+    /// whole; after it, the new base and incr, both fsynced.
+    pub fn commit(self, temp: &Path) -> Result<File, String> {
+        if let Err(e) = std::fs::rename(temp, &self.base_path) {
+            let e = io(
+                format!(
+                    "Error renaming {} to {}",
+                    temp.display(),
+                    self.base_path.display()
+                ),
+                e,
+            );
+            self.abandon();
+            return Err(e);
+        }
+        if let Err(e) = std::fs::rename(&self.manifest_temp, &self.manifest_path) {
+            let e = io(
+                format!(
+                    "Error writing the AOF manifest {}",
+                    self.manifest_path.display()
+                ),
+                e,
+            );
+            self.abandon();
+            return Err(e);
+        }
+        // The manifest names the new files now, whatever this fsync says:
+        // going back to the old ones would lose what is written next.
+        if let Err(e) = fsync_dir(&self.dir) {
+            tracing::warn!(
+                "{}",
+                io(format!("Error fsyncing {}", self.dir.display()), e)
+            );
+        }
+        Ok(self.incr)
+    }
+
+    /// Removes what [`Layout::prepare_rewrite`] made (the rewrite failed).
+    pub fn abandon(self) {
+        let _ = std::fs::remove_file(&self.manifest_temp);
+        let _ = std::fs::remove_file(&self.incr_path);
     }
 }
 

@@ -32,6 +32,57 @@ pub fn rdb_path(server: &Server) -> PathBuf {
     PathBuf::from(&c.dir).join(&c.dbfilename)
 }
 
+/// Whether neither RDB save points nor the AOF are on (Redis's
+/// `allPersistenceDisabled`).
+pub fn persistence_off(server: &Server) -> bool {
+    let c = server.config.read();
+    !c.appendonly && c.save_points().is_empty()
+}
+
+/// `rdb-del-sync-files yes`: removes the RDB file a full sync used (on a
+/// primary after a disk-based sync read it, on a replica after loading it)
+/// when persistence is off, so that no file of data the instance does not
+/// persist stays on its disk, as Redis 7.0 does.
+pub fn del_sync_file(server: &Server) {
+    if server.config.read().param("rdb-del-sync-files") != "yes" || !persistence_off(server) {
+        return;
+    }
+    let path = rdb_path(server);
+    match std::fs::remove_file(&path) {
+        Ok(()) => tracing::info!(
+            "Removing the RDB file used to sync replicas ({}): rdb-del-sync-files is on and persistence is off",
+            path.display()
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => tracing::warn!("Can't remove the sync RDB file {}: {e}", path.display()),
+    }
+}
+
+/// A replica under `repl-diskless-load disabled`: the RDB received from its
+/// primary is written to a temp file, fsynced and moved over
+/// `dir`/`dbfilename` before it is loaded, as Redis does.
+pub fn write_sync_file(server: &Server, data: &[u8]) -> Result<(), String> {
+    let path = rdb_path(server);
+    let temp = path.with_file_name(format!(
+        "temp-{}.{}.rdb",
+        unix_ms() / 1000,
+        std::process::id()
+    ));
+    let r = (|| -> std::io::Result<()> {
+        let mut f = File::create(&temp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+        std::fs::rename(&temp, &path)
+    })();
+    r.map_err(|e| {
+        let _ = std::fs::remove_file(&temp);
+        format!(
+            "Failed trying to rename the temp DB into {} in MASTER <-> REPLICA synchronization: {e}",
+            path.display()
+        )
+    })
+}
+
 /// A file writer that keeps the CRC-64 of what went through it.
 pub(super) struct Sink<W: Write = BufWriter<File>> {
     pub(super) w: W,
@@ -399,9 +450,7 @@ pub(super) fn apply_loaded(server: &Server, loaded: decode::LoadedFile) -> Resul
             }
             // A seasonal board is rolled by the server's timer at its
             // boundary (one already passed is rolled at once).
-            if let Some(end) = b.season().and_then(|s| s.end()) {
-                server.season_timers.arm(end, k.db, &k.key);
-            }
+            server.season_timers.arm_board(b, k.db, &k.key);
         }
         let mut g = server
             .keyspace

@@ -10,11 +10,16 @@
 //! base file is then an RDB file followed by the changes as commands,
 //! which Redis 7 loads too); the active expiry cycle waits until the
 //! rewrite ends. Replaying the changes collected since T0 on top gives
-//! exactly the current data. At the end, under the feed mutex, the
-//! collected changes are appended, the temp file is fsynced and moved in
-//! as the new base, a new empty incr file created and the manifest
-//! replaced (`aofdir::Layout::install_rewrite`), and the writer continues
-//! on the new incr; the old files are deleted.
+//! exactly the current data. At the end, the collected changes are
+//! appended in pieces and the temp file fsynced while writers go on; the
+//! next incr and manifest are written and fsynced
+//! (`aofdir::Layout::prepare_rewrite`); then, under the feed mutex, only
+//! the temp file is moved in as the new base and the new manifest over
+//! the old (two renames and one fsync of the folder,
+//! `aofdir::PreparedRewrite::commit`). The changes fed since the last
+//! piece become the first records of the new incr, which the writer
+//! writes and fsyncs under its policy like anything fed next (Redis 7
+//! too keeps them in the incr); the old files are deleted.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -121,12 +126,16 @@ fn write_and_swap(
         .into_inner()
         .map_err(|e| io_err("Error writing the rewritten AOF", e.into_error()))?;
     // Catch up with the changes collected so far without stopping writers,
-    // so that little is left for the final step.
+    // so that little is left for the final step. Each piece taken starts
+    // the next with a SELECT, so what is left stands on its own.
     for _ in 0..16 {
         let piece = {
             let mut f = aof.feed.lock();
             match f.rewrite.as_mut() {
-                Some(rw) if rw.buf.len() >= 64 * 1024 => std::mem::take(&mut rw.buf),
+                Some(rw) if rw.buf.len() >= 64 * 1024 => {
+                    rw.db = None;
+                    std::mem::take(&mut rw.buf)
+                }
                 _ => break,
             }
         };
@@ -135,39 +144,75 @@ fn write_and_swap(
     check_fault(aof).map_err(|e| io_err("Error fsyncing the rewritten AOF", e))?;
     file.sync_data()
         .map_err(|e| io_err("Error fsyncing the rewritten AOF", e))?;
+    let mut size = file
+        .metadata()
+        .map_err(|e| io_err("Error fsyncing the rewritten AOF", e))?
+        .len();
+    // The next incr and manifest, written and fsynced before writers stop.
+    let prepared = layout.prepare_rewrite(rdb_base)?;
 
-    // The swap, with feeding stopped.
+    // The swap, with feeding stopped: what was fed since the last piece
+    // becomes the start of the new incr (written by the AOF writer under
+    // its fsync policy, as what is fed next), so only the renames and one
+    // fsync of the folder happen here.
     let mut f = aof.feed.lock();
     let rest = f.rewrite.take().unwrap_or_default();
-    let finish = (|| -> Result<(File, u64), String> {
-        write_all(aof, &mut file, &rest.buf)?;
-        check_fault(aof).map_err(|e| io_err("Error fsyncing the rewritten AOF", e))?;
-        file.sync_data()
-            .map_err(|e| io_err("Error fsyncing the rewritten AOF", e))?;
-        layout.install_rewrite(temp, rdb_base)
-    })();
-    let (incr, size) = match finish {
-        Ok(s) => s,
-        Err(e) => {
-            drop(f);
-            return Err(e);
-        }
-    };
-    drop(file);
     if aof.enabled() {
+        let incr = match prepared.commit(temp) {
+            Ok(incr) => incr,
+            Err(e) => {
+                // Collecting stopped with the take: the rewrite is over.
+                drop(f);
+                return Err(e);
+            }
+        };
+        drop(file);
         f.install = Some((incr, 0));
-        f.main.buf.clear();
         // A new file: its first command selects the database.
         f.main.db = None;
+        // The new incr's first write carries a `#TS:` line.
+        f.main.ts = 0;
+        if rest.buf.is_empty() {
+            f.main.buf.clear();
+            // Everything fed so far is in the new, fsynced base.
+            aof.publish_synced(f.fed);
+        } else {
+            // What is left holds everything in `main` not yet written
+            // (and more): the writer writes it to the new incr and then
+            // publishes the fed offset.
+            f.main.buf.clear();
+            if aof.timestamps() {
+                journal::encode::annotate_time(&mut f.main, crate::state::unix_ms() / 1000);
+            }
+            f.main.buf.extend_from_slice(&rest.buf);
+            f.main.db = rest.db;
+        }
         aof.set_state_on();
         aof.base_size.store(size, Ordering::Relaxed);
         aof.current_size.store(0, Ordering::Relaxed);
-        // Everything fed so far is in the new, fsynced file.
-        aof.publish_synced(f.fed);
+        *aof.job.write() = None;
+        aof.set_rewriting(false);
+        drop(f);
+        aof.wake_writer.notify_one();
+        return Ok(size);
     }
+    // The AOF is off: nothing is fed any more, the rest goes to the base.
+    drop(f);
+    let finish = (|| -> Result<(), String> {
+        write_all(aof, &mut file, &rest.buf)?;
+        check_fault(aof).map_err(|e| io_err("Error fsyncing the rewritten AOF", e))?;
+        file.sync_data()
+            .map_err(|e| io_err("Error fsyncing the rewritten AOF", e))
+    })();
+    if let Err(e) = finish {
+        prepared.abandon();
+        return Err(e);
+    }
+    size += rest.buf.len() as u64;
+    drop(file);
+    prepared.commit(temp)?;
     *aof.job.write() = None;
     aof.set_rewriting(false);
-    drop(f);
     aof.wake_writer.notify_one();
     Ok(size)
 }

@@ -237,6 +237,7 @@ fn spawn_cron(server: Arc<Server>) {
                 // A replica hides expired keys but leaves deleting them to
                 // its primary (whose DEL comes in the stream), as Redis.
                 if journal::expiry_paused(&server.aof)
+                    || !server.active_expire.load(Ordering::Relaxed)
                     || server.pause.until().is_some()
                     || server.replication.is_replica()
                 {

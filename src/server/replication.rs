@@ -27,7 +27,7 @@ use tokio::net::TcpStream;
 
 use crate::commands;
 use crate::engine::rdb::decode;
-use crate::persistence::rdb::rdb_path;
+use crate::persistence::rdb::{del_sync_file, rdb_path, write_sync_file};
 use crate::protocol::{Limits, Parsed, Reply, RequestParser};
 use crate::state::client::{ClientInfo, ClientState, REPL_MASTER, REPL_REPLICA};
 use crate::state::journal;
@@ -376,7 +376,12 @@ async fn prepare_full_sync(server: Arc<Server>, job: Arc<FullSyncJob>) {
         let r = if !ok {
             Err("the save failed".to_string())
         } else {
-            match tokio::fs::read(&path).await {
+            let read = tokio::fs::read(&path).await;
+            if read.is_ok() {
+                // Sent from memory from now on.
+                del_sync_file(&server);
+            }
+            match read {
                 Ok(data) => match rdb_repl_point(&data) {
                     Some((id, off)) => Ok((data, id, off)),
                     None => Err("no repl-id / repl-offset in the saved file".into()),
@@ -931,9 +936,17 @@ async fn receive_rdb(server: &Server, link: &mut Link, timeout: Duration) -> Res
         "MASTER <-> REPLICA sync: receiving {} bytes from master",
         data.len()
     );
+    let on_disk = conf(server, "repl-diskless-load") == "disabled";
+    if on_disk {
+        // Decoding below blocks this task as long; Redis writes it inline too.
+        write_sync_file(server, &data)?;
+    }
     repl.loading.store(true, Ordering::Release);
     let r = load_rdb(server, data).await;
     repl.loading.store(false, Ordering::Release);
+    if r.is_ok() && on_disk {
+        del_sync_file(server);
+    }
     r
 }
 

@@ -664,9 +664,15 @@ pub static PARAMS: &[Param] = &[
     bool_field!("rdbcompression", rdbcompression),
     immutable(bool_field!("rdbchecksum", rdbchecksum)),
     stored("rdb-save-incremental-fsync", &[], BOOL, "yes"),
-    // Refused at `yes`: deleting the sync RDB is not built (Redis 7.0
-    // deletes it after a full sync when persistence is off).
-    stored("rdb-del-sync-files", &[], Kind::Enum(&["no"]), "no"),
+    // Read by replication (`persistence::rdb::del_sync_file`).
+    stored("rdb-del-sync-files", &[], BOOL, "no"),
+    // DEBUG's gate (`commands::debug::allowed`).
+    immutable(stored(
+        "enable-debug-command",
+        &[],
+        Kind::Enum(&["no", "yes", "local"]),
+        "no",
+    )),
     field(
         "notify-keyspace-events",
         &[],

@@ -10,6 +10,8 @@ use std::collections::BTreeSet;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
+use crate::engine::leaderboard::Leaderboard;
+
 /// Boundaries to act on: (unix ms, database, key).
 #[derive(Debug, Default)]
 pub struct SeasonTimers {
@@ -22,6 +24,16 @@ impl SeasonTimers {
         self.due
             .lock()
             .insert((at, db, Bytes::copy_from_slice(key)));
+    }
+
+    /// Arms the timer for `board`'s next boundary (nothing for a board
+    /// without a season or whose period never ends). Every path that makes
+    /// or changes a seasonal board calls this one: LB.CREATE, LB.CONFIG,
+    /// LB.RESET and the roll, an RDB load, RESTORE.
+    pub fn arm_board(&self, board: &Leaderboard, db: usize, key: &[u8]) {
+        if let Some(end) = board.season().and_then(|s| s.end()) {
+            self.arm(end, db, key);
+        }
     }
 
     /// Removes and returns the boards due at `now` (at most `max`).

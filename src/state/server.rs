@@ -307,6 +307,8 @@ pub struct Server {
     pub monitors: Monitors,
     /// When seasonal boards are due to roll over (issue 17).
     pub season_timers: SeasonTimers,
+    /// Whether the cron removes expired keys (DEBUG SET-ACTIVE-EXPIRE).
+    pub active_expire: std::sync::atomic::AtomicBool,
     /// Hot copy of `client-output-buffer-limit`'s normal class (clients
     /// that subscribe to nothing, monitors included).
     pub normal_limit: LimitCell,
@@ -372,6 +374,7 @@ impl Server {
             live: LiveBoards::new(),
             monitors: Monitors::new(),
             season_timers: SeasonTimers::default(),
+            active_expire: std::sync::atomic::AtomicBool::new(true),
             normal_limit,
             tls: super::tls::Tls::default(),
             listeners: super::listeners::Listeners::default(),
