@@ -39,10 +39,22 @@ impl Reply {
     }
 
     fn header(&mut self, prefix: u8, n: i64) {
-        self.buf.push(prefix);
+        // One copy into the buffer (a header is written per element: an
+        // LB.TOP 100 reply has 400 of them), the common one-digit case
+        // without formatting.
+        if (0..10).contains(&n) {
+            self.buf
+                .extend_from_slice(&[prefix, b'0' + n as u8, b'\r', b'\n']);
+            return;
+        }
         let mut ib = itoa::Buffer::new();
-        self.buf.extend_from_slice(ib.format(n).as_bytes());
-        self.buf.extend_from_slice(b"\r\n");
+        let digits = ib.format(n).as_bytes();
+        let mut line = [0u8; 24];
+        let end = digits.len() + 3;
+        line[0] = prefix;
+        line[1..end - 2].copy_from_slice(digits);
+        line[end - 2..end].copy_from_slice(b"\r\n");
+        self.buf.extend_from_slice(&line[..end]);
     }
 
     /// A HELP reply as Redis writes it: the `COMMAND <subcommand> ...`
