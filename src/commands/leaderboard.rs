@@ -435,11 +435,27 @@ fn entry_reply(out: &mut Reply, rank: u64, e: &EntryRef<'_>, w: With, global: u6
 }
 
 /// A list of ranged entries.
-fn entries_reply<'e>(out: &mut Reply, entries: impl Iterator<Item = (u64, EntryRef<'e>)>, w: With) {
-    let entries: Vec<_> = entries.collect();
-    out.array(entries.len());
-    for (rank, e) in &entries {
-        entry_reply(out, *rank, e, w, 0);
+fn entries_reply<'e>(
+    out: &mut Reply,
+    entries: impl ExactSizeIterator<Item = (u64, EntryRef<'e>)>,
+    w: With,
+) {
+    // Written as they are walked, under the length the walk announces.
+    let start = out.len();
+    let announced = entries.len();
+    out.array(announced);
+    let body = out.len();
+    let mut n = 0;
+    for (rank, e) in entries {
+        entry_reply(out, rank, &e, w, 0);
+        n += 1;
+    }
+    if n != announced {
+        // A walk that ends early (it should not) still gets a true header.
+        let written = out.buf[body..].to_vec();
+        out.truncate(start);
+        out.array(n);
+        out.raw(&written);
     }
 }
 
@@ -1191,18 +1207,21 @@ impl Write<'_> {
     /// What the AOF records: the same write with its time.
     fn logged(&self, key: &[u8], at: u64) -> Vec<Vec<u8>> {
         let name: &[u8] = if self.incr { b"LB.INCR" } else { b"LB.SUBMIT" };
-        let mut cmd = vec![
+        let int = |n: i64| itoa::Buffer::new().format(n).as_bytes().to_vec();
+        // Sized for every option, so that it never grows.
+        let mut cmd = Vec::with_capacity(12);
+        cmd.extend([
             name.to_vec(),
             key.to_vec(),
             self.member.to_vec(),
-            self.score.to_string().into_bytes(),
-        ];
+            int(self.score),
+        ]);
         if !self.incr {
             cmd.push(b"SUBSCORE".to_vec());
-            cmd.push(self.subscore.to_string().into_bytes());
+            cmd.push(int(self.subscore));
         }
         cmd.push(b"AT".to_vec());
-        cmd.push(at.to_string().into_bytes());
+        cmd.push(itoa::Buffer::new().format(at).as_bytes().to_vec());
         if let Some(m) = self.meta {
             cmd.push(b"META".to_vec());
             cmd.push(m.to_vec());

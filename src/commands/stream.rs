@@ -21,7 +21,7 @@ use smallvec::SmallVec;
 use super::args;
 use super::table::{flags::*, CommandSpec, Handler, KeySpec};
 use super::{Ctx, Keys};
-use crate::engine::stream::{Group, Stream, StreamId, Trim};
+use crate::engine::stream::{EntryRef, Group, Stream, StreamId, Trim};
 use crate::engine::Value;
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Reply;
@@ -429,8 +429,18 @@ fn stream_now(ctx: &Ctx) -> u64 {
 /// Entries copied out of a stream, with their ids.
 type Entries = Vec<(StreamId, Vec<Vec<u8>>)>;
 
+/// An id as a bulk string, `ms-seq` (written without allocating).
 fn id_bulk(out: &mut Reply, id: StreamId) {
-    out.bulk(id.to_string().as_bytes());
+    let mut ms = itoa::Buffer::new();
+    let mut seq = itoa::Buffer::new();
+    let ms = ms.format(id.ms).as_bytes();
+    let seq = seq.format(id.seq).as_bytes();
+    let mut text = [0u8; 41];
+    let n = ms.len() + 1 + seq.len();
+    text[..ms.len()].copy_from_slice(ms);
+    text[ms.len()] = b'-';
+    text[ms.len() + 1..n].copy_from_slice(seq);
+    out.bulk(&text[..n]);
 }
 
 /// One entry: `[id, [field, value, ...]]`.
@@ -440,6 +450,14 @@ fn write_entry(out: &mut Reply, id: StreamId, fields: &[&[u8]]) {
     out.array(fields.len());
     for f in fields {
         out.bulk(f);
+    }
+}
+
+/// `entries` (borrowed from the stream) as an array of entries.
+fn write_entry_refs(out: &mut Reply, entries: &[EntryRef<'_>]) {
+    out.array(entries.len());
+    for e in entries {
+        write_entry(out, e.id, &e.fields);
     }
 }
 
@@ -673,7 +691,8 @@ fn xadd(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let len = s.len();
     ctx.keys.modified(key)?;
     ctx.keys.notify(Class::STREAM, "xadd", key);
-    let mut logged: Vec<Vec<u8>> = vec![b"XADD".to_vec(), key.to_vec(), id.to_bytes()];
+    let mut logged: Vec<Vec<u8>> = Vec::with_capacity(3 + fields.len());
+    logged.extend([b"XADD".to_vec(), key.to_vec(), id.to_bytes()]);
     logged.extend(fields.iter().map(|f| f.to_vec()));
     ctx.keys.propagate_as(logged);
     if trimmed > 0 {
@@ -740,8 +759,8 @@ fn range_command(ctx: &mut Ctx, a: &[&[u8]], rev: bool) -> CmdResult {
         ctx.out.null_array();
         return Ok(());
     }
-    let entries = s.range(start, end, rev, count);
-    write_entries(ctx.out, &entries);
+    let entries = s.range_refs(start, end, rev, count);
+    write_entry_refs(ctx.out, &entries);
     Ok(())
 }
 
@@ -1142,18 +1161,15 @@ fn serve_group(
                     })
                     .unwrap_or_default();
                 out.array(ids.len());
-                for id in ids {
-                    match s.get(id) {
-                        Some(fields) => {
-                            let refs: Vec<&[u8]> = fields.iter().map(|f| f.as_slice()).collect();
-                            write_entry(&mut out, id, &refs);
-                        }
-                        None => {
-                            out.array(2);
-                            id_bulk(&mut out, id);
-                            out.null_array();
-                        }
+                s.for_each_of(&ids, |id, entry| match entry {
+                    Some(e) => write_entry(&mut out, id, &e.fields),
+                    None => {
+                        out.array(2);
+                        id_bulk(&mut out, id);
+                        out.null_array();
                     }
+                });
+                for id in ids {
                     if let Some(p) = g.pel.get_mut(&id) {
                         p.delivery_time = now;
                         p.delivery_count += 1;
@@ -1168,13 +1184,13 @@ fn serve_group(
                 } else {
                     let start = g.last_id.next().unwrap_or(StreamId::MAX);
                     let limit = (count > 0).then_some(count);
-                    let entries = s.range(start, StreamId::MAX, false, limit);
-                    write_entries(&mut out, &entries);
-                    for (id, _) in &entries {
-                        s.deliver_to(&mut g, *id);
+                    let entries = s.range_refs(start, StreamId::MAX, false, limit);
+                    write_entry_refs(&mut out, &entries);
+                    for e in &entries {
+                        s.deliver_to(&mut g, e.id);
                         if !noack {
-                            g.assign(*id, consumer, now, 1);
-                            logged.extend(claim_command(key, group, &g, *id));
+                            g.assign(e.id, consumer, now, 1);
+                            logged.extend(claim_command(key, group, &g, e.id));
                         }
                     }
                     logged.push(setid_command(key, group, &g));

@@ -40,20 +40,29 @@ impl Reply {
 
     fn header(&mut self, prefix: u8, n: i64) {
         // Most headers are short (`:1`, `$5`, `*20`): written as one
-        // fixed-size store rather than through itoa and two copies.
+        // fixed-size store rather than through itoa and two copies (a
+        // header is written per element: an LB.TOP 100 reply has 400).
         if (0..10).contains(&n) {
             self.buf
                 .extend_from_slice(&[prefix, b'0' + n as u8, b'\r', b'\n']);
-        } else if (10..100).contains(&n) {
+            return;
+        }
+        if (10..100).contains(&n) {
             let (tens, ones) = (n as u8 / 10, n as u8 % 10);
             self.buf
                 .extend_from_slice(&[prefix, b'0' + tens, b'0' + ones, b'\r', b'\n']);
-        } else {
-            self.buf.push(prefix);
-            let mut ib = itoa::Buffer::new();
-            self.buf.extend_from_slice(ib.format(n).as_bytes());
-            self.buf.extend_from_slice(b"\r\n");
+            return;
         }
+        // The rest in one copy: an i64 has at most 20 characters, so the
+        // line fits in 24 bytes.
+        let mut ib = itoa::Buffer::new();
+        let digits = ib.format(n).as_bytes();
+        let mut line = [0u8; 24];
+        let end = digits.len() + 3;
+        line[0] = prefix;
+        line[1..end - 2].copy_from_slice(digits);
+        line[end - 2..end].copy_from_slice(b"\r\n");
+        self.buf.extend_from_slice(&line[..end]);
     }
 
     /// A HELP reply as Redis writes it: the `COMMAND <subcommand> ...`

@@ -12,6 +12,8 @@
 //! when the entry's names are the master names (then `n = nmaster`), else
 //! its own field count (`n = k`).
 
+use smallvec::SmallVec;
+
 use super::id::StreamId;
 
 /// Entries a block holds before a new one starts (Redis's
@@ -64,6 +66,10 @@ fn read_bytes<'a>(bytes: &'a [u8], at: &mut usize) -> &'a [u8] {
     &bytes[start..end]
 }
 
+/// An entry's field names and values interleaved, borrowed from its block
+/// (inline up to four pairs: decoding an entry allocates nothing).
+pub type Fields<'a> = SmallVec<[&'a [u8]; 8]>;
+
 /// One decoded entry: its id, where its bytes are in the block, and its
 /// field names and values interleaved (borrowed from the block).
 #[derive(Debug)]
@@ -73,14 +79,62 @@ pub struct EntryRef<'a> {
     start: usize,
     end: usize,
     /// `name, value, name, value, ...`.
-    pub fields: Vec<&'a [u8]>,
+    pub fields: Fields<'a>,
+}
+
+/// The entries of a block in id order, decoded one at a time (the master
+/// names once, when it starts).
+#[derive(Debug)]
+pub struct Iter<'a> {
+    data: &'a [u8],
+    at: usize,
+    base: StreamId,
+    masters: SmallVec<[&'a [u8]; 4]>,
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = EntryRef<'a>;
+
+    fn next(&mut self) -> Option<EntryRef<'a>> {
+        let data = self.data;
+        if self.at >= data.len() {
+            return None;
+        }
+        let at = &mut self.at;
+        let start = *at;
+        let ms = self.base.ms.saturating_add(read_varint(data, at));
+        let seq = read_varint(data, at);
+        let k = read_varint(data, at) as usize;
+        let mut fields = Fields::new();
+        if k == 0 {
+            for m in &self.masters {
+                fields.push(*m);
+                fields.push(read_bytes(data, at));
+            }
+        } else {
+            let names: SmallVec<[&[u8]; 4]> = (0..k).map(|_| read_bytes(data, at)).collect();
+            for n in names {
+                fields.push(n);
+                fields.push(read_bytes(data, at));
+            }
+        }
+        Some(EntryRef {
+            id: StreamId { ms, seq },
+            start,
+            end: *at,
+            fields,
+        })
+    }
 }
 
 impl Block {
     /// A block whose master fields are those of its first entry
     /// (`fields` interleaves names and values).
     pub fn new(base: StreamId, id: StreamId, fields: &[&[u8]]) -> Block {
-        let mut data = Vec::new();
+        // Room for a few entries like the first: the block grows by
+        // doubling from there, and is shrunk when sealed.
+        let first: usize = fields.iter().map(|f| f.len() + 1).sum();
+        let mut data = Vec::with_capacity((first * 4).clamp(64, MAX_BYTES));
         let names = fields.len() / 2;
         push_varint(&mut data, names as u64);
         for pair in fields.chunks_exact(2) {
@@ -116,79 +170,58 @@ impl Block {
         self.data.capacity()
     }
 
-    fn masters(&self) -> (Vec<&[u8]>, usize) {
+    /// The entries in id order, decoded as they are taken.
+    pub fn iter(&self, base: StreamId) -> Iter<'_> {
+        let data = &self.data[..];
         let mut at = 0;
-        let n = read_varint(&self.data, &mut at) as usize;
-        let mut names = Vec::with_capacity(n);
-        for _ in 0..n {
-            names.push(read_bytes(&self.data, &mut at));
+        let n = read_varint(data, &mut at) as usize;
+        let masters = (0..n).map(|_| read_bytes(data, &mut at)).collect();
+        Iter {
+            data,
+            at,
+            base,
+            masters,
         }
-        (names, at)
+    }
+
+    /// Whether `fields`' names are the block's master names.
+    fn has_master_names(&self, fields: &[&[u8]]) -> bool {
+        let data = &self.data[..];
+        let mut at = 0;
+        let n = read_varint(data, &mut at) as usize;
+        n * 2 == fields.len()
+            && fields
+                .chunks_exact(2)
+                .all(|pair| read_bytes(data, &mut at) == pair[0])
     }
 
     /// Appends an entry (its id must be above every id in the block and
     /// not below `base`).
     pub fn push(&mut self, base: StreamId, id: StreamId, fields: &[&[u8]]) {
-        let (masters, _) = self.masters();
-        let same = masters.len() * 2 == fields.len()
-            && masters
-                .iter()
-                .zip(fields.chunks_exact(2))
-                .all(|(m, pair)| *m == pair[0]);
-        let mut enc = Vec::with_capacity(8 + fields.iter().map(|f| f.len() + 1).sum::<usize>());
-        push_varint(&mut enc, id.ms.saturating_sub(base.ms));
-        push_varint(&mut enc, id.seq);
+        let same = self.has_master_names(fields);
+        let data = &mut self.data;
+        push_varint(data, id.ms.saturating_sub(base.ms));
+        push_varint(data, id.seq);
         if same {
-            push_varint(&mut enc, 0);
+            push_varint(data, 0);
             for pair in fields.chunks_exact(2) {
-                push_bytes(&mut enc, pair[1]);
+                push_bytes(data, pair[1]);
             }
         } else {
-            push_varint(&mut enc, (fields.len() / 2) as u64);
+            push_varint(data, (fields.len() / 2) as u64);
             for pair in fields.chunks_exact(2) {
-                push_bytes(&mut enc, pair[0]);
+                push_bytes(data, pair[0]);
             }
             for pair in fields.chunks_exact(2) {
-                push_bytes(&mut enc, pair[1]);
+                push_bytes(data, pair[1]);
             }
         }
-        self.data.extend_from_slice(&enc);
         self.count += 1;
     }
 
     /// Every entry, in id order.
     pub fn entries(&self, base: StreamId) -> Vec<EntryRef<'_>> {
-        let (masters, mut at) = self.masters();
-        let data = &self.data[..];
-        let mut out = Vec::with_capacity(self.count as usize);
-        while at < data.len() {
-            let start = at;
-            let ms = base.ms.saturating_add(read_varint(data, &mut at));
-            let seq = read_varint(data, &mut at);
-            let k = read_varint(data, &mut at) as usize;
-            let mut fields = Vec::new();
-            if k == 0 {
-                fields.reserve(masters.len() * 2);
-                for m in &masters {
-                    fields.push(*m);
-                    fields.push(read_bytes(data, &mut at));
-                }
-            } else {
-                let names: Vec<&[u8]> = (0..k).map(|_| read_bytes(data, &mut at)).collect();
-                fields.reserve(k * 2);
-                for n in names {
-                    fields.push(n);
-                    fields.push(read_bytes(data, &mut at));
-                }
-            }
-            out.push(EntryRef {
-                id: StreamId { ms, seq },
-                start,
-                end: at,
-                fields,
-            });
-        }
-        out
+        self.iter(base).collect()
     }
 
     /// Removes the entry with `id`; returns whether it was there.
@@ -229,7 +262,7 @@ impl Block {
 
     /// The last entry's id.
     pub fn last_id(&self, base: StreamId) -> Option<StreamId> {
-        self.entries(base).last().map(|e| e.id)
+        self.iter(base).last().map(|e| e.id)
     }
 }
 
@@ -249,8 +282,9 @@ mod tests {
         let e = b.entries(base);
         assert_eq!(e.len(), 3);
         assert_eq!(e[1].id, StreamId::new(1001, 5));
-        assert_eq!(e[1].fields, vec![&b"a"[..], b"3", b"b", b"4"]);
-        assert_eq!(e[2].fields, vec![&b"x"[..], b"9"]);
+        assert_eq!(e[1].fields[..], [&b"a"[..], b"3", b"b", b"4"]);
+        assert_eq!(e[2].fields[..], [&b"x"[..], b"9"]);
+        drop(e);
         assert!(b.remove(base, StreamId::new(1001, 5)));
         assert!(!b.remove(base, StreamId::new(1001, 5)));
         assert_eq!(b.count(), 2);

@@ -53,7 +53,17 @@ impl StreamId {
 
     /// The id as `ms-seq` bytes.
     pub fn to_bytes(self) -> Vec<u8> {
-        self.to_string().into_bytes()
+        let mut ms = itoa::Buffer::new();
+        let mut seq = itoa::Buffer::new();
+        let (ms, seq) = (
+            ms.format(self.ms).as_bytes(),
+            seq.format(self.seq).as_bytes(),
+        );
+        let mut out = Vec::with_capacity(ms.len() + 1 + seq.len());
+        out.extend_from_slice(ms);
+        out.push(b'-');
+        out.extend_from_slice(seq);
+        out
     }
 }
 

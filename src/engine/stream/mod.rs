@@ -14,8 +14,10 @@ mod model_tests;
 use std::collections::BTreeMap;
 
 use block::Block;
+pub use block::EntryRef;
 pub use group::{Consumer, Group, Pending};
 pub use id::StreamId;
+use smallvec::SmallVec;
 
 /// How XADD / XTRIM trim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,14 +81,26 @@ impl Stream {
         self.entries_added += 1;
     }
 
-    /// Calls `f` with each entry between `start` and `end` (inclusive), in
-    /// id order or reversed, until it returns false.
+    /// Calls `f` with each entry's id and fields between `start` and `end`
+    /// (inclusive), in id order or reversed, until it returns false.
     pub fn for_each_in(
         &self,
         start: StreamId,
         end: StreamId,
         rev: bool,
         mut f: impl FnMut(StreamId, &[&[u8]]) -> bool,
+    ) {
+        self.for_each_entry(start, end, rev, |e| f(e.id, &e.fields));
+    }
+
+    /// Calls `f` with each entry between `start` and `end` (inclusive), in
+    /// id order or reversed, until it returns false.
+    pub fn for_each_entry<'s>(
+        &'s self,
+        start: StreamId,
+        end: StreamId,
+        rev: bool,
+        mut f: impl FnMut(EntryRef<'s>) -> bool,
     ) {
         if start > end {
             return;
@@ -98,33 +112,55 @@ impl Stream {
             .next_back()
             .map_or(start, |(k, _)| *k);
         let blocks = self.blocks.range(from..=end);
-        let mut visit = |base: &StreamId, b: &Block| -> bool {
-            let entries = b.entries(*base);
-            let mut go = |e: &block::EntryRef<'_>| {
-                if e.id < start || e.id > end {
-                    return true;
-                }
-                f(e.id, &e.fields)
-            };
-            if rev {
-                entries.iter().rev().all(&mut go)
-            } else {
-                entries.iter().all(&mut go)
-            }
-        };
         if rev {
             for (base, b) in blocks.rev() {
-                if !visit(base, b) {
-                    return;
+                // Entries decode forwards only: the block's are taken
+                // first, then given back to front.
+                let mut entries: SmallVec<[EntryRef<'s>; 16]> = b
+                    .iter(*base)
+                    .take_while(|e| e.id <= end)
+                    .filter(|e| e.id >= start)
+                    .collect();
+                while let Some(e) = entries.pop() {
+                    if !f(e) {
+                        return;
+                    }
                 }
             }
         } else {
             for (base, b) in blocks {
-                if !visit(base, b) {
-                    return;
+                for e in b.iter(*base) {
+                    if e.id < start {
+                        continue;
+                    }
+                    if e.id > end || !f(e) {
+                        return;
+                    }
                 }
             }
         }
+    }
+
+    /// Up to `count` entries between `start` and `end`, borrowed.
+    pub fn range_refs(
+        &self,
+        start: StreamId,
+        end: StreamId,
+        rev: bool,
+        count: Option<usize>,
+    ) -> Vec<EntryRef<'_>> {
+        let mut out = Vec::new();
+        if count == Some(0) {
+            return out;
+        }
+        if let Some(c) = count {
+            out.reserve(c.min(128));
+        }
+        self.for_each_entry(start, end, rev, |e| {
+            out.push(e);
+            count.is_none_or(|c| out.len() < c)
+        });
+        out
     }
 
     /// Up to `count` entries between `start` and `end` (owned copies).
@@ -135,50 +171,76 @@ impl Stream {
         rev: bool,
         count: Option<usize>,
     ) -> Vec<(StreamId, Vec<Vec<u8>>)> {
-        let mut out = Vec::new();
-        if count == Some(0) {
-            return out;
+        self.range_refs(start, end, rev, count)
+            .into_iter()
+            .map(|e| (e.id, e.fields.iter().map(|f| f.to_vec()).collect()))
+            .collect()
+    }
+
+    /// Calls `f` with each of `ids` (ascending) and its fields, or None
+    /// where the stream has no such entry. A block is decoded once for
+    /// all the ids in it, from its start to the last of them (a group's
+    /// pending entries are mostly neighbours).
+    pub fn for_each_of<'s>(
+        &'s self,
+        ids: &[StreamId],
+        mut f: impl FnMut(StreamId, Option<&EntryRef<'s>>),
+    ) {
+        let mut cur: Option<(StreamId, std::iter::Peekable<block::Iter<'s>>)> = None;
+        for &id in ids {
+            let Some((&base, b)) = self.blocks.range(..=id).next_back() else {
+                f(id, None);
+                continue;
+            };
+            let reuse = match cur.as_mut() {
+                Some((cb, it)) => *cb == base && it.peek().is_none_or(|e| e.id <= id),
+                None => false,
+            };
+            if !reuse {
+                cur = Some((base, b.iter(base).peekable()));
+            }
+            let Some((_, it)) = cur.as_mut() else {
+                continue;
+            };
+            while it.next_if(|e| e.id < id).is_some() {}
+            match it.peek() {
+                Some(e) if e.id == id => f(id, Some(e)),
+                _ => f(id, None),
+            }
         }
-        self.for_each_in(start, end, rev, |id, fields| {
-            out.push((id, fields.iter().map(|f| f.to_vec()).collect()));
-            count.is_none_or(|c| out.len() < c)
-        });
-        out
     }
 
     /// The fields of the entry with `id`.
     pub fn get(&self, id: StreamId) -> Option<Vec<Vec<u8>>> {
-        self.range(id, id, false, Some(1)).pop().map(|(_, f)| f)
+        let mut out = None;
+        self.for_each_of(&[id], |_, e| {
+            out = e.map(|e| e.fields.iter().map(|f| f.to_vec()).collect());
+        });
+        out
     }
 
     /// Whether an entry with `id` exists.
     pub fn contains(&self, id: StreamId) -> bool {
         let mut found = false;
-        self.for_each_in(id, id, false, |_, _| {
-            found = true;
-            false
-        });
+        self.for_each_of(&[id], |_, e| found = e.is_some());
         found
     }
 
     /// The first entry's id (0-0 when empty: `recorded-first-entry-id`).
     pub fn first_id(&self) -> StreamId {
-        let mut first = StreamId::MIN;
-        self.for_each_in(StreamId::MIN, StreamId::MAX, false, |id, _| {
-            first = id;
-            false
-        });
-        first
+        self.blocks
+            .iter()
+            .find_map(|(base, b)| b.iter(*base).next())
+            .map_or(StreamId::MIN, |e| e.id)
     }
 
     /// The last entry's id (0-0 when empty).
     pub fn last_entry_id(&self) -> StreamId {
-        let mut last = StreamId::MIN;
-        self.for_each_in(StreamId::MIN, StreamId::MAX, true, |id, _| {
-            last = id;
-            false
-        });
-        last
+        self.blocks
+            .iter()
+            .rev()
+            .find_map(|(base, b)| b.last_id(*base))
+            .unwrap_or(StreamId::MIN)
     }
 
     /// Deletes the entry with `id` (XDEL); returns whether it existed.
