@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod bitmap;
+pub mod cow;
 mod field_names;
 pub mod glob;
 pub mod hash;
