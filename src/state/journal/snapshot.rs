@@ -27,8 +27,12 @@
 //! season, closed periods, dedup window) is written when the shard is
 //! captured.
 //!
-//! Other big values (hashes, sets, lists, streams) are still written whole
-//! when their shard is captured.
+//! Big hashes and sets (`hashtable`) are walked the same way over their
+//! arena (`engine::cow::ArenaLog`): the table writes nothing in place and
+//! compacts nothing while captured, and notes the entries of T0 it removes
+//! or replaces before the walk reads them. Big lists and streams share their
+//! nodes (blocks) with a copy taken at capture (O(nodes)), written out with
+//! no lock held; a write copies a shared node first.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -65,7 +69,7 @@ pub const ITEMS_PER_COMMAND: usize = 64;
 /// (each step under the shard lock, the lock let go between steps).
 pub const STEP_MEMBERS: usize = 1024;
 
-/// A big sorted set or leaderboard captured at T0 and not written yet:
+/// A big value captured at T0 and not written yet:
 /// where it lives, its expiry and member count at T0, and its
 /// copy-before-write log.
 struct BigKey {
