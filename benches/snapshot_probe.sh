@@ -12,6 +12,9 @@
 # With TYPES="zset board" (default: zset) Rostrum is also measured with a
 # leaderboard of N entries written by LB.INCR (redis-server, which has no
 # such type, keeps its sorted set and ZINCRBY: the nearest equivalent).
+# TYPES may also name hash (HINCRBY), set (SADD of a new member), list
+# (LSET at a random index), stream (XADD) and strings (N string keys,
+# INCR of a random one); both servers get the same type.
 #
 #   benches/snapshot_probe.sh            # 1M and 5M
 #   SIZES=2000000 benches/snapshot_probe.sh
@@ -80,10 +83,8 @@ for n in "${sizes[@]}"; do
     for side in redis rostrum; do
         port_var="${side}_port"
         # Redis has no leaderboard: its side is always the sorted set.
-        t=zset
-        [[ $side == rostrum ]] && t=$type
-        # Redis's sorted set is the same for every type: loaded once.
-        if [[ $side == redis && $type != "${types[0]}" ]]; then continue; fi
+        t=$type
+        [[ $side == redis && $type == board ]] && t=zset
         redis-cli -p "${!port_var}" FLUSHALL >/dev/null
         "$probe" load --port "${!port_var}" --key board --members "$n" --type "$t"
         # A compact AOF first, so both start alike.
@@ -94,8 +95,8 @@ for n in "${sizes[@]}"; do
         for side in redis rostrum; do
             port_var="${side}_port"
             pid_var="${side}_pid"
-            t=zset
-            [[ $side == rostrum ]] && t=$type
+            t=$type
+            [[ $side == redis && $type == board ]] && t=zset
             settle "${!port_var}"
             sleep 1
             line=$("$probe" run --port "${!port_var}" --pid "${!pid_var}" --key board \

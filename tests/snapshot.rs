@@ -398,3 +398,224 @@ fn rewrite_of_a_board_under_writes_replays_to_the_final_board() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// ----- big hashes, sets, lists and streams (arena walks, shared nodes) ----
+
+const N: u64 = 20_000;
+
+/// One atomic step over the four keys: a hash field changed (to a value of
+/// another length) and one removed, a set member removed, a list element
+/// pushed at the front and one popped at the back, a stream entry deleted;
+/// each key also gets the marker `w<i>`.
+const MIXED_STEP: &str = "\
+    redis.call('HSET', 'h', ARGV[2], ARGV[1]) \
+    redis.call('HDEL', 'h', ARGV[3]) \
+    redis.call('HSET', 'h', ARGV[1], '1') \
+    redis.call('SREM', 's', ARGV[3]) \
+    redis.call('SADD', 's', ARGV[1]) \
+    redis.call('LPUSH', 'l', ARGV[1]) \
+    redis.call('RPOP', 'l') \
+    redis.call('XDEL', 'x', ARGV[4]) \
+    redis.call('XADD', 'x', ARGV[5], 'f', ARGV[1])";
+
+/// The four keys as a client reads them.
+#[derive(Debug, PartialEq, Default)]
+struct Mixed {
+    h: BTreeMap<String, String>,
+    s: std::collections::BTreeSet<String>,
+    l: std::collections::VecDeque<String>,
+    x: Vec<(String, String)>,
+}
+
+fn mixed_args(i: u64) -> [String; 5] {
+    [
+        format!("w{i}"),
+        format!("f{}", (i * 7919) % N),
+        format!("f{}", (i * 104_729 + 13) % N),
+        format!("{}-0", (i * 31 + 5) % N + 1),
+        format!("{}-0", N + 1 + i),
+    ]
+}
+
+fn mixed_initial() -> Mixed {
+    let mut m = Mixed::default();
+    for i in 0..N {
+        m.h.insert(format!("f{i}"), format!("v{}", i % 10));
+        m.s.insert(format!("f{i}"));
+        m.l.push_back(format!("f{i}"));
+        m.x.push((format!("{}-0", i + 1), format!("f{i}")));
+    }
+    m
+}
+
+fn mixed_apply(m: &mut Mixed, i: u64) {
+    let [w, moved, removed, del, add] = mixed_args(i);
+    m.h.insert(moved, w.clone());
+    m.h.remove(&removed);
+    m.h.insert(w.clone(), "1".into());
+    m.s.remove(&removed);
+    m.s.insert(w.clone());
+    m.l.push_front(w.clone());
+    m.l.pop_back();
+    m.x.retain(|(id, _)| *id != del);
+    m.x.push((add, w));
+}
+
+fn mixed_fill(c: &mut redis::Connection) {
+    let m = mixed_initial();
+    let mut pipe = redis::pipe();
+    let fields: Vec<(&String, &String)> = m.h.iter().collect();
+    for chunk in fields.chunks(1000) {
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg("h");
+        for (f, v) in chunk {
+            cmd.arg(f.as_str()).arg(v.as_str());
+        }
+        pipe.add_command(cmd).ignore();
+    }
+    let members: Vec<&String> = m.s.iter().collect();
+    for chunk in members.chunks(1000) {
+        pipe.add_command(redis::cmd("SADD").arg("s").arg(chunk).clone())
+            .ignore();
+    }
+    let elems: Vec<&String> = m.l.iter().collect();
+    for chunk in elems.chunks(1000) {
+        pipe.add_command(redis::cmd("RPUSH").arg("l").arg(chunk).clone())
+            .ignore();
+    }
+    for (id, f) in &m.x {
+        pipe.add_command(redis::cmd("XADD").arg("x").arg(id).arg("f").arg(f).clone())
+            .ignore();
+    }
+    let _: () = pipe.query(c).expect("fill");
+}
+
+fn mixed_read(c: &mut redis::Connection) -> Mixed {
+    let h: BTreeMap<String, String> = redis::cmd("HGETALL").arg("h").query(c).expect("h");
+    let s: std::collections::BTreeSet<String> =
+        redis::cmd("SMEMBERS").arg("s").query(c).expect("s");
+    let l: Vec<String> = redis::cmd("LRANGE")
+        .arg("l")
+        .arg(0)
+        .arg(-1)
+        .query(c)
+        .expect("l");
+    let l = l.into();
+    let raw: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
+        .arg("x")
+        .arg("-")
+        .arg("+")
+        .query(c)
+        .expect("x");
+    let x = raw
+        .into_iter()
+        .map(|(id, f)| (id, f.get(1).cloned().unwrap_or_default()))
+        .collect();
+    Mixed { h, s, l, x }
+}
+
+fn mixed_snapshot_under_writes(node: &TestServer, command: &str, flag: &str) -> u64 {
+    let mut c = node.conn();
+    let (stop, done) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let mut wc = node.conn();
+    let (st, dn) = (stop.clone(), done.clone());
+    let w = std::thread::spawn(move || {
+        let mut i = 0;
+        while !st.load(Ordering::Acquire) {
+            let a = mixed_args(i);
+            let _: () = redis::cmd("EVAL")
+                .arg(MIXED_STEP)
+                .arg(0)
+                .arg(&a[..])
+                .query(&mut wc)
+                .expect("step");
+            i += 1;
+            dn.store(i, Ordering::Release);
+        }
+        i
+    });
+    while done.load(Ordering::Acquire) < 50 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let _: redis::Value = redis::cmd(command).query(&mut c).expect("snapshot");
+    wait_done(&mut c, flag);
+    let after = done.load(Ordering::Acquire);
+    while done.load(Ordering::Acquire) < after + 50 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    stop.store(true, Ordering::Release);
+    w.join().expect("writer")
+}
+
+#[test]
+fn bgsave_of_big_hash_set_list_stream_under_writes_is_one_point_in_time() {
+    let dir = temp_dir("snap-mixed-rdb");
+    let mut node = start(&dir, false);
+    let mut c = node.conn();
+    mixed_fill(&mut c);
+    let steps = mixed_snapshot_under_writes(&node, "BGSAVE", "rdb_bgsave_in_progress");
+    let info = common::info(&mut c, "persistence");
+    assert_eq!(info["rdb_last_bgsave_status"], "ok");
+    node.kill();
+
+    let to = temp_dir("snap-mixed-rdb-load");
+    std::fs::copy(dir.join("dump.rdb"), to.join("dump.rdb")).expect("dump.rdb written");
+    let loaded_node = start(&to, false);
+    let loaded = mixed_read(&mut loaded_node.conn());
+    let prefix = loaded.s.iter().filter(|k| k.starts_with('w')).count() as u64;
+    assert!(prefix < steps, "{prefix} markers of {steps} steps");
+    let mut model = mixed_initial();
+    for i in 0..prefix {
+        mixed_apply(&mut model, i);
+    }
+    // Every key is the model after the same prefix: one point in time.
+    assert!(
+        loaded.h == model.h,
+        "the hash is not the one after {prefix} steps"
+    );
+    assert!(
+        loaded.s == model.s,
+        "the set is not the one after {prefix} steps"
+    );
+    assert!(
+        loaded.l == model.l,
+        "the list is not the one after {prefix} steps"
+    );
+    assert!(
+        loaded.x == model.x,
+        "the stream is not the one after {prefix} steps"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&to);
+}
+
+#[test]
+fn rewrite_of_big_hash_set_list_stream_under_writes_replays_to_the_final_value() {
+    let dir = temp_dir("snap-mixed-aof");
+    let mut node = start(&dir, true);
+    let mut c = node.conn();
+    mixed_fill(&mut c);
+    let steps = mixed_snapshot_under_writes(&node, "BGREWRITEAOF", "aof_rewrite_in_progress");
+    let info = common::info(&mut c, "persistence");
+    assert_eq!(info["aof_last_bgrewrite_status"], "ok");
+    let mut model = mixed_initial();
+    for i in 0..steps {
+        mixed_apply(&mut model, i);
+    }
+    assert!(
+        mixed_read(&mut c) == model,
+        "the live keys are not the model"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    node.terminate();
+    let again = start(&dir, true);
+    let after = mixed_read(&mut again.conn());
+    assert!(after.h == model.h, "the hash does not replay");
+    assert!(after.s == model.s, "the set does not replay");
+    assert!(after.l == model.l, "the list does not replay");
+    assert!(after.x == model.x, "the stream does not replay");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -51,9 +51,18 @@ fn run(args: &[String]) -> Result<()> {
     let key = opt(args, "--key")?.to_string();
     let members = num(args, "--members")?;
     let board = match opt(args, "--type").unwrap_or("zset") {
-        "zset" => false,
-        "board" => true,
-        t => return Err(format!("--type: {t}? (zset or board)")),
+        "zset" => Kind::ZSet,
+        "board" => Kind::Board,
+        "hash" => Kind::Hash,
+        "set" => Kind::Set,
+        "list" => Kind::List,
+        "stream" => Kind::Stream,
+        "strings" => Kind::Strings,
+        t => {
+            return Err(format!(
+                "--type: {t}? (zset board hash set list stream strings)"
+            ))
+        }
     };
     match args.get(1).map(|s| s.as_str()) {
         Some("load") => load(port, &key, members, board),
@@ -146,7 +155,56 @@ impl Rng {
     }
 }
 
-fn load(port: u64, key: &str, members: u64, board: bool) -> Result<()> {
+/// What the probe loads and writes to.
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    ZSet,
+    Board,
+    Hash,
+    Set,
+    List,
+    Stream,
+    /// N string keys `m<i>` (the key argument is not used).
+    Strings,
+}
+
+/// One element `i` of a non-zset kind, as the command that loads it.
+fn load_command(kind: Kind, key: &str, i: u64, r: u64) -> Vec<Vec<u8>> {
+    let (k, m, r) = (
+        key.as_bytes().to_vec(),
+        format!("m{i}").into_bytes(),
+        r.to_string().into_bytes(),
+    );
+    match kind {
+        Kind::Board => vec![b"LB.SUBMIT".to_vec(), k, m, r],
+        Kind::Hash => vec![b"HSET".to_vec(), k, m, r],
+        Kind::Set => vec![b"SADD".to_vec(), k, m],
+        Kind::List => vec![b"RPUSH".to_vec(), k, m],
+        Kind::Stream => vec![b"XADD".to_vec(), k, b"*".to_vec(), b"f".to_vec(), m],
+        Kind::Strings | Kind::ZSet => vec![b"SET".to_vec(), m, r],
+    }
+}
+
+/// The probe's write to element `r` of a kind.
+fn write_command(kind: Kind, key: &str, r: u64) -> Vec<Vec<u8>> {
+    let (k, m) = (key.as_bytes().to_vec(), format!("m{r}").into_bytes());
+    match kind {
+        Kind::ZSet => vec![b"ZINCRBY".to_vec(), k, b"1".to_vec(), m],
+        Kind::Board => vec![b"LB.INCR".to_vec(), k, m, b"1".to_vec()],
+        Kind::Hash => vec![b"HINCRBY".to_vec(), k, m, b"1".to_vec()],
+        Kind::Set => vec![b"SADD".to_vec(), k, format!("n{r}").into_bytes()],
+        Kind::List => vec![
+            b"LSET".to_vec(),
+            k,
+            r.to_string().into_bytes(),
+            b"x".to_vec(),
+        ],
+        Kind::Stream => vec![b"XADD".to_vec(), k, b"*".to_vec(), b"f".to_vec(), m],
+        Kind::Strings => vec![b"INCR".to_vec(), m],
+    }
+}
+
+fn load(port: u64, key: &str, members: u64, board: Kind) -> Result<()> {
     let mut c = Conn::open(port)?;
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let batch = 1000;
@@ -160,13 +218,11 @@ fn load(port: u64, key: &str, members: u64, board: bool) -> Result<()> {
                 break;
             }
             let n = batch.min(members - sent);
-            if board {
+            if board != Kind::ZSet {
                 for i in sent..sent + n {
-                    let (m, score) = (format!("m{i}"), (rng.next() % 10_000_000).to_string());
-                    Conn::encode(
-                        &mut buf,
-                        &[b"LB.SUBMIT", key.as_bytes(), m.as_bytes(), score.as_bytes()],
-                    );
+                    let owned = load_command(board, key, i, rng.next() % 10_000_000);
+                    let args: Vec<&[u8]> = owned.iter().map(|a| a.as_slice()).collect();
+                    Conn::encode(&mut buf, &args);
                 }
                 pending += n;
             } else {
@@ -220,7 +276,7 @@ fn info_field(info: &str, name: &str) -> Option<String> {
     })
 }
 
-fn probe(port: u64, pid: u32, key: &str, members: u64, command: &str, board: bool) -> Result<()> {
+fn probe(port: u64, pid: u32, key: &str, members: u64, command: &str, board: Kind) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let started = Arc::new(AtomicBool::new(false));
     let mut c = Conn::open(port)?;
@@ -231,13 +287,10 @@ fn probe(port: u64, pid: u32, key: &str, members: u64, command: &str, board: boo
         let mut next = Instant::now();
         // Writes start a little before the snapshot and end when it does.
         while !stop2.load(Ordering::Acquire) {
-            let m = format!("m{}", rng.next() % members.max(1));
+            let owned = write_command(board, &key2, rng.next() % members.max(1));
+            let args: Vec<&[u8]> = owned.iter().map(|a| a.as_slice()).collect();
             let t = Instant::now();
-            if board {
-                c.call(&[b"LB.INCR", key2.as_bytes(), m.as_bytes(), b"1"])?;
-            } else {
-                c.call(&[b"ZINCRBY", key2.as_bytes(), b"1", m.as_bytes()])?;
-            }
+            c.call(&args)?;
             if started2.load(Ordering::Acquire) {
                 waits.push(t.elapsed().as_secs_f64() * 1000.0);
             }

@@ -21,12 +21,13 @@
 
 use std::fmt;
 use std::ops::Range;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use ahash::RandomState;
 use rand::seq::{index, SliceRandom};
 use rand::Rng;
 
+use super::cow::{ArenaCapture, ArenaEntries, CowCounter, SharedArenaLog};
 use super::field_names;
 use crate::protocol::number::{parse_i64, strtod};
 
@@ -493,6 +494,78 @@ impl HashValue {
                 0
             }
             Encoding::Table(t) => t.scan(cursor, count, emit),
+        }
+    }
+
+    /// Starts a point-in-time capture of this hash walked in steps
+    /// ([`HashValue::snapshot_step`]; see `engine::cow`). `None` (and
+    /// nothing started) for a `listpack`: write that out whole.
+    pub fn begin_snapshot(&mut self, counter: Arc<CowCounter>) -> Option<SharedArenaLog> {
+        match &mut self.enc {
+            Encoding::Table(t) => Some(t.capture.begin(t.arena.len(), counter)),
+            Encoding::Listpack(_) => None,
+        }
+    }
+
+    /// Whether this hash is the one `log` captures.
+    pub fn is_captured_by(&self, log: &SharedArenaLog) -> bool {
+        matches!(&self.enc, Encoding::Table(t) if t.capture.is(log))
+    }
+
+    /// One step of the capture: emits the point-in-time pairs among the
+    /// next `budget` entries of the arena. True when the walk is over (the
+    /// hash no longer carries the log; pairs saved early are in the log).
+    pub fn snapshot_step(&mut self, budget: usize, emit: &mut dyn FnMut(&[u8], &[u8])) -> bool {
+        let Encoding::Table(t) = &mut self.enc else {
+            return true;
+        };
+        let Some(log) = t.capture.take() else {
+            return true;
+        };
+        let over = log.lock().step(&**t, budget, &mut |raw| {
+            for_each_saved_pair(raw, &mut *emit)
+        });
+        if !over {
+            t.capture = ArenaCapture::from(log);
+        }
+        over
+    }
+
+    /// Ends a capture now (the hash leaves the keyspace): what the walk
+    /// has not read is saved in the log.
+    pub fn end_snapshot(&mut self) {
+        if let Encoding::Table(t) = &mut self.enc {
+            if let Some(c) = t.capture.take() {
+                c.lock().finish(&**t);
+            }
+        }
+    }
+
+    /// Drops a capture without finishing it (the snapshot gave up).
+    pub fn abandon_snapshot(&mut self) {
+        if let Encoding::Table(t) = &mut self.enc {
+            t.capture.abandon();
+        }
+    }
+}
+
+/// Calls `emit` on each (field, value) of raw `hashtable` entries, as a
+/// capture reads or saves them.
+pub fn for_each_saved_pair(raw: &[u8], emit: &mut dyn FnMut(&[u8], &[u8])) {
+    let mut at = 0;
+    while at < raw.len() {
+        let pair = (|| {
+            let fl = read_varint(raw, &mut at)?;
+            let field = raw.get(at..at.checked_add(fl)?)?;
+            at += fl;
+            let vl = read_varint(raw, &mut at)?;
+            let value = raw.get(at..at.checked_add(vl)?)?;
+            at += vl;
+            Some((field, value))
+        })();
+        match pair {
+            Some((f, v)) => emit(f, v),
+            None => return,
         }
     }
 }
@@ -1181,6 +1254,33 @@ struct FieldTable {
     len: usize,
     /// Bytes of the arena no slot points to.
     garbage: usize,
+    /// While a snapshot walks the arena in steps (see `engine::cow`): no
+    /// entry is written in place or moved, and removals are noted first.
+    capture: ArenaCapture,
+}
+
+impl Drop for FieldTable {
+    fn drop(&mut self) {
+        if let Some(c) = self.capture.take() {
+            c.lock().finish(self);
+        }
+    }
+}
+
+impl ArenaEntries for FieldTable {
+    fn arena(&self) -> &[u8] {
+        &self.arena
+    }
+
+    fn entry_size(&self, off: usize) -> usize {
+        self.entry_at(off).size
+    }
+
+    fn is_live(&self, off: usize) -> bool {
+        let field = self.entry_at(off).field;
+        self.find(field, hash_of(field))
+            .is_some_and(|slot| self.offsets.get(slot) == off)
+    }
 }
 
 impl FieldTable {
@@ -1193,6 +1293,7 @@ impl FieldTable {
             arena: Vec::with_capacity(arena),
             len: 0,
             garbage: 0,
+            capture: ArenaCapture::default(),
         }
     }
 
@@ -1295,11 +1396,12 @@ impl FieldTable {
         if let Some(slot) = self.find(field, hash) {
             let old = self.entry_at_slot(slot);
             let (value_at, old_len, old_size) = (old.value_at, old.value.len(), old.size);
-            if old_len == value.len() {
+            if old_len == value.len() && !self.capture.pins_arena() {
                 if let Some(dst) = self.arena.get_mut(value_at..value_at + old_len) {
                     dst.copy_from_slice(value);
                 }
             } else {
+                self.capture.before_kill(self.offsets.get(slot), old_size);
                 self.garbage += old_size;
                 let off = self.push_entry(field, value);
                 self.offsets.set(slot, off);
@@ -1320,7 +1422,9 @@ impl FieldTable {
         let Some(mut hole) = self.find(field, hash_of(field)) else {
             return false;
         };
-        self.garbage += self.entry_at_slot(hole).size;
+        let size = self.entry_at_slot(hole).size;
+        self.capture.before_kill(self.offsets.get(hole), size);
+        self.garbage += size;
         // Backward-shift deletion: pull later entries of the probe run into
         // the hole when their home allows it, so no tombstones are needed.
         let mask = self.mask();
@@ -1372,7 +1476,7 @@ impl FieldTable {
     /// Copies the live entries into a fresh arena, dropping the holes, once
     /// the holes are at least half of it.
     fn compact_if_sparse(&mut self) {
-        if self.garbage < 64 || self.garbage * 2 <= self.arena.len() {
+        if self.garbage < 64 || self.garbage * 2 <= self.arena.len() || self.capture.pins_arena() {
             return;
         }
         let mut arena = Vec::with_capacity(self.arena.len() - self.garbage);

@@ -62,6 +62,7 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::sync::Arc;
 
 use crate::engine::zset::alloc_size;
 use crate::protocol::number::parse_i64;
@@ -1028,7 +1029,9 @@ enum Layout {
 /// The `quicklist` layout: nodes, none of them empty, and their total.
 #[derive(Debug, Clone, Default)]
 struct Quicklist {
-    nodes: VecDeque<Node>,
+    /// Shared with a snapshot's capture while one reads them: a write
+    /// copies a shared node first ([`Arc::make_mut`]).
+    nodes: VecDeque<Arc<Node>>,
     len: usize,
 }
 
@@ -1036,7 +1039,7 @@ struct Quicklist {
 #[derive(Debug, Clone, Copy)]
 enum Nodes<'a> {
     One(&'a Node),
-    Many(&'a VecDeque<Node>),
+    Many(&'a VecDeque<Arc<Node>>),
 }
 
 impl<'a> Nodes<'a> {
@@ -1050,7 +1053,7 @@ impl<'a> Nodes<'a> {
     fn get(self, i: usize) -> Option<&'a Node> {
         match self {
             Nodes::One(n) => (i == 0).then_some(n),
-            Nodes::Many(d) => d.get(i),
+            Nodes::Many(d) => d.get(i).map(|n| &**n),
         }
     }
 }
@@ -1142,9 +1145,30 @@ impl ListValue {
         }
     }
 
-    /// A deep copy.
+    /// A copy (COPY). A `quicklist`'s nodes are shared, and copied by
+    /// whichever side writes to a shared one first.
     pub fn duplicate(&self) -> ListValue {
         self.clone()
+    }
+
+    /// A point-in-time copy for a snapshot: O(nodes), the nodes shared
+    /// (see `engine::cow`).
+    pub fn share(&self) -> ListValue {
+        self.clone()
+    }
+
+    /// Bytes of the nodes only this value holds (for a snapshot's copy:
+    /// what the list copied or let go of since the copy was made).
+    pub fn unshared_bytes(&self) -> usize {
+        match &self.layout {
+            Layout::Listpack(_) => 0,
+            Layout::Quicklist(q) => q
+                .nodes
+                .iter()
+                .filter(|n| Arc::strong_count(n) == 1)
+                .map(|n| n.heap_bytes())
+                .sum(),
+        }
     }
 
     /// Approximate bytes used (buffers by jemalloc size class, plus the
@@ -1155,7 +1179,7 @@ impl ListValue {
                 Layout::Listpack(n) => n.heap_bytes(),
                 Layout::Quicklist(q) => {
                     alloc_size(q.nodes.capacity() * std::mem::size_of::<Node>())
-                        + q.nodes.iter().map(Node::heap_bytes).sum::<usize>()
+                        + q.nodes.iter().map(|n| n.heap_bytes()).sum::<usize>()
                 }
             }
     }
@@ -1175,7 +1199,7 @@ impl ListValue {
             let len = node.len();
             let mut nodes = VecDeque::with_capacity(4);
             if len > 0 {
-                nodes.push_back(node);
+                nodes.push_back(Arc::new(node));
             }
             self.layout = Layout::Quicklist(Quicklist { nodes, len });
         }
@@ -1217,7 +1241,7 @@ impl ListValue {
     fn node_mut(&mut self, k: usize) -> Option<&mut Node> {
         match &mut self.layout {
             Layout::Listpack(n) => (k == 0).then_some(n),
-            Layout::Quicklist(q) => q.nodes.get_mut(k),
+            Layout::Quicklist(q) => q.nodes.get_mut(k).map(Arc::make_mut),
         }
     }
 
@@ -1242,13 +1266,13 @@ impl ListValue {
             q.len += 1;
             if let Some(head) = q.nodes.front_mut() {
                 if head.room_for(v, lim) {
-                    head.push_front(v);
+                    Arc::make_mut(head).push_front(v);
                     continue;
                 }
             }
             let mut node = Node::default();
             node.push_back(v);
-            q.nodes.push_front(node);
+            q.nodes.push_front(Arc::new(node));
         }
     }
 
@@ -1272,13 +1296,13 @@ impl ListValue {
             q.len += 1;
             if let Some(tail) = q.nodes.back_mut() {
                 if tail.room_for(v, lim) {
-                    tail.push_back(v);
+                    Arc::make_mut(tail).push_back(v);
                     continue;
                 }
             }
             let mut node = Node::default();
             node.push_back(v);
-            q.nodes.push_back(node);
+            q.nodes.push_back(Arc::new(node));
         }
     }
 
@@ -1371,7 +1395,7 @@ impl ListValue {
         let pieces = node.split(lim);
         let tail = q.nodes.split_off(k + 1);
         q.nodes.pop_back();
-        q.nodes.extend(pieces);
+        q.nodes.extend(pieces.into_iter().map(Arc::new));
         q.nodes.extend(tail);
     }
 
@@ -1605,7 +1629,7 @@ impl Quicklist {
         }
         if let Some(b) = self.nodes.remove(k + 1) {
             if let Some(a) = self.nodes.get_mut(k) {
-                a.append(&b);
+                Arc::make_mut(a).append(&b);
             }
         }
     }

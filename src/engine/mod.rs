@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod bitmap;
+pub mod cow;
 pub mod digest;
 mod field_names;
 pub mod glob;

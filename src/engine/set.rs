@@ -16,12 +16,13 @@
 //! Nothing here knows about RESP or commands; randomness comes from the
 //! caller's `Rng`.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use ahash::RandomState;
 use rand::seq::{index, SliceRandom};
 use rand::Rng;
 
+use super::cow::{ArenaCapture, ArenaEntries, CowCounter, SharedArenaLog};
 use crate::protocol::number::parse_i64;
 
 /// Redis's default `set-max-intset-entries`.
@@ -315,6 +316,80 @@ impl SetValue {
             Encoding::Table(t) => t.scan(cursor, count, |m| emit(Member::Bytes(m))),
         }
     }
+
+    /// Starts a point-in-time capture of this set walked in steps
+    /// ([`SetValue::snapshot_step`]; see `engine::cow`). `None` (and
+    /// nothing started) for an `intset`: write that out whole.
+    pub fn begin_snapshot(&mut self, counter: Arc<CowCounter>) -> Option<SharedArenaLog> {
+        match &mut self.enc {
+            Encoding::Table(t) => Some(t.capture.begin(t.arena.len(), counter)),
+            Encoding::Ints(_) => None,
+        }
+    }
+
+    /// Whether this set is the one `log` captures.
+    pub fn is_captured_by(&self, log: &SharedArenaLog) -> bool {
+        matches!(&self.enc, Encoding::Table(t) if t.capture.is(log))
+    }
+
+    /// One step of the capture: emits the point-in-time members among the
+    /// next `budget` entries of the arena. True when the walk is over (the
+    /// set no longer carries the log; members saved early are in the log).
+    pub fn snapshot_step(&mut self, budget: usize, emit: &mut dyn FnMut(&[u8])) -> bool {
+        let Encoding::Table(t) = &mut self.enc else {
+            return true;
+        };
+        let Some(log) = t.capture.take() else {
+            return true;
+        };
+        let over = log.lock().step(&**t, budget, &mut |raw| {
+            for_each_saved_member(raw, &mut *emit)
+        });
+        if !over {
+            t.capture = ArenaCapture::from(log);
+        }
+        over
+    }
+
+    /// Ends a capture now (the set leaves the keyspace): what the walk has
+    /// not read is saved in the log.
+    pub fn end_snapshot(&mut self) {
+        if let Encoding::Table(t) = &mut self.enc {
+            if let Some(c) = t.capture.take() {
+                c.lock().finish(&**t);
+            }
+        }
+    }
+
+    /// Drops a capture without finishing it (the snapshot gave up).
+    pub fn abandon_snapshot(&mut self) {
+        if let Encoding::Table(t) = &mut self.enc {
+            t.capture.abandon();
+        }
+    }
+}
+
+/// Calls `emit` on each member of raw `hashtable` entries, as a capture
+/// reads or saves them.
+pub fn for_each_saved_member(raw: &[u8], emit: &mut dyn FnMut(&[u8])) {
+    let mut at = 0;
+    while at < raw.len() {
+        let mut len = 0usize;
+        let mut shift = 0;
+        while let Some(&b) = raw.get(at) {
+            at += 1;
+            len |= ((b & 0x7f) as usize) << shift;
+            shift += 7;
+            if b & 0x80 == 0 || shift >= usize::BITS {
+                break;
+            }
+        }
+        let Some(m) = at.checked_add(len).and_then(|end| raw.get(at..end)) else {
+            return;
+        };
+        emit(m);
+        at += len;
+    }
 }
 
 /// Iterator over a set's members; see [`SetValue::iter`].
@@ -602,6 +677,33 @@ pub struct MemberTable {
     arena: Vec<u8>,
     len: usize,
     garbage: usize,
+    /// While a snapshot walks the arena in steps (see `engine::cow`): no
+    /// entry is moved, and removals are noted first.
+    capture: ArenaCapture,
+}
+
+impl Drop for MemberTable {
+    fn drop(&mut self) {
+        if let Some(c) = self.capture.take() {
+            c.lock().finish(self);
+        }
+    }
+}
+
+impl ArenaEntries for MemberTable {
+    fn arena(&self) -> &[u8] {
+        &self.arena
+    }
+
+    fn entry_size(&self, off: usize) -> usize {
+        self.entry_at(off).1
+    }
+
+    fn is_live(&self, off: usize) -> bool {
+        let member = self.entry_at(off).0;
+        self.find(member, hash_of(member))
+            .is_some_and(|slot| self.offsets.get(slot) == off)
+    }
 }
 
 impl MemberTable {
@@ -613,6 +715,7 @@ impl MemberTable {
             arena: Vec::new(),
             len: 0,
             garbage: 0,
+            capture: ArenaCapture::default(),
         }
     }
 
@@ -731,7 +834,9 @@ impl MemberTable {
         let Some(mut hole) = self.find(member, hash_of(member)) else {
             return false;
         };
-        self.garbage += self.entry_at(self.offsets.get(hole)).1;
+        let size = self.entry_at(self.offsets.get(hole)).1;
+        self.capture.before_kill(self.offsets.get(hole), size);
+        self.garbage += size;
         // Backward-shift deletion: pull later members of the probe run into
         // the hole when their home allows it, so no tombstones are needed.
         let mask = self.mask();
@@ -760,7 +865,7 @@ impl MemberTable {
         if self.len * 8 < self.ctrl.len() && self.ctrl.len() > MIN_SLOTS {
             self.resize(slots_for(self.len));
         }
-        if self.garbage >= 64 && self.garbage * 2 > self.arena.len() {
+        if self.garbage >= 64 && self.garbage * 2 > self.arena.len() && !self.capture.pins_arena() {
             self.compact_arena();
         }
         true

@@ -30,12 +30,16 @@ pub enum Value {
 
 impl Value {
     /// Ends a snapshot's stepwise capture of this value, if one runs (see
-    /// `zset::cow`): what it has not written yet is saved now.
+    /// `engine::cow`): what it has not written yet is saved now.
     pub fn end_snapshot(&mut self) {
         match self {
             Value::ZSet(z) => z.end_snapshot(),
             Value::Leaderboard(b) => b.end_snapshot(),
-            _ => {}
+            Value::Hash(h) => h.end_snapshot(),
+            Value::Set(s) => s.end_snapshot(),
+            // Lists and streams share their nodes with a capture: nothing
+            // of theirs is to end.
+            Value::Str(_) | Value::List(_) | Value::Stream(_) => {}
         }
     }
 

@@ -645,6 +645,12 @@ pub fn write_key(
     write_payload(out, value, o);
 }
 
+/// SELECTDB `db` alone (before a key written apart from its shard).
+pub fn write_select_db(out: &mut Vec<u8>, db: usize) {
+    out.push(opcodes::SELECTDB);
+    write_len(out, db as u64);
+}
+
 /// SELECTDB `db`, then RESIZEDB with its key and expiry counts (a
 /// loader's size hint).
 pub fn write_db_head(out: &mut Vec<u8>, db: usize, keys: usize, expires: usize) {
@@ -666,13 +672,63 @@ pub fn write_zset_head(
     len: usize,
     o: EncodeOptions,
 ) {
+    write_head(out, db, key, expire_ms, types::ZSET_2, len, o);
+}
+
+/// The start of a `hashtable` hash written in pieces, as
+/// [`write_zset_head`]; [`write_hash_field`] for each pair follows.
+pub fn write_hash_head(
+    out: &mut Vec<u8>,
+    db: usize,
+    key: &[u8],
+    expire_ms: Option<u64>,
+    len: usize,
+    o: EncodeOptions,
+) {
+    write_head(out, db, key, expire_ms, types::HASH, len, o);
+}
+
+/// One pair of a hash started by [`write_hash_head`].
+pub fn write_hash_field(out: &mut Vec<u8>, field: &[u8], value: &[u8], o: EncodeOptions) {
+    write_string(out, field, o.compress);
+    write_string(out, value, o.compress);
+}
+
+/// The start of a `hashtable` set written in pieces, as
+/// [`write_zset_head`]; [`write_set_member`] for each member follows.
+pub fn write_set_head(
+    out: &mut Vec<u8>,
+    db: usize,
+    key: &[u8],
+    expire_ms: Option<u64>,
+    len: usize,
+    o: EncodeOptions,
+) {
+    write_head(out, db, key, expire_ms, types::SET, len, o);
+}
+
+/// One member of a set started by [`write_set_head`].
+pub fn write_set_member(out: &mut Vec<u8>, member: &[u8], o: EncodeOptions) {
+    write_string(out, member, o.compress);
+}
+
+/// SELECTDB `db`, the expiry, the type, the key and the element count.
+fn write_head(
+    out: &mut Vec<u8>,
+    db: usize,
+    key: &[u8],
+    expire_ms: Option<u64>,
+    ty: u8,
+    len: usize,
+    o: EncodeOptions,
+) {
     out.push(opcodes::SELECTDB);
     write_len(out, db as u64);
     if let Some(t) = expire_ms {
         out.push(opcodes::EXPIRETIME_MS);
         out.extend_from_slice(&t.to_le_bytes());
     }
-    out.push(types::ZSET_2);
+    out.push(ty);
     write_string(out, key, o.compress);
     write_len(out, len as u64);
 }

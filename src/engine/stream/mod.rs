@@ -12,6 +12,7 @@ pub mod id;
 mod model_tests;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use block::Block;
 pub use block::EntryRef;
@@ -31,7 +32,9 @@ pub enum Trim {
 /// A stream value.
 #[derive(Debug, Clone, Default)]
 pub struct Stream {
-    blocks: BTreeMap<StreamId, Block>,
+    /// Shared with a snapshot's capture while one reads them: a write
+    /// copies a shared block first ([`Arc::make_mut`]).
+    blocks: BTreeMap<StreamId, Arc<Block>>,
     len: u64,
     /// The last id generated (XADD's floor; XSETID moves it).
     pub last_id: StreamId,
@@ -68,12 +71,12 @@ impl Stream {
     /// [`Stream::last_id`]; `fields` interleaves names and values.
     pub fn append(&mut self, id: StreamId, fields: &[&[u8]]) {
         match self.blocks.iter_mut().next_back() {
-            Some((base, b)) if !b.is_full() => b.push(*base, id, fields),
+            Some((base, b)) if !b.is_full() => Arc::make_mut(b).push(*base, id, fields),
             last => {
                 if let Some((_, b)) = last {
-                    b.seal();
+                    Arc::make_mut(b).seal();
                 }
-                self.blocks.insert(id, Block::new(id, id, fields));
+                self.blocks.insert(id, Arc::new(Block::new(id, id, fields)));
             }
         }
         self.len += 1;
@@ -248,7 +251,7 @@ impl Stream {
         let Some((&base, b)) = self.blocks.range_mut(..=id).next_back() else {
             return false;
         };
-        if !b.remove(base, id) {
+        if !Arc::make_mut(b).remove(base, id) {
             return false;
         }
         if b.count() == 0 {
@@ -297,7 +300,7 @@ impl Stream {
                 Trim::MaxLen(max) => (self.len - max) as usize,
                 Trim::MinId(min) => b.entries(base).iter().take_while(|e| e.id < min).count(),
             };
-            b.remove_first(base, k);
+            Arc::make_mut(b).remove_first(base, k);
             self.len -= k as u64;
             deleted += k as u64;
             break;
@@ -379,6 +382,22 @@ impl Stream {
     /// A deep copy (COPY).
     pub fn duplicate(&self) -> Stream {
         self.clone()
+    }
+
+    /// A point-in-time copy for a snapshot: the blocks shared (O(blocks);
+    /// see `engine::cow`), the groups copied.
+    pub fn share(&self) -> Stream {
+        self.clone()
+    }
+
+    /// Bytes of the blocks only this value holds (for a snapshot's copy:
+    /// what the stream copied or let go of since the copy was made).
+    pub fn unshared_bytes(&self) -> usize {
+        self.blocks
+            .values()
+            .filter(|b| Arc::strong_count(b) == 1)
+            .map(|b| b.capacity() + 48)
+            .sum()
     }
 
     /// Approximate bytes used (MEMORY USAGE).

@@ -31,76 +31,13 @@
 //! ([`CowCounter`]): INFO's `current_cow_size`.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+pub use crate::engine::cow::{captures_alive, CowCounter, LogAlive};
+
 use super::skiplist::{SkipList, NIL};
-
-/// Bytes a snapshot holds because of writes made while it runs, shared by
-/// every structure it captured.
-#[derive(Debug, Default)]
-pub struct CowCounter {
-    now: AtomicU64,
-    peak: AtomicU64,
-}
-
-impl CowCounter {
-    /// Adds `n` bytes held.
-    pub fn add(&self, n: usize) {
-        let now = self.now.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
-        self.peak.fetch_max(now, Ordering::Relaxed);
-    }
-
-    /// Removes `n` bytes no longer held.
-    pub fn sub(&self, n: usize) {
-        let _ = self
-            .now
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-                Some(v.saturating_sub(n as u64))
-            });
-    }
-
-    /// Bytes held now.
-    pub fn now(&self) -> u64 {
-        self.now.load(Ordering::Relaxed)
-    }
-
-    /// The most bytes held at once.
-    pub fn peak(&self) -> u64 {
-        self.peak.load(Ordering::Relaxed)
-    }
-}
-
-/// Logs alive in the process: when 0, no value anywhere carries one, and
-/// code that would have to end captures (SWAPDB) need not look.
-static LOGS_ALIVE: AtomicUsize = AtomicUsize::new(0);
-
-/// Whether some snapshot capture may be running on some set.
-pub fn captures_alive() -> bool {
-    LOGS_ALIVE.load(Ordering::Relaxed) != 0
-}
-
-/// One more log alive while held (for logs of other structures, such as
-/// a leaderboard's).
-#[derive(Debug)]
-pub struct LogAlive(());
-
-impl LogAlive {
-    /// Counts one log alive until dropped.
-    #[allow(clippy::new_without_default)]
-    pub fn new() -> LogAlive {
-        LOGS_ALIVE.fetch_add(1, Ordering::Relaxed);
-        LogAlive(())
-    }
-}
-
-impl Drop for LogAlive {
-    fn drop(&mut self) {
-        LOGS_ALIVE.fetch_sub(1, Ordering::Relaxed);
-    }
-}
 
 /// Rough cost of one saved pair or touched member besides its bytes (the
 /// box, the table slot, the score).
@@ -125,6 +62,7 @@ pub struct CowLog {
     /// Bytes counted in `counter` for this log.
     held: usize,
     counter: Arc<CowCounter>,
+    _alive: LogAlive,
 }
 
 /// A log shared by the set (which feeds it) and the snapshot (which reads
@@ -139,8 +77,8 @@ fn before(s: f64, m: &[u8], cs: f64, cm: &[u8]) -> bool {
 impl CowLog {
     /// A log for a walk that has visited nothing.
     pub fn new(counter: Arc<CowCounter>) -> SharedCow {
-        LOGS_ALIVE.fetch_add(1, Ordering::Relaxed);
         Arc::new(Mutex::new(CowLog {
+            _alive: LogAlive::new(),
             cursor: None,
             done: HashSet::default(),
             saved: Vec::new(),
@@ -258,7 +196,6 @@ impl CowLog {
 
 impl Drop for CowLog {
     fn drop(&mut self) {
-        LOGS_ALIVE.fetch_sub(1, Ordering::Relaxed);
         self.counter.sub(self.held);
     }
 }

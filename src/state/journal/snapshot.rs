@@ -27,8 +27,12 @@
 //! season, closed periods, dedup window) is written when the shard is
 //! captured.
 //!
-//! Other big values (hashes, sets, lists, streams) are still written whole
-//! when their shard is captured.
+//! Big hashes and sets (`hashtable`) are walked the same way over their
+//! arena (`engine::cow::ArenaLog`): the table writes nothing in place and
+//! compacts nothing while captured, and notes the entries of T0 it removes
+//! or replaces before the walk reads them. Big lists and streams share their
+//! nodes (blocks) with a copy taken at capture (O(nodes)), written out with
+//! no lock held; a write copies a shared node first.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -40,14 +44,15 @@ use smallvec::SmallVec;
 
 use super::encode::{write_command, write_select};
 use crate::engine::bitmap::CHUNK_BYTES;
-use crate::engine::hash::HashValue;
+use crate::engine::cow::SharedArenaLog;
+use crate::engine::hash::{self, HashValue};
 use crate::engine::keyspace::{Keyspace, Locked, Shard, ShardGuard, SHARD_COUNT};
 use crate::engine::leaderboard::cow::SharedBoardCow;
 use crate::engine::leaderboard::{ArchiveData, EntryRef, Leaderboard};
 use crate::engine::list::ListValue;
 use crate::engine::rdb;
 use crate::engine::rdb::encode::EncodeOptions;
-use crate::engine::set::{Member, SetValue};
+use crate::engine::set::{self, Member, SetValue};
 use crate::engine::stream::{Stream, StreamId};
 use crate::engine::string::StrValue;
 use crate::engine::zset::cow::{CowCounter, SharedCow};
@@ -64,7 +69,7 @@ pub const ITEMS_PER_COMMAND: usize = 64;
 /// (each step under the shard lock, the lock let go between steps).
 pub const STEP_MEMBERS: usize = 1024;
 
-/// A big sorted set or leaderboard captured at T0 and not written yet:
+/// A big value captured at T0 and not written yet:
 /// where it lives, its expiry and member count at T0, and its
 /// copy-before-write log.
 struct BigKey {
@@ -79,6 +84,14 @@ struct BigKey {
 /// The log of a big value, by type.
 enum BigLog {
     ZSet(SharedCow),
+    /// A `hashtable` hash walked over its arena (`engine::cow::ArenaLog`).
+    Hash(SharedArenaLog),
+    /// A `hashtable` set walked over its arena.
+    Set(SharedArenaLog),
+    /// A list or stream sharing its nodes (blocks) with the keyspace's
+    /// value, which copies a shared one before changing it: written whole,
+    /// outside the lock.
+    Shared(Value),
     /// A board's entries are walked; what comes before and after them in
     /// the file (options, season, closed periods, dedup window, expiry)
     /// is written at T0, held here (and counted as held memory).
@@ -287,6 +300,54 @@ pub fn write_rpushes(out: &mut Vec<u8>, key: &[u8], list: &ListValue) {
         }
     }
     flush(&mut batch, out);
+}
+
+/// Appends `HSET key field value ...` commands of at most
+/// [`ITEMS_PER_COMMAND`] pairs, for pairs read in steps.
+fn write_hset_pairs(out: &mut Vec<u8>, key: &[u8], pairs: &[(Vec<u8>, Vec<u8>)]) {
+    for batch in pairs.chunks(ITEMS_PER_COMMAND) {
+        let mut args: Vec<&[u8]> = Vec::with_capacity(2 + 2 * batch.len());
+        args.push(b"HSET");
+        args.push(key);
+        for (f, v) in batch {
+            args.push(f);
+            args.push(v);
+        }
+        write_command(out, args.into_iter());
+    }
+}
+
+/// Writes a list or stream captured as a value sharing its nodes (see
+/// [`BigLog::Shared`]), with no lock held: its nodes cannot change.
+fn write_shared(job: &Job, b: &BigKey, v: &Value, put: &mut Put<'_>) -> Result<(), String> {
+    check_abort(job)?;
+    let mut buf = Vec::new();
+    match job.format {
+        Format::Rdb(o) => {
+            rdb::encode::write_select_db(&mut buf, b.db);
+            rdb::encode::write_key(&mut buf, &b.key, v, b.expire, o);
+        }
+        Format::Aof => {
+            write_select(&mut buf, b.db);
+            write_value(&mut buf, &b.key, v);
+            if let Some(t) = b.expire {
+                let mut num = itoa::Buffer::new();
+                let ms = num.format(t).as_bytes();
+                write_command(&mut buf, [&b"PEXPIREAT"[..], &b.key, ms].into_iter());
+            }
+        }
+    }
+    // What the snapshot held because of writes: the nodes the value has
+    // copied or let go of since the capture, kept alive by this copy.
+    let held = match v {
+        Value::List(l) => l.unshared_bytes(),
+        Value::Stream(st) => st.unshared_bytes(),
+        _ => 0,
+    };
+    job.cow.add(held);
+    job.cow.sub(held);
+    job.keys_done.fetch_add(1, Ordering::Relaxed);
+    put(&buf)
 }
 
 /// Appends `HSET key field value ...` commands of at most
@@ -700,6 +761,38 @@ fn capture(job: &Job, idx: usize, shard: &mut Shard, now_ms: u64) -> Vec<u8> {
                     }
                 }
             }
+            let big_log = match &mut entry.value {
+                Value::Hash(h) if h.len() > STEP_MEMBERS => {
+                    h.begin_snapshot(job.cow.clone()).map(BigLog::Hash)
+                }
+                Value::Set(s) if s.len() > STEP_MEMBERS => {
+                    s.begin_snapshot(job.cow.clone()).map(BigLog::Set)
+                }
+                // A copy of the node (block) pointers, O(nodes).
+                Value::List(l) if l.len() > STEP_MEMBERS => {
+                    Some(BigLog::Shared(Value::List(Box::new(l.share()))))
+                }
+                Value::Stream(st) if st.len() > STEP_MEMBERS as u64 => {
+                    Some(BigLog::Shared(Value::Stream(Box::new(st.share()))))
+                }
+                _ => None,
+            };
+            if let Some(log) = big_log {
+                let len = match &entry.value {
+                    Value::Hash(h) => h.len(),
+                    Value::Set(s) => s.len(),
+                    _ => 1,
+                };
+                big.push(BigKey {
+                    shard: idx,
+                    db: i,
+                    key: Bytes::copy_from_slice(key),
+                    expire: at,
+                    len,
+                    log,
+                });
+                continue;
+            }
             if let Value::Leaderboard(b) = &mut entry.value {
                 if b.len() > STEP_MEMBERS {
                     big.push(capture_board(job, idx, i, key, at, b));
@@ -851,6 +944,8 @@ fn abandon(ks: &Keyspace, job: &Job, b: &BigKey) {
         (Some(Value::Leaderboard(lb)), BigLog::Board { log, .. }) if lb.is_captured_by(log) => {
             lb.abandon_snapshot()
         }
+        (Some(Value::Hash(h)), BigLog::Hash(log)) if h.is_captured_by(log) => h.abandon_snapshot(),
+        (Some(Value::Set(s)), BigLog::Set(log)) if s.is_captured_by(log) => s.abandon_snapshot(),
         _ => {}
     }
     if let BigLog::Board { head, tail, .. } = &b.log {
@@ -907,15 +1002,29 @@ fn write_big_keys(ks: &Keyspace, job: &Job, put: &mut Put<'_>) -> Result<(), Str
 /// members saved before writes. Another record never comes between the
 /// pieces.
 fn write_big(ks: &Keyspace, job: &Job, b: &BigKey, put: &mut Put<'_>) -> Result<(), String> {
+    if let BigLog::Shared(v) = &b.log {
+        return write_shared(job, b, v, put);
+    }
     let mut buf = Vec::with_capacity(1 << 16);
     let mut items: Vec<(Vec<u8>, f64)> = Vec::new();
+    let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut members: Vec<Vec<u8>> = Vec::new();
     let mut written = 0usize;
     match (&b.log, job.format) {
         (BigLog::ZSet(_), Format::Rdb(o)) => {
             rdb::encode::write_zset_head(&mut buf, b.db, &b.key, b.expire, b.len, o)
         }
-        (BigLog::ZSet(_), Format::Aof) => write_select(&mut buf, b.db),
+        (BigLog::Hash(_), Format::Rdb(o)) => {
+            rdb::encode::write_hash_head(&mut buf, b.db, &b.key, b.expire, b.len, o)
+        }
+        (BigLog::Set(_), Format::Rdb(o)) => {
+            rdb::encode::write_set_head(&mut buf, b.db, &b.key, b.expire, b.len, o)
+        }
+        (BigLog::ZSet(_) | BigLog::Hash(_) | BigLog::Set(_), Format::Aof) => {
+            write_select(&mut buf, b.db)
+        }
         (BigLog::Board { head, .. }, _) => buf.extend_from_slice(head),
+        (BigLog::Shared(_), _) => {}
     }
     loop {
         check_abort(job)?;
@@ -950,6 +1059,22 @@ fn write_big(ks: &Keyspace, job: &Job, b: &BigKey, put: &mut Put<'_>) -> Result<
                         written += 1;
                     })
                 }
+                (Some(Value::Hash(h)), BigLog::Hash(log), format) if h.is_captured_by(log) => h
+                    .snapshot_step(STEP_MEMBERS, &mut |f, v| match format {
+                        Format::Rdb(o) => {
+                            rdb::encode::write_hash_field(&mut buf, f, v, o);
+                            written += 1;
+                        }
+                        Format::Aof => pairs.push((f.to_vec(), v.to_vec())),
+                    }),
+                (Some(Value::Set(st)), BigLog::Set(log), format) if st.is_captured_by(log) => st
+                    .snapshot_step(STEP_MEMBERS, &mut |m| match format {
+                        Format::Rdb(o) => {
+                            rdb::encode::write_set_member(&mut buf, m, o);
+                            written += 1;
+                        }
+                        Format::Aof => members.push(m.to_vec()),
+                    }),
                 // Gone or replaced: ending the capture saved the rest.
                 _ => true,
             }
@@ -965,6 +1090,20 @@ fn write_big(ks: &Keyspace, job: &Job, b: &BigKey, put: &mut Put<'_>) -> Result<
                 items.iter().map(|(m, s)| (m.as_slice(), *s)),
             );
             items.clear();
+        }
+        if !pairs.is_empty() {
+            written += pairs.len();
+            write_hset_pairs(&mut buf, &b.key, &pairs);
+            pairs.clear();
+        }
+        if !members.is_empty() {
+            written += members.len();
+            write_sadds(
+                &mut buf,
+                &b.key,
+                members.iter().map(|m| Cow::Borrowed(m.as_slice())),
+            );
+            members.clear();
         }
         put(&buf)?;
         buf.clear();
@@ -982,7 +1121,48 @@ fn write_big(ks: &Keyspace, job: &Job, b: &BigKey, put: &mut Put<'_>) -> Result<
             String::from_utf8_lossy(&b.key)
         )
     };
+    let expire_cmd = |buf: &mut Vec<u8>| {
+        if let (Some(t), Format::Aof) = (b.expire, job.format) {
+            let mut num = itoa::Buffer::new();
+            let ms = num.format(t).as_bytes();
+            write_command(buf, [&b"PEXPIREAT"[..], &b.key, ms].into_iter());
+        }
+    };
     match &b.log {
+        BigLog::Shared(_) => {}
+        BigLog::Hash(log) | BigLog::Set(log) => {
+            let saved = {
+                let mut log = log.lock();
+                if !log.is_finished() {
+                    return Err(lost());
+                }
+                log.take_saved()
+            };
+            if let BigLog::Hash(_) = &b.log {
+                hash::for_each_saved_pair(&saved, &mut |f, v| {
+                    written += 1;
+                    match job.format {
+                        Format::Rdb(o) => rdb::encode::write_hash_field(&mut buf, f, v, o),
+                        Format::Aof => pairs.push((f.to_vec(), v.to_vec())),
+                    }
+                });
+                write_hset_pairs(&mut buf, &b.key, &pairs);
+            } else {
+                set::for_each_saved_member(&saved, &mut |m| {
+                    written += 1;
+                    match job.format {
+                        Format::Rdb(o) => rdb::encode::write_set_member(&mut buf, m, o),
+                        Format::Aof => members.push(m.to_vec()),
+                    }
+                });
+                write_sadds(
+                    &mut buf,
+                    &b.key,
+                    members.iter().map(|m| Cow::Borrowed(m.as_slice())),
+                );
+            }
+            expire_cmd(&mut buf);
+        }
         BigLog::ZSet(log) => {
             let saved = {
                 let mut log = log.lock();
