@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::redis_server::RedisServer;
 use common::{cmd, err, q, TestServer};
 
 /// Every command's and subcommand's ACL categories, from COMMAND.
@@ -43,74 +44,6 @@ fn categories(c: &mut redis::Connection) -> BTreeMap<String, Vec<String>> {
         walk(e, &mut out);
     }
     out
-}
-
-/// A redis-server on a free port, stopped (by its PID) on drop.
-struct RedisServer {
-    child: std::process::Child,
-    port: u16,
-}
-
-impl RedisServer {
-    /// None (skipped) when redis-server is not installed; a failure under
-    /// `CI`.
-    fn start() -> Option<RedisServer> {
-        Self::start_in(None, &[])
-    }
-
-    /// As `start`, with `dir` as the working directory and `extra`
-    /// arguments.
-    fn start_in(dir: Option<&std::path::Path>, extra: &[&str]) -> Option<RedisServer> {
-        let installed = Command::new("redis-server")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok();
-        if !installed {
-            assert!(
-                std::env::var_os("CI").is_none_or(|v| v.is_empty()),
-                "redis-server is not installed"
-            );
-            eprintln!("redis-server not installed: skipped");
-            return None;
-        }
-        let port = common::free_port();
-        let mut cmd = Command::new("redis-server");
-        if let Some(d) = dir {
-            cmd.current_dir(d);
-        }
-        let mut child = cmd
-            .args([
-                "--port",
-                &port.to_string(),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server");
-        assert!(common::wait_ready(port, &mut child), "redis-server");
-        Some(RedisServer { child, port })
-    }
-
-    fn conn(&self) -> redis::Connection {
-        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
-            .expect("client")
-            .get_connection_with_timeout(Duration::from_secs(5))
-            .expect("connect")
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// COMMAND INFO's categories equal redis-server 7.0's for every command and
@@ -538,7 +471,8 @@ fn redis_cli_session_matches_redis_server() {
     assert!(at("the aclfile").contains("user web on #"));
     assert!(at("redis-cli --user archiver --pass arch SET season:1 x").starts_with("OK\n"));
 
-    let Some(redis) = RedisServer::start_in(Some(&rdir), &["--aclfile", "users.acl"]) else {
+    let Some(redis) = RedisServer::start_with(Some(&rdir), None, &["--aclfile", "users.acl"])
+    else {
         return;
     };
     let want = run_session(redis.port, &rdir.join("users.acl"));

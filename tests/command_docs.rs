@@ -11,59 +11,8 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::redis_server::RedisServer;
 use common::TestServer;
-
-/// A redis-server on a free port, stopped (by its PID) on drop.
-struct RedisServer {
-    child: std::process::Child,
-    port: u16,
-}
-
-impl RedisServer {
-    /// None (skipped) when redis-server is not installed; a failure under
-    /// `CI`.
-    fn start() -> Option<RedisServer> {
-        let installed = Command::new("redis-server")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok();
-        if !installed {
-            assert!(
-                std::env::var_os("CI").is_none_or(|v| v.is_empty()),
-                "redis-server is not installed"
-            );
-            eprintln!("redis-server not installed: skipped");
-            return None;
-        }
-        let port = common::free_port();
-        let mut child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server");
-        assert!(common::wait_ready(port, &mut child), "redis-server");
-        Some(RedisServer { child, port })
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// One reply, with the bytes it was sent as.
 struct Frame {

@@ -7,58 +7,15 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::redis_server::RedisServer;
 use common::{cmd, show, TestServer};
 
 const RENAMES: &str = "rename-command FLUSHALL \"\"\n\
                        rename-command CONFIG SOMETHINGELSE\n\
                        rename-command SET MYSET\n";
-
-/// A redis-server on a free port with `conf`, stopped (by its PID) on drop.
-struct RedisServer {
-    child: std::process::Child,
-    port: u16,
-}
-
-impl RedisServer {
-    fn start(conf: &Path, dir: &Path) -> Option<RedisServer> {
-        let installed = Command::new("redis-server")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok();
-        if !installed {
-            assert!(
-                std::env::var_os("CI").is_none_or(|v| v.is_empty()),
-                "redis-server is not installed"
-            );
-            eprintln!("redis-server not installed: skipped");
-            return None;
-        }
-        let port = common::free_port();
-        let mut child = Command::new("redis-server")
-            .arg(conf)
-            .args(["--port", &port.to_string(), "--save", ""])
-            .current_dir(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server");
-        assert!(common::wait_ready(port, &mut child), "redis-server");
-        Some(RedisServer { child, port })
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn connect(port: u16) -> redis::Connection {
     redis::Client::open(format!("redis://127.0.0.1:{port}/"))
@@ -187,7 +144,7 @@ fn renamed_and_hidden_commands_as_redis() {
     std::fs::write(&conf, RENAMES).expect("write conf");
     let rdir = dir.join("redis");
     std::fs::create_dir_all(&rdir).expect("dir");
-    let Some(redis) = RedisServer::start(&conf, &rdir) else {
+    let Some(redis) = RedisServer::start_with(Some(&rdir), Some(&conf), &[]) else {
         return;
     };
     let want = observe(redis.port);

@@ -10,63 +10,23 @@ use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, info, temp_dir, wait_ready, TestServer};
+use common::redis_server::RedisServer;
+use common::{free_port, info, temp_dir, TestServer};
 
-/// A redis-server on a free port, stopped by PID on drop.
-struct Redis {
-    child: Child,
-    port: u16,
-    dir: std::path::PathBuf,
-}
-
-impl Redis {
-    fn start() -> Redis {
-        let dir = temp_dir("redis");
-        for _ in 0..5 {
-            let port = free_port();
-            let mut child = Command::new("redis-server")
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--daemonize",
-                    "no",
-                    "--repl-diskless-sync-delay",
-                    "0",
-                    "--loglevel",
-                    "warning",
-                ])
-                .current_dir(&dir)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn redis-server");
-            if wait_ready(port, &mut child) {
-                return Redis { child, port, dir };
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!("redis-server did not start");
-    }
-
-    fn conn(&self) -> redis::Connection {
-        conn(self.port)
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// A redis-server in a folder of its own, as the replication tests want
+/// it (no disk, an immediate diskless sync).
+fn redis() -> RedisServer {
+    RedisServer::start_in_temp(
+        "redis",
+        &[
+            "--daemonize",
+            "no",
+            "--repl-diskless-sync-delay",
+            "0",
+            "--loglevel",
+            "warning",
+        ],
+    )
 }
 
 fn conn(port: u16) -> redis::Connection {
@@ -254,7 +214,7 @@ fn settle() {
 #[test]
 fn rostrum_primary_redis_replica_diskless() {
     let p = rostrum(&[]);
-    let r = Redis::start();
+    let r = redis();
     let (mut pc, mut rc) = (p.conn(), r.conn());
     mixed_writes(&mut pc, 3000, 1, false);
     replicaof(&mut rc, p.port);
@@ -272,7 +232,7 @@ fn rostrum_primary_redis_replica_diskless() {
 
 #[test]
 fn redis_primary_rostrum_replica() {
-    let p = Redis::start();
+    let p = redis();
     let r = rostrum(&[]);
     let (mut pc, mut rc) = (p.conn(), r.conn());
     mixed_writes(&mut pc, 3000, 3, false);
@@ -359,9 +319,9 @@ fn rostrum_to_rostrum_disk_sync_partial_resync_and_wait() {
 
 #[test]
 fn chain_redis_rostrum_redis() {
-    let top = Redis::start();
+    let top = redis();
     let mid = rostrum(&[]);
-    let bottom = Redis::start();
+    let bottom = redis();
     let (mut tc, mut mc, mut bc) = (top.conn(), mid.conn(), bottom.conn());
     mixed_writes(&mut tc, 2000, 10, false);
     replicaof(&mut mc, top.port);
@@ -488,7 +448,7 @@ fn assert_has_all(c: &mut redis::Connection, acked: &[(String, i64)], who: &str)
 /// a replica of Rostrum, with everything.
 #[test]
 fn migration_from_redis_under_load_and_back() {
-    let redis = Redis::start();
+    let redis = redis();
     let rostrum = rostrum(&[]);
     let (mut pc, mut rc) = (redis.conn(), rostrum.conn());
     let load = Load::start(redis.port, 4);
@@ -694,7 +654,7 @@ fn replica_restart_partial_resync_from_rostrum() {
 
 #[test]
 fn replica_restart_partial_resync_from_redis() {
-    let p = Redis::start();
+    let p = redis();
     restart_resyncs_partially(&mut p.conn(), p.port);
 }
 
@@ -903,13 +863,13 @@ fn publish_reaches_replica_rostrum_to_rostrum() {
 
 #[test]
 fn publish_reaches_replica_rostrum_to_redis() {
-    let (p, r) = (rostrum(&[]), Redis::start());
+    let (p, r) = (rostrum(&[]), redis());
     publish_reaches_replica_subscriber(p.port, r.port);
 }
 
 #[test]
 fn publish_reaches_replica_redis_to_rostrum() {
-    let (p, r) = (Redis::start(), rostrum(&[]));
+    let (p, r) = (redis(), rostrum(&[]));
     publish_reaches_replica_subscriber(p.port, r.port);
 }
 
@@ -949,8 +909,8 @@ fn publish_is_not_in_the_aof() {
 /// redis-server replica of the same primary does; reads still hide them.
 #[test]
 fn replica_dbsize_counts_expired_keys_still_stored() {
-    let p = Redis::start();
-    let rr = Redis::start();
+    let p = redis();
+    let rr = redis();
     let rs = rostrum(&[]);
     let (mut pc, mut redis_r, mut rost_r) = (p.conn(), rr.conn(), rs.conn());
     replicaof(&mut redis_r, p.port);

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod certs;
+pub mod redis_server;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
