@@ -909,6 +909,8 @@ fn publish_is_not_in_the_aof() {
 /// redis-server replica of the same primary does; reads still hide them.
 #[test]
 fn replica_dbsize_counts_expired_keys_still_stored() {
+    const TTL_MS: u64 = 2000;
+    const PAUSE_MS: u64 = 6000;
     let p = redis();
     let rr = redis();
     let rs = rostrum(&[]);
@@ -916,22 +918,29 @@ fn replica_dbsize_counts_expired_keys_still_stored() {
     replicaof(&mut redis_r, p.port);
     replicaof(&mut rost_r, p.port);
     let _: () = redis::cmd("SET").arg("keep").arg(1).query(&mut pc).unwrap();
+    // Long enough for the syncs and the pause to come first on a loaded
+    // machine: the key must still be there when the primary is paused.
+    let set_at = Instant::now();
     let _: () = redis::cmd("SET")
         .arg("gone")
         .arg(1)
         .arg("PX")
-        .arg(300)
+        .arg(TTL_MS)
         .query(&mut pc)
         .unwrap();
     wait_synced(&mut pc, &mut redis_r);
     wait_synced(&mut pc, &mut rost_r);
     let _: () = redis::cmd("CLIENT")
         .arg("PAUSE")
-        .arg(3000)
+        .arg(PAUSE_MS)
         .arg("WRITE")
         .query(&mut pc)
         .unwrap();
-    std::thread::sleep(Duration::from_millis(600));
+    assert!(
+        set_at.elapsed() < Duration::from_millis(TTL_MS),
+        "the setup took longer than the key's time"
+    );
+    std::thread::sleep(Duration::from_millis(TTL_MS + 300).saturating_sub(set_at.elapsed()));
     for (who, c) in [("redis", &mut redis_r), ("rostrum", &mut rost_r)] {
         let v: Option<String> = redis::cmd("GET").arg("gone").query(c).unwrap();
         assert_eq!(v, None, "{who}");
@@ -955,21 +964,26 @@ fn replica_dbsize_counts_expired_keys_still_stored() {
     let r2 = rostrum(&[]);
     let (mut pc2, mut rc2) = (p2.conn(), r2.conn());
     replicaof(&mut rc2, p2.port);
+    let set_at = Instant::now();
     let _: () = redis::cmd("SET")
         .arg("gone")
         .arg(1)
         .arg("PX")
-        .arg(300)
+        .arg(TTL_MS)
         .query(&mut pc2)
         .unwrap();
     wait_synced(&mut pc2, &mut rc2);
     let _: () = redis::cmd("CLIENT")
         .arg("PAUSE")
-        .arg(3000)
+        .arg(PAUSE_MS)
         .arg("WRITE")
         .query(&mut pc2)
         .unwrap();
-    std::thread::sleep(Duration::from_millis(600));
+    assert!(
+        set_at.elapsed() < Duration::from_millis(TTL_MS),
+        "the setup took longer than the key's time"
+    );
+    std::thread::sleep(Duration::from_millis(TTL_MS + 300).saturating_sub(set_at.elapsed()));
     let n: i64 = redis::cmd("DBSIZE").query(&mut rc2).unwrap();
     assert_eq!(n, 1);
     let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut pc2).unwrap();

@@ -233,8 +233,13 @@ fn admit<'s>(
     };
     let spec = cmd.spec;
     // Protected commands (Redis 7.0): DEBUG only where
-    // `enable-debug-command` allows it, checked before authentication.
-    if spec.name == "debug" && !debug::allowed(server, &client.info.addr) {
+    // `enable-debug-command` allows it, checked before authentication
+    // (the command DEBUG, not a subcommand named so: SCRIPT DEBUG is not
+    // protected).
+    if spec.name == "debug"
+        && cmd.full_name.split('|').next() == Some("debug")
+        && !debug::allowed(server, &client.info.addr)
+    {
         reject(
             server,
             client,
