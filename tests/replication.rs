@@ -904,13 +904,29 @@ fn publish_is_not_in_the_aof() {
     assert!(aof.windows(2).any(|w| w == b"k2"));
 }
 
+/// Pauses the primary's writes (so its DEL of an expired key waits), then
+/// sleeps until the key set at `set_at` with `ttl_ms` has expired. The
+/// setup must have paused it before the key's time ran out.
+fn pause_past_expiry(primary: &mut redis::Connection, set_at: Instant, ttl_ms: u64) {
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(ttl_ms * 3)
+        .arg("WRITE")
+        .query(primary)
+        .unwrap();
+    assert!(
+        set_at.elapsed() < Duration::from_millis(ttl_ms),
+        "the setup took longer than the key's time"
+    );
+    std::thread::sleep(Duration::from_millis(ttl_ms + 300).saturating_sub(set_at.elapsed()));
+}
+
 /// DBSIZE on a replica counts the keys whose time passed but that are
 /// still stored (the primary's DEL is held back by a pause), as a
 /// redis-server replica of the same primary does; reads still hide them.
 #[test]
 fn replica_dbsize_counts_expired_keys_still_stored() {
     const TTL_MS: u64 = 2000;
-    const PAUSE_MS: u64 = 6000;
     let p = redis();
     let rr = redis();
     let rs = rostrum(&[]);
@@ -930,17 +946,7 @@ fn replica_dbsize_counts_expired_keys_still_stored() {
         .unwrap();
     wait_synced(&mut pc, &mut redis_r);
     wait_synced(&mut pc, &mut rost_r);
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(PAUSE_MS)
-        .arg("WRITE")
-        .query(&mut pc)
-        .unwrap();
-    assert!(
-        set_at.elapsed() < Duration::from_millis(TTL_MS),
-        "the setup took longer than the key's time"
-    );
-    std::thread::sleep(Duration::from_millis(TTL_MS + 300).saturating_sub(set_at.elapsed()));
+    pause_past_expiry(&mut pc, set_at, TTL_MS);
     for (who, c) in [("redis", &mut redis_r), ("rostrum", &mut rost_r)] {
         let v: Option<String> = redis::cmd("GET").arg("gone").query(c).unwrap();
         assert_eq!(v, None, "{who}");
@@ -973,17 +979,7 @@ fn replica_dbsize_counts_expired_keys_still_stored() {
         .query(&mut pc2)
         .unwrap();
     wait_synced(&mut pc2, &mut rc2);
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(PAUSE_MS)
-        .arg("WRITE")
-        .query(&mut pc2)
-        .unwrap();
-    assert!(
-        set_at.elapsed() < Duration::from_millis(TTL_MS),
-        "the setup took longer than the key's time"
-    );
-    std::thread::sleep(Duration::from_millis(TTL_MS + 300).saturating_sub(set_at.elapsed()));
+    pause_past_expiry(&mut pc2, set_at, TTL_MS);
     let n: i64 = redis::cmd("DBSIZE").query(&mut rc2).unwrap();
     assert_eq!(n, 1);
     let _: () = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut pc2).unwrap();
