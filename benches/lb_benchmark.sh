@@ -112,10 +112,10 @@ measure_client() {
     [[ "$mode" == friends-* ]] && n=$((requests / 100 > 200 ? requests / 100 : 200))
     c0=$(cpu_seconds "$pid")
     qps=$("$driver" "$mode" --port "$port" --members "$members" --requests "$n" \
-        --conns "$clients" --pipeline "$pipeline") || { printf -- '-\t-\t-\n'; return 0; }
+        --conns "$clients" --pipeline "$pipeline") || { printf -- '-\t-\t-\t-\n'; return 0; }
     c1=$(cpu_seconds "$pid")
     awk -v q="$qps" -v c0="$c0" -v c1="$c1" -v n="$n" \
-        'BEGIN { printf "%s\t-\t%.2f\n", q, (c1 - c0) * 1e6 / n }'
+        'BEGIN { printf "%s\t-\t%.2f\t-\n", q, (c1 - c0) * 1e6 / n }'
 }
 
 rand_range=$members

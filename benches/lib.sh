@@ -112,23 +112,31 @@ load_and_measure() {
 
 # Runs one command on port $1 (server process $4) at pipeline $2 with
 # redis-benchmark ($requests requests, $clients clients, __rand_int__ below
-# $rand_range); prints "rps<TAB>p99 ms<TAB>server CPU us per request".
+# $rand_range); prints "rps<TAB>p99 ms<TAB>server CPU us per request<TAB>
+# client busy %". The last is redis-benchmark's own CPU time (user + system)
+# over the run's wall time: at 90% or more, its one thread is the
+# bottleneck and the row compares clients more than servers.
 measure() {
-    local port=$1 pipeline=$2 command=$3 pid=$4 out c0 c1
+    local port=$1 pipeline=$2 command=$3 pid=$4 out c0 c1 t0 t1 times
     c0=$(cpu_seconds "$pid")
+    t0=$(date +%s.%N)
     # shellcheck disable=SC2086 # the command is split into its words
-    out=$(redis-benchmark -p "$port" -n "$requests" -c "$clients" -r "$rand_range" \
-        -P "$pipeline" --csv $command 2>"$work/bench.err") || {
+    times=$({ TIMEFORMAT='%U %S'; time redis-benchmark -p "$port" -n "$requests" -c "$clients" \
+        -r "$rand_range" -P "$pipeline" --csv $command >"$work/bench.out" 2>"$work/bench.err"; } 2>&1) || {
         echo "  redis-benchmark on port $port failed:" >&2
         sed 's/^/    /' "$work/bench.err" >&2
-        printf -- '-\t-\t-\n'
+        printf -- '-\t-\t-\t-\n'
         return 0
     }
+    t1=$(date +%s.%N)
     c1=$(cpu_seconds "$pid")
+    out=$(cat "$work/bench.out")
     # CSV: "test","rps","avg","min","p50","p95","p99","max"
-    printf '%s\n' "$out" | awk -F, -v c0="$c0" -v c1="$c1" -v n="$requests" 'NR == 2 {
+    printf '%s\n' "$out" | awk -F, -v c0="$c0" -v c1="$c1" -v n="$requests" \
+        -v busy="$times" -v t0="$t0" -v t1="$t1" 'NR == 2 {
         gsub(/"/, "", $2); gsub(/"/, "", $7)
-        printf "%s\t%s\t%.2f\n", $2, $7, (c1 - c0) * 1e6 / n }'
+        split(busy, b, " ")
+        printf "%s\t%s\t%.2f\t%.0f\n", $2, $7, (c1 - c0) * 1e6 / n, (b[1] + b[2]) * 100 / (t1 - t0) }'
 }
 
 # Measures every entry of `commands` ("title|command") at every depth of
@@ -148,18 +156,23 @@ run_rows() {
     done
 }
 
-# Prints the table of `rows` ("title<TAB>redis: rps p99 us<TAB>rostrum: ..."),
-# as `measure` gives them, with the ratio Rostrum / Redis.
+# Prints the table of `rows` ("title<TAB>redis: rps p99 us cli<TAB>rostrum:
+# ..."), as `measure` gives them, with the ratio Rostrum / Redis.
 print_rows() {
-    printf '\n%-31s %11s %11s %6s %9s %9s %9s %9s\n' command "redis rps" "rostrum rps" ratio \
-        "redis p99" "rost. p99" "redis us" "rost. us"
+    printf '\n%-31s %11s %11s %6s %9s %9s %9s %9s %5s %5s\n' command "redis rps" "rostrum rps" \
+        ratio "redis p99" "rost. p99" "redis us" "rost. us" "cli%" "cli%"
     for row in "${rows[@]}"; do
+        # Each side has 3 columns, or 4 with the client's busy share.
         printf '%s\n' "$row" | awk -F'\t' '{
-            ratio = ($2 > 0 && $5 != "-") ? sprintf("%.2f", $5 / $2) : "-"
-            printf "%-31s %11s %11s %6s %9s %9s %9s %9s\n", $1, $2, $5, ratio, $3, $6, $4, $7
+            n = int((NF - 1) / 2); q = 2 + n
+            rb = (n > 3) ? $5 : "-"; qb = (n > 3) ? $(q + 3) : "-"
+            ratio = ($2 > 0 && $q != "-") ? sprintf("%.2f", $q / $2) : "-"
+            printf "%-31s %11s %11s %6s %9s %9s %9s %9s %5s %5s\n", $1, $2, $q, ratio, $3, $(q + 1),
+                $4, $(q + 2), rb, qb
         }'
     done
-    echo "(p99 in ms; us = server CPU time, user + system, per request)"
+    echo "(p99 in ms; us = server CPU time, user + system, per request; cli% = redis-benchmark's"
+    echo " CPU over wall time, redis then rostrum: at 90% or more the client is the bottleneck)"
 }
 
 # RESP for HSETs of $2 profiles from id $1 (10 fields each).
