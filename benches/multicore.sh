@@ -27,23 +27,26 @@
 #   -x  servers: any of redis valkey rostrum (default all; valkey only when
 #       valkey-server is on PATH)
 # Environment: ROSTRUM_BIN, ROSTRUM_ARGS, CARGO_TARGET_DIR (as benches/lib.sh);
-# VALKEY_BIN (default: valkey-server on PATH).
+# VALKEY_BIN (default: valkey-server on PATH); S, C, BOARD, ROWS as the
+# kit's run.sh reads them (server cores 0..S-1, clients, board, rows).
 #
 # On a 2-core machine the default is server on core 0 and client on core 1;
 # worker counts above the server's cores run anyway when asked for with -w
-# (threads then share the core, as on the 2-core measurement).
+# (the threads then share the server's cores). `-s 0-1 -b 0-1` lets server
+# and client share both cores, as benches/zset_leaderboard.sh runs them.
 set -euo pipefail
 
 ncores=$(nproc)
 half=$((ncores / 2))
 [[ $half -ge 1 ]] || half=1
-server_cores=""
+# The kit's environment (../shared/multicore/run.sh) gives the defaults.
+server_cores=${S:+0-$((S - 1))}
 client_cores=""
 workers=""
-clients=50
+clients=${C:-50}
 requests=200000
-board=1000000
-rows_kept=""
+board=${BOARD:-1000000}
+rows_kept=${ROWS:-}
 servers="redis valkey rostrum"
 while getopts "s:b:w:c:n:m:r:x:h" opt; do
     case "$opt" in
@@ -55,7 +58,7 @@ while getopts "s:b:w:c:n:m:r:x:h" opt; do
         m) board=$OPTARG ;;
         r) rows_kept=$OPTARG ;;
         x) servers=$OPTARG ;;
-        *) sed -n '2,34p' "$0"; exit 2 ;;
+        *) sed -n '2,37p' "$0"; exit 2 ;;
     esac
 done
 if [[ -z "$server_cores" ]]; then

@@ -15,13 +15,22 @@ use common::TestServer;
 
 const WORKERS: &[&str] = &["--worker-threads", "4"];
 
+/// A connection whose reads give up after 30 s, so that a server that
+/// stopped answering fails the test instead of hanging it.
+fn conn(srv: &TestServer) -> redis::Connection {
+    let c = srv.conn();
+    c.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("read timeout");
+    c
+}
+
 /// Background clients flooding the board `hot` with pipelined ZINCRBYs
 /// until `stop` is set, so that the connections under test contend for
 /// its shard.
 fn flood(srv: &TestServer, n: usize, stop: &Arc<AtomicBool>) -> Vec<thread::JoinHandle<()>> {
     (0..n)
         .map(|t| {
-            let mut c = srv.conn();
+            let mut c = conn(srv);
             let stop = stop.clone();
             thread::spawn(move || {
                 let mut i = 0u64;
@@ -64,7 +73,7 @@ fn replies_keep_each_connections_order_on_a_hot_board() {
     const DEPTH: i64 = 20;
     let workers: Vec<_> = (0..CONNS)
         .map(|t| {
-            let mut c = srv.conn();
+            let mut c = conn(&srv);
             thread::spawn(move || {
                 let mut step = 0i64;
                 while step < STEPS {
@@ -96,7 +105,7 @@ fn replies_keep_each_connections_order_on_a_hot_board() {
         w.join().expect("a connection saw a reply out of order");
     }
     stop_all(&stop, flooders);
-    let mut c = srv.conn();
+    let mut c = conn(&srv);
     for t in 0..CONNS {
         let s: f64 = redis::cmd("ZSCORE")
             .arg("hot")
@@ -119,7 +128,7 @@ fn transactions_and_scripts_are_atomic_against_a_hot_board() {
                   redis.call('ZADD', KEYS[1], ARGV[1], ARGV[3]) return 1";
     let writers: Vec<_> = (0..4)
         .map(|w| {
-            let mut c = srv.conn();
+            let mut c = conn(&srv);
             thread::spawn(move || {
                 let (a, b) = (format!("pair:{w}:a"), format!("pair:{w}:b"));
                 for i in 1..=300i64 {
@@ -155,7 +164,7 @@ fn transactions_and_scripts_are_atomic_against_a_hot_board() {
         .collect();
     let done = Arc::new(AtomicBool::new(false));
     let watcher = {
-        let mut c = srv.conn();
+        let mut c = conn(&srv);
         let done = done.clone();
         thread::spawn(move || {
             let mut looks = 0u64;
@@ -179,7 +188,7 @@ fn transactions_and_scripts_are_atomic_against_a_hot_board() {
     done.store(true, Ordering::Relaxed);
     watcher.join().expect("the watcher saw half a transaction");
     stop_all(&stop, flooders);
-    let mut c = srv.conn();
+    let mut c = conn(&srv);
     for w in 0..4 {
         let got: Vec<Option<f64>> = redis::cmd("ZMSCORE")
             .arg("hot")
@@ -236,7 +245,7 @@ fn aof_replays_to_the_live_data_after_concurrent_writes() {
     let deadline = Instant::now() + Duration::from_secs(2);
     let writers: Vec<_> = (0..4)
         .map(|t| {
-            let mut c = srv.conn();
+            let mut c = conn(&srv);
             thread::spawn(move || {
                 let mut i = 0i64;
                 while Instant::now() < deadline || i < 50 {
@@ -289,7 +298,7 @@ fn aof_replays_to_the_live_data_after_concurrent_writes() {
         w.join().expect("writer");
     }
     stop_all(&stop, flooders);
-    let live = snapshot(&mut srv.conn());
+    let live = snapshot(&mut conn(&srv));
     assert!(
         live.0.len() > 100,
         "the board holds {} members",
@@ -297,7 +306,7 @@ fn aof_replays_to_the_live_data_after_concurrent_writes() {
     );
     srv.terminate();
     let mut again = TestServer::start_in(dir.clone(), &args);
-    let replayed = snapshot(&mut again.conn());
+    let replayed = snapshot(&mut conn(&again));
     assert_eq!(replayed.0, live.0, "the board after replay");
     assert_eq!(replayed.1, live.1, "the counters after replay");
     assert_eq!(replayed.2, live.2, "DEBUG DIGEST after replay");
