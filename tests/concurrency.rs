@@ -1,0 +1,315 @@
+//! The guarantees that must hold while several worker threads write to one
+//! hot board at once (issue 20): replies in each connection's order, MULTI /
+//! EXEC and scripts atomic against the board, and an AOF that replays to
+//! exactly the live data. The servers run with `--worker-threads 4` (more
+//! workers than this machine may have cores, so threads are preempted while
+//! holding or waiting for the board's shard).
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::TestServer;
+
+const WORKERS: &[&str] = &["--worker-threads", "4"];
+
+/// A connection whose reads give up after 30 s, so that a server that
+/// stopped answering fails the test instead of hanging it.
+fn conn(srv: &TestServer) -> redis::Connection {
+    let c = srv.conn();
+    c.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("read timeout");
+    c
+}
+
+/// Background clients flooding the board `hot` with pipelined ZINCRBYs
+/// until `stop` is set, so that the connections under test contend for
+/// its shard.
+fn flood(srv: &TestServer, n: usize, stop: &Arc<AtomicBool>) -> Vec<thread::JoinHandle<()>> {
+    (0..n)
+        .map(|t| {
+            let mut c = conn(srv);
+            let stop = stop.clone();
+            thread::spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let mut p = redis::pipe();
+                    for j in 0..16 {
+                        p.cmd("ZINCRBY")
+                            .arg("hot")
+                            .arg(1)
+                            .arg(format!("f:{t}:{}", (i + j) % 500))
+                            .ignore();
+                    }
+                    let _: () = p.query(&mut c).expect("flood pipeline");
+                    i += 16;
+                }
+            })
+        })
+        .collect()
+}
+
+fn stop_all(stop: &AtomicBool, handles: Vec<thread::JoinHandle<()>>) {
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        h.join().expect("flood thread");
+    }
+}
+
+/// Each connection pipelines, per step, an INCR of its own counter, a
+/// ZINCRBY of its own member on the hot board and a `ZADD GT CH` of a
+/// second member with an increasing score: every reply must be the one
+/// running the connection's commands in its order gives (a ZADD GT run out
+/// of order would answer 0, an INCR or ZINCRBY a wrong count).
+#[test]
+fn replies_keep_each_connections_order_on_a_hot_board() {
+    let srv = TestServer::start(WORKERS);
+    let stop = Arc::new(AtomicBool::new(false));
+    let flooders = flood(&srv, 2, &stop);
+    const CONNS: usize = 8;
+    const STEPS: i64 = 400;
+    const DEPTH: i64 = 20;
+    let workers: Vec<_> = (0..CONNS)
+        .map(|t| {
+            let mut c = conn(&srv);
+            thread::spawn(move || {
+                let mut step = 0i64;
+                while step < STEPS {
+                    let mut p = redis::pipe();
+                    for k in 0..DEPTH {
+                        let s = step + k;
+                        p.cmd("INCR").arg(format!("ctr:{t}"));
+                        p.cmd("ZINCRBY").arg("hot").arg(1).arg(format!("own:{t}"));
+                        p.cmd("ZADD")
+                            .arg("hot")
+                            .arg("GT")
+                            .arg("CH")
+                            .arg(s + 1)
+                            .arg(format!("gt:{t}"));
+                    }
+                    let got: Vec<(i64, f64, i64)> = p.query(&mut c).expect("pipeline");
+                    for (k, (incr, score, changed)) in got.into_iter().enumerate() {
+                        let n = step + k as i64 + 1;
+                        assert_eq!(incr, n, "INCR ctr:{t} at step {n}");
+                        assert_eq!(score, n as f64, "ZINCRBY own:{t} at step {n}");
+                        assert_eq!(changed, 1, "ZADD GT gt:{t} at step {n}");
+                    }
+                    step += DEPTH;
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("a connection saw a reply out of order");
+    }
+    stop_all(&stop, flooders);
+    let mut c = conn(&srv);
+    for t in 0..CONNS {
+        let s: f64 = redis::cmd("ZSCORE")
+            .arg("hot")
+            .arg(format!("gt:{t}"))
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(s, STEPS as f64);
+    }
+}
+
+/// Writers move two members of the hot board together, in MULTI / EXEC
+/// and in EVAL, while others flood it; a watcher reading both scores in one
+/// command never sees them apart.
+#[test]
+fn transactions_and_scripts_are_atomic_against_a_hot_board() {
+    let srv = TestServer::start(WORKERS);
+    let stop = Arc::new(AtomicBool::new(false));
+    let flooders = flood(&srv, 2, &stop);
+    let script = "redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2]) \
+                  redis.call('ZADD', KEYS[1], ARGV[1], ARGV[3]) return 1";
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let mut c = conn(&srv);
+            thread::spawn(move || {
+                let (a, b) = (format!("pair:{w}:a"), format!("pair:{w}:b"));
+                for i in 1..=300i64 {
+                    if w % 2 == 0 {
+                        let _: () = redis::pipe()
+                            .atomic()
+                            .cmd("ZADD")
+                            .arg("hot")
+                            .arg(i)
+                            .arg(&a)
+                            .ignore()
+                            .cmd("ZADD")
+                            .arg("hot")
+                            .arg(i)
+                            .arg(&b)
+                            .ignore()
+                            .query(&mut c)
+                            .expect("MULTI/EXEC");
+                    } else {
+                        let _: i64 = redis::cmd("EVAL")
+                            .arg(script)
+                            .arg(1)
+                            .arg("hot")
+                            .arg(i)
+                            .arg(&a)
+                            .arg(&b)
+                            .query(&mut c)
+                            .expect("EVAL");
+                    }
+                }
+            })
+        })
+        .collect();
+    let done = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let mut c = conn(&srv);
+        let done = done.clone();
+        thread::spawn(move || {
+            let mut looks = 0u64;
+            while !done.load(Ordering::Relaxed) || looks < 100 {
+                for w in 0..4 {
+                    let got: Vec<Option<f64>> = redis::cmd("ZMSCORE")
+                        .arg("hot")
+                        .arg(format!("pair:{w}:a"))
+                        .arg(format!("pair:{w}:b"))
+                        .query(&mut c)
+                        .expect("ZMSCORE");
+                    assert_eq!(got[0], got[1], "pair {w} seen half-moved");
+                }
+                looks += 1;
+            }
+        })
+    };
+    for w in writers {
+        w.join().expect("writer");
+    }
+    done.store(true, Ordering::Relaxed);
+    watcher.join().expect("the watcher saw half a transaction");
+    stop_all(&stop, flooders);
+    let mut c = conn(&srv);
+    for w in 0..4 {
+        let got: Vec<Option<f64>> = redis::cmd("ZMSCORE")
+            .arg("hot")
+            .arg(format!("pair:{w}:a"))
+            .arg(format!("pair:{w}:b"))
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(got, vec![Some(300.0), Some(300.0)]);
+    }
+}
+
+/// Everything the live server holds: the whole board with scores, the
+/// counters, and DEBUG DIGEST over the keyspace.
+fn snapshot(c: &mut redis::Connection) -> (Vec<(String, f64)>, Vec<Option<i64>>, String) {
+    let board: Vec<(String, f64)> = redis::cmd("ZRANGE")
+        .arg("hot")
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(c)
+        .unwrap();
+    let ctrs: Vec<Option<i64>> = redis::cmd("MGET")
+        .arg((0..4).map(|t| format!("ctr:{t}")).collect::<Vec<_>>())
+        .query(c)
+        .unwrap();
+    let digest: String = redis::cmd("DEBUG").arg("DIGEST").query(c).unwrap();
+    (board, ctrs, digest)
+}
+
+/// Concurrent pipelined writes, transactions and scripts on one hot board
+/// under `appendonly yes`: after a restart the AOF replays to the same
+/// board, counters and digest as the live server held.
+#[test]
+fn aof_replays_to_the_live_data_after_concurrent_writes() {
+    let dir = common::temp_dir("concurrency-aof");
+    let d = dir.to_str().unwrap().to_string();
+    let args = [
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "everysec",
+        "--enable-debug-command",
+        "yes",
+        "--dir",
+        &d,
+        "--worker-threads",
+        "4",
+    ];
+    let mut srv = TestServer::start_in(dir.clone(), &args);
+    let stop = Arc::new(AtomicBool::new(false));
+    let flooders = flood(&srv, 2, &stop);
+    let script = "local s = redis.call('ZINCRBY', KEYS[1], ARGV[1], ARGV[2]) \
+                  redis.call('ZADD', KEYS[1], s, ARGV[3]) return 1";
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let writers: Vec<_> = (0..4)
+        .map(|t| {
+            let mut c = conn(&srv);
+            thread::spawn(move || {
+                let mut i = 0i64;
+                while Instant::now() < deadline || i < 50 {
+                    let mut p = redis::pipe();
+                    p.cmd("INCR").arg(format!("ctr:{t}")).ignore();
+                    p.cmd("ZADD")
+                        .arg("hot")
+                        .arg(i * 7 % 101)
+                        .arg(format!("w:{t}:{}", i % 37))
+                        .ignore();
+                    p.cmd("ZINCRBY")
+                        .arg("hot")
+                        .arg(0.5)
+                        .arg(format!("w:{t}:{}", (i + 3) % 37))
+                        .ignore();
+                    if i % 5 == 0 {
+                        p.cmd("ZREM")
+                            .arg("hot")
+                            .arg(format!("w:{t}:{}", (i + 11) % 37))
+                            .ignore();
+                    }
+                    let _: () = p.query(&mut c).expect("pipeline");
+                    let _: () = redis::pipe()
+                        .atomic()
+                        .cmd("ZINCRBY")
+                        .arg("hot")
+                        .arg(1)
+                        .arg(format!("tx:{t}"))
+                        .ignore()
+                        .cmd("INCR")
+                        .arg(format!("ctr:{t}"))
+                        .ignore()
+                        .query(&mut c)
+                        .expect("MULTI/EXEC");
+                    let _: i64 = redis::cmd("EVAL")
+                        .arg(script)
+                        .arg(1)
+                        .arg("hot")
+                        .arg(2)
+                        .arg(format!("sc:{t}"))
+                        .arg(format!("sc:{t}:copy"))
+                        .query(&mut c)
+                        .expect("EVAL");
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().expect("writer");
+    }
+    stop_all(&stop, flooders);
+    let live = snapshot(&mut conn(&srv));
+    assert!(
+        live.0.len() > 100,
+        "the board holds {} members",
+        live.0.len()
+    );
+    srv.terminate();
+    let mut again = TestServer::start_in(dir.clone(), &args);
+    let replayed = snapshot(&mut conn(&again));
+    assert_eq!(replayed.0, live.0, "the board after replay");
+    assert_eq!(replayed.1, live.1, "the counters after replay");
+    assert_eq!(replayed.2, live.2, "DEBUG DIGEST after replay");
+    again.terminate();
+    let _ = std::fs::remove_dir_all(&dir);
+}
