@@ -1,11 +1,11 @@
 # Shared by the benchmark scripts (source it; it sets `root`, `rostrum_bin`,
 # `rostrum_args`, `work` and `pids`, and defines `free_port`, `wait_ready`,
 # `cpu_seconds`, `launch`, `launch_ready`, `start_both`, `settle`,
-# `info_field`, `load_and_measure`, `measure`, `run_rows`, `print_rows` and
-# `gen_profiles`): checks the Redis tools,
-# builds or takes the Rostrum binary ($ROSTRUM_BIN), takes extra server
-# arguments from $ROSTRUM_ARGS (e.g. "--config worker-threads=1"), makes a
-# work folder, and on exit stops every process in `pids` and removes it.
+# `info_field`, `load_and_measure`, `measure`, `run_rows`, `print_rows`,
+# `gen_profiles` and `gen_list`): checks the Redis tools, builds or takes
+# the Rostrum binary ($ROSTRUM_BIN), takes extra server arguments from
+# $ROSTRUM_ARGS (e.g. "--config worker-threads=1"), makes a work folder,
+# and on exit stops every process in `pids` and removes it.
 root=$(cd "$(dirname "$0")/.." && pwd)
 for tool in redis-server redis-benchmark redis-cli awk; do
     command -v "$tool" >/dev/null || { echo "error: $tool is not in PATH" >&2; exit 1; }
@@ -209,6 +209,20 @@ gen_profiles() {
             printf "*22\r\n$4\r\nHSET\r\n$%d\r\n%s\r\n", length(k), k
             for (i = 1; i <= 10; i++)
                 printf "$%d\r\n%s\r\n$%d\r\n%s\r\n", length(f[i]), f[i], length(v[i] ""), v[i]
+        }
+    }'
+}
+
+# RESP for RPUSHes of $2 elements (`item:<n>`, 1,000 a command) to list $1.
+gen_list() {
+    awk -v key="$1" -v n="$2" 'BEGIN {
+        for (first = 0; first < n; first += 1000) {
+            c = (n - first < 1000) ? n - first : 1000
+            printf "*%d\r\n$5\r\nRPUSH\r\n$%d\r\n%s\r\n", 2 + c, length(key), key
+            for (i = first; i < first + c; i++) {
+                e = "item:" i
+                printf "$%d\r\n%s\r\n", length(e), e
+            }
         }
     }'
 }
