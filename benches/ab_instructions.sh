@@ -39,27 +39,15 @@ while getopts "n:f:h" opt; do
         *) sed -n '2,27p' "$0"; exit 2 ;;
     esac
 done
-for tool in valgrind callgrind_control; do
-    command -v "$tool" >/dev/null || { echo "error: $tool is not in PATH" >&2; exit 1; }
-done
 # lib.sh: the Redis tools checked, `work`, `pids` (stopped on exit),
 # `free_port` and `gen_profiles`; it takes the binary from ROSTRUM_BIN.
+# callgrind_lib.sh: valgrind checked, the servers started under callgrind,
+# the rows counted, and `gen_board`.
 ROSTRUM_BIN=$base_bin
 # shellcheck source=benches/lib.sh
 source "$(dirname "$0")/lib.sh"
-
-# ZADDs of 100 members each, 100,000 members in all.
-board() {
-    awk 'BEGIN {
-        for (k = 0; k < 1000; k++) {
-            printf "*202\r\n$4\r\nZADD\r\n$5\r\nboard\r\n"
-            for (i = 0; i < 100; i++) {
-                id = k * 100 + i; m = sprintf("m:%012d", id); s = (id * 7919) % 1000003
-                printf "$%d\r\n%d\r\n$%d\r\n%s\r\n", length(s ""), s, length(m), m
-            }
-        }
-    }'
-}
+# shellcheck source=benches/callgrind_lib.sh
+source "$(dirname "$0")/callgrind_lib.sh"
 
 # RESP for 100,000 XADDs of 3-field events to `log`, ids 1-1, 1-2, ...
 stream_log() {
@@ -128,32 +116,13 @@ for t in "${tests[@]}"; do
 done
 tests=("${kept[@]}")
 
-# Instructions of the dump just written by process $1.
-last_dump() {
-    local f
-    f=$(ls -t "$work"/cg."$1".* | head -1)
-    awk '/^(summary|totals):/ { print $2; exit }' "$f"
-}
-
 declare -A ir
 for which in base new; do
     bin=$base_bin
     [[ $which == new ]] && bin=$new_bin
-    port=$(free_port)
-    is_redis=0
-    [[ $(basename "$bin") == redis-server* ]] && is_redis=1
-    server_args=(--port "$port" --bind 127.0.0.1 --loglevel warning)
-    ((is_redis)) && server_args+=(--save '' --appendonly no)
-    valgrind --tool=callgrind --callgrind-out-file="$work/cg.%p" \
-        "$bin" "${server_args[@]}" >"$work/$which.log" 2>&1 &
-    pid=$!
-    pids+=("$pid")
-    for _ in $(seq 1 120); do
-        redis-cli -p "$port" ping >/dev/null 2>&1 && break
-        sleep 0.5
-    done
+    callgrind_start "$bin" "$work/$which.log"
     echo "$which: loading the board and 100,000 profiles..." >&2
-    board | redis-cli -p "$port" --pipe >/dev/null
+    gen_board | redis-cli -p "$port" --pipe >/dev/null
     gen_profiles 0 100000 | redis-cli -p "$port" --pipe >/dev/null
     stream_log | redis-cli -p "$port" --pipe >/dev/null
     redis-cli -p "$port" XGROUP CREATE log g 0 >/dev/null
@@ -163,23 +132,8 @@ for which in base new; do
     else
         lb_board lb | redis-cli -p "$port" --pipe >/dev/null
     fi
-    for p in 1 16; do
-        for t in "${tests[@]}"; do
-            IFS='|' read -r title line recipe <<<"$t"
-            ((is_redis)) && [[ -n $recipe ]] && line=$recipe
-            # XADD's `*` goes to redis-benchmark as is, not as a file glob.
-            set -f
-            read -r -a cmd <<<"$line"
-            set +f
-            callgrind_control -d before "$pid" >/dev/null 2>&1
-            redis-benchmark -p "$port" -n "$requests" -c 10 -r 100000 -P "$p" "${cmd[@]}" >/dev/null
-            callgrind_control -d after "$pid" >/dev/null 2>&1
-            sleep 0.3
-            ir["$which|$title -P $p"]=$(last_dump "$pid")
-        done
-    done
-    redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
-    wait "$pid" 2>/dev/null || true
+    count_rows "$which"
+    callgrind_stop
 done
 
 printf '%-34s %12s %12s %7s\n' "instructions per request" base new "new/base"

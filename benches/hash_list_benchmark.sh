@@ -35,20 +35,6 @@ done
 source "$(dirname "$0")/lib.sh"
 start_both
 
-# RESP for RPUSHes of $2 elements (`item:<n>`, 1,000 a command) to list $1.
-gen_list() {
-    awk -v key="$1" -v n="$2" 'BEGIN {
-        for (first = 0; first < n; first += 1000) {
-            c = (n - first < 1000) ? n - first : 1000
-            printf "*%d\r\n$5\r\nRPUSH\r\n$%d\r\n%s\r\n", 2 + c, length(key), key
-            for (i = first; i < first + c; i++) {
-                e = "item:" i
-                printf "$%d\r\n%s\r\n", length(e), e
-            }
-        }
-    }'
-}
-
 echo "loading 100000 profiles and a list of 1000 into both..." >&2
 gen_profiles 0 100000 >"$work/profiles.resp"
 gen_list recent 1000 >"$work/recent.resp"

@@ -26,25 +26,12 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 [[ ${#bins[@]} -ge 1 ]] || { sed -n '2,18p' "$0"; exit 2; }
-for tool in valgrind callgrind_control; do
-    command -v "$tool" >/dev/null || { echo "error: $tool is not in PATH" >&2; exit 1; }
-done
 ROSTRUM_BIN=${bins[0]}
 # shellcheck source=benches/lib.sh
 source "$(dirname "$0")/lib.sh"
+# shellcheck source=benches/callgrind_lib.sh
+source "$(dirname "$0")/callgrind_lib.sh"
 
-gen_list() {
-    awk -v key="$1" -v n="$2" 'BEGIN {
-        for (first = 0; first < n; first += 1000) {
-            c = (n - first < 1000) ? n - first : 1000
-            printf "*%d\r\n$5\r\nRPUSH\r\n$%d\r\n%s\r\n", 2 + c, length(key), key
-            for (i = first; i < first + c; i++) {
-                e = "item:" i
-                printf "$%d\r\n%s\r\n", length(e), e
-            }
-        }
-    }'
-}
 gen_profiles 0 100000 >"$work/profiles.resp"
 gen_list recent 1000 >"$work/recent.resp"
 
@@ -58,43 +45,15 @@ tests=(
     "LRANGE 0 99 (of 1,000)|LRANGE recent 0 99"
 )
 
-last_dump() {
-    local f
-    f=$(ls -t "$work"/cg."$1".* | head -1)
-    awk '/^(summary|totals):/ { print $2; exit }' "$f"
-}
-
 declare -A ir
 for i in "${!bins[@]}"; do
     bin=${bins[$i]}
-    extra=()
-    [[ $(basename "$bin") == redis-server* ]] && extra=(--save '' --appendonly no)
-    port=$(free_port)
-    valgrind --tool=callgrind --callgrind-out-file="$work/cg.%p" \
-        "$bin" --port "$port" --bind 127.0.0.1 --loglevel warning "${extra[@]}" \
-        >"$work/$i.log" 2>&1 &
-    pid=$!
-    pids+=("$pid")
-    for _ in $(seq 1 120); do
-        redis-cli -p "$port" ping >/dev/null 2>&1 && break
-        sleep 0.5
-    done
+    callgrind_start "$bin" "$work/$i.log"
     echo "$bin: loading 100,000 profiles and a list of 1,000..." >&2
     redis-cli -p "$port" --pipe <"$work/profiles.resp" >/dev/null
     redis-cli -p "$port" --pipe <"$work/recent.resp" >/dev/null
-    for p in 1 16; do
-        for t in "${tests[@]}"; do
-            title=${t%%|*}
-            read -r -a cmd <<<"${t#*|}"
-            callgrind_control -d before "$pid" >/dev/null 2>&1
-            redis-benchmark -p "$port" -n "$requests" -c 10 -r 100000 -P "$p" "${cmd[@]}" >/dev/null
-            callgrind_control -d after "$pid" >/dev/null 2>&1
-            sleep 0.3
-            ir["$i|$title -P $p"]=$(last_dump "$pid")
-        done
-    done
-    redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
-    wait "$pid" 2>/dev/null || true
+    count_rows "$i"
+    callgrind_stop
 done
 
 last=$((${#bins[@]} - 1))

@@ -1,10 +1,11 @@
 # Shared by the benchmark scripts (source it; it sets `root`, `rostrum_bin`,
 # `rostrum_args`, `work` and `pids`, and defines `free_port`, `wait_ready`,
-# `cpu_seconds`, `start_both`, `info_field`, `load_and_measure`, `measure`,
-# `run_rows`, `print_rows` and `gen_profiles`): checks the Redis tools,
-# builds or takes the Rostrum binary ($ROSTRUM_BIN), takes extra server
-# arguments from $ROSTRUM_ARGS (e.g. "--config worker-threads=1"), makes a
-# work folder, and on exit stops every process in `pids` and removes it.
+# `cpu_seconds`, `launch`, `launch_ready`, `start_both`, `settle`,
+# `info_field`, `load_and_measure`, `measure`, `run_rows`, `print_rows`,
+# `gen_profiles` and `gen_list`): checks the Redis tools, builds or takes
+# the Rostrum binary ($ROSTRUM_BIN), takes extra server arguments from
+# $ROSTRUM_ARGS (e.g. "--config worker-threads=1"), makes a work folder,
+# and on exit stops every process in `pids` and removes it.
 root=$(cd "$(dirname "$0")/.." && pwd)
 for tool in redis-server redis-benchmark redis-cli awk; do
     command -v "$tool" >/dev/null || { echo "error: $tool is not in PATH" >&2; exit 1; }
@@ -70,25 +71,59 @@ wait_ready() {
     return 1
 }
 
+# launch SIDE DIR LOG ARGS... -> srv_port, srv_pid: redis-server (SIDE
+# redis) or Rostrum (SIDE rostrum, with $rostrum_args last) on a free
+# loopback port, in folder DIR, logging to LOG, with ARGS after the port;
+# not waiting for it.
+launch() {
+    local side=$1 dir=$2 log=$3
+    shift 3
+    srv_port=$(free_port)
+    if [[ $side == redis ]]; then
+        redis-server --port "$srv_port" --bind 127.0.0.1 "$@" --dir "$dir" --daemonize no \
+            --logfile "$log" &
+    else
+        (cd "$dir" && exec "$rostrum_bin" --port "$srv_port" --bind 127.0.0.1 \
+            --loglevel warning "$@" "${rostrum_args[@]}") >"$log" 2>&1 &
+    fi
+    srv_pid=$!
+    pids+=("$srv_pid")
+}
+
+# launch_ready SIDE DIR LOG ARGS...: as `launch`, then sets ${SIDE}_port and
+# ${SIDE}_pid; exits with its log when it does not answer PING.
+launch_ready() {
+    local side=$1 log=$3 name=rostrum
+    [[ $side == redis ]] && name=redis-server
+    launch "$@"
+    wait_ready "$srv_port" "$srv_pid" ||
+        { echo "error: $name did not start" >&2; cat "$log" >&2; exit 1; }
+    printf -v "${side}_port" '%s' "$srv_port"
+    printf -v "${side}_pid" '%s' "$srv_pid"
+}
+
 # Starts redis-server and Rostrum on free loopback ports, both in memory
 # (no AOF), logging into $work; sets redis_port, redis_pid, rostrum_port and
 # rostrum_pid. Exits with their log when either does not answer PING.
 start_both() {
-    redis_port=$(free_port)
-    redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
-        --daemonize no --dir "$work" --logfile "$work/redis.log" &
-    redis_pid=$!
-    pids+=("$redis_pid")
-    wait_ready "$redis_port" "$redis_pid" ||
-        { echo "error: redis-server did not start" >&2; cat "$work/redis.log" >&2; exit 1; }
+    launch_ready redis "$work" "$work/redis.log" --save '' --appendonly no
+    launch_ready rostrum "$work" "$work/rostrum.log"
+}
 
-    rostrum_port=$(free_port)
-    (cd "$work" && exec "$rostrum_bin" --port "$rostrum_port" --bind 127.0.0.1 --loglevel warning \
-        "${rostrum_args[@]}") >"$work/rostrum.log" 2>&1 &
-    rostrum_pid=$!
-    pids+=("$rostrum_pid")
-    wait_ready "$rostrum_port" "$rostrum_pid" ||
-        { echo "error: rostrum did not start" >&2; cat "$work/rostrum.log" >&2; exit 1; }
+# Waits until the server on $1 has no snapshot running (BGSAVE or AOF
+# rewrite), at most 10 minutes (a 10M-member rewrite on a loaded machine).
+settle() {
+    for _ in $(seq 1 3000); do
+        local info
+        info=$(redis-cli -p "$1" INFO persistence | tr -d '\r')
+        if grep -q '^rdb_bgsave_in_progress:0' <<<"$info" &&
+            grep -q '^aof_rewrite_in_progress:0' <<<"$info"; then
+            return 0
+        fi
+        sleep 0.2
+    done
+    echo "error: a snapshot still runs on port $1 after 10 minutes" >&2
+    return 1
 }
 
 # One INFO memory field of the server on port $1.
@@ -187,6 +222,20 @@ gen_profiles() {
             printf "*22\r\n$4\r\nHSET\r\n$%d\r\n%s\r\n", length(k), k
             for (i = 1; i <= 10; i++)
                 printf "$%d\r\n%s\r\n$%d\r\n%s\r\n", length(f[i]), f[i], length(v[i] ""), v[i]
+        }
+    }'
+}
+
+# RESP for RPUSHes of $2 elements (`item:<n>`, 1,000 a command) to list $1.
+gen_list() {
+    awk -v key="$1" -v n="$2" 'BEGIN {
+        for (first = 0; first < n; first += 1000) {
+            c = (n - first < 1000) ? n - first : 1000
+            printf "*%d\r\n$5\r\nRPUSH\r\n$%d\r\n%s\r\n", 2 + c, length(key), key
+            for (i = first; i < first + c; i++) {
+                e = "item:" i
+                printf "$%d\r\n%s\r\n", length(e), e
+            }
         }
     }'
 }

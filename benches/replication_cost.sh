@@ -27,22 +27,13 @@ while getopts "n:N:h" opt; do
         *) sed -n '2,12p' "$0"; exit 2 ;;
     esac
 done
-for tool in valgrind callgrind_control; do
-    command -v "$tool" >/dev/null || { echo "error: $tool is not in PATH" >&2; exit 1; }
-done
 ROSTRUM_BIN=${bins[0]}
 # shellcheck source=benches/lib.sh
 source "$(dirname "$0")/lib.sh"
+# shellcheck source=benches/callgrind_lib.sh
+source "$(dirname "$0")/callgrind_lib.sh"
 
-awk 'BEGIN {
-    for (k = 0; k < 1000; k++) {
-        printf "*202\r\n$4\r\nZADD\r\n$5\r\nboard\r\n"
-        for (i = 0; i < 100; i++) {
-            id = k * 100 + i; m = sprintf("m:%012d", id); s = (id * 7919) % 1000003
-            printf "$%d\r\n%d\r\n$%d\r\n%s\r\n", length(s ""), s, length(m), m
-        }
-    }
-}' >"$work/board"
+gen_board >"$work/board"
 
 tests=("ZADD|ZADD board __rand_int__ m:__rand_int__" "ZINCRBY|ZINCRBY board 1 m:__rand_int__")
 
@@ -95,12 +86,6 @@ bench() { # port pipeline n command...
         tail -1 | awk -F'"' '{print $4}'
 }
 
-last_dump() {
-    local f
-    f=$(ls -t "$work"/cg."$1".* | head -1)
-    awk '/^(summary|totals):/ { print $2; exit }' "$f"
-}
-
 kinds=(redis "${bins[@]}")
 declare -A ir cpu rate
 k=0
@@ -122,11 +107,8 @@ for bin in "${kinds[@]}"; do
         for p in 1 16; do
             for t in "${tests[@]}"; do
                 read -r -a cmd <<<"${t#*|}"
-                callgrind_control -d before "$primary_pid" >/dev/null 2>&1
-                bench "$primary" "$p" "$requests" "${cmd[@]}" >/dev/null
-                callgrind_control -d after "$primary_pid" >/dev/null 2>&1
-                sleep 0.3
-                ir[$k,$n,${t%%|*},$p]=$(last_dump "$primary_pid")
+                count_instructions "$primary_pid" bench "$primary" "$p" "$requests" "${cmd[@]}"
+                ir[$k,$n,${t%%|*},$p]=$instructions
             done
         done
     done

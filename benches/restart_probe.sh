@@ -53,21 +53,11 @@ read -r -a formats <<<"${FORMATS:-rdb aof}"
 
 # Starts server $1 (redis|rostrum) in folder $2 with persistence format $3;
 # sets srv_port and srv_pid (not waiting for it).
-launch() {
-    local side=$1 dir=$2 format=$3 aof=no
-    [[ $format == aof ]] && aof=yes
-    srv_port=$(free_port)
-    if [[ $side == redis ]]; then
-        redis-server --port "$srv_port" --bind 127.0.0.1 --save '' --appendonly "$aof" \
-            --aof-use-rdb-preamble yes --appendfsync everysec --dir "$dir" \
-            --daemonize no --logfile "$dir/server.log" &
-    else
-        (cd "$dir" && exec "$rostrum_bin" --port "$srv_port" --bind 127.0.0.1 \
-            --loglevel warning --save '' --appendonly "$aof" --aof-use-rdb-preamble yes \
-            --appendfsync everysec "${rostrum_args[@]}") >"$dir/server.log" 2>&1 &
-    fi
-    srv_pid=$!
-    pids+=("$srv_pid")
+start_format() {
+    local aof=no
+    [[ $3 == aof ]] && aof=yes
+    launch "$1" "$2" "$2/server.log" --save '' --appendonly "$aof" \
+        --aof-use-rdb-preamble yes --appendfsync everysec
 }
 
 # Milliseconds until the server on $1 (process $2) answers PING with PONG
@@ -92,21 +82,6 @@ stop() {
     wait "$1" 2>/dev/null || true
 }
 
-# Waits until the server on $1 has no snapshot running.
-settle() {
-    for _ in $(seq 1 3000); do
-        local info
-        info=$(redis-cli -p "$1" INFO persistence | tr -d '\r')
-        if grep -q '^rdb_bgsave_in_progress:0' <<<"$info" &&
-            grep -q '^aof_rewrite_in_progress:0' <<<"$info"; then
-            return 0
-        fi
-        sleep 0.2
-    done
-    echo "error: a snapshot still runs on port $1 after 10 minutes" >&2
-    return 1
-}
-
 # The size of a server's files in folder $1, MB.
 files_mb() {
     du -sk --exclude=server.log "$1" | awk '{ printf "%.1f", $1 / 1024 }'
@@ -124,7 +99,7 @@ for n in "${sizes[@]}"; do
         if [[ $side == redis && $type != "${types[0]}" ]]; then continue; fi
         dir="$work/$side-$n-$format-$t"
         mkdir -p "$dir"
-        launch "$side" "$dir" "$format"
+        start_format "$side" "$dir" "$format"
         wait_ready "$srv_port" "$srv_pid" ||
             { echo "error: $side did not start" >&2; cat "$dir/server.log" >&2; exit 1; }
         [[ -f "$work/load-$n-$t" ]] || gen_load "$n" "$t" >"$work/load-$n-$t"
@@ -139,7 +114,7 @@ for n in "${sizes[@]}"; do
         sync
         mb=$(files_mb "$dir")
         t0=$(date +%s%N)
-        launch "$side" "$dir" "$format"
+        start_format "$side" "$dir" "$format"
         ms=$(time_to_pong "$srv_port" "$srv_pid" "$t0")
         if [[ $t == board ]]; then
             after=$(redis-cli -p "$srv_port" LB.COUNT board 2>/dev/null || echo "?")

@@ -40,39 +40,12 @@ read -r -a types <<<"${TYPES:-zset}"
 read -r -a ops <<<"${OPS:-BGSAVE BGREWRITEAOF}"
 
 start_servers() {
-    mkdir -p "$work/redis" "$work/rostrum"
-    redis_port=$(free_port)
-    redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly yes \
-        --appendfsync everysec --dir "$work/redis" --daemonize no \
-        --logfile "$work/redis.log" &
-    redis_pid=$!
-    pids+=("$redis_pid")
-    wait_ready "$redis_port" "$redis_pid" ||
-        { echo "error: redis-server did not start" >&2; cat "$work/redis.log" >&2; exit 1; }
-    rostrum_port=$(free_port)
-    (cd "$work/rostrum" && exec "$rostrum_bin" --port "$rostrum_port" --bind 127.0.0.1 \
-        --loglevel warning --save '' --appendonly yes --appendfsync everysec \
-        "${rostrum_args[@]}") >"$work/rostrum.log" 2>&1 &
-    rostrum_pid=$!
-    pids+=("$rostrum_pid")
-    wait_ready "$rostrum_port" "$rostrum_pid" ||
-        { echo "error: rostrum did not start" >&2; cat "$work/rostrum.log" >&2; exit 1; }
-}
-
-# Waits until the server on $1 has no snapshot running.
-settle() {
-    # Up to 10 minutes (a 10M-member rewrite on a loaded machine).
-    for _ in $(seq 1 3000); do
-        local info
-        info=$(redis-cli -p "$1" INFO persistence | tr -d '\r')
-        if grep -q '^rdb_bgsave_in_progress:0' <<<"$info" &&
-            grep -q '^aof_rewrite_in_progress:0' <<<"$info"; then
-            return 0
-        fi
-        sleep 0.2
+    local side
+    for side in redis rostrum; do
+        mkdir -p "$work/$side"
+        launch_ready "$side" "$work/$side" "$work/$side.log" \
+            --save '' --appendonly yes --appendfsync everysec
     done
-    echo "error: a snapshot still runs on port $1 after 10 minutes" >&2
-    return 1
 }
 
 start_servers

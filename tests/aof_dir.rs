@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::redis_server::{redis_installed, RedisServer};
 use common::{free_port, temp_dir, wait_ready};
 
 /// A temporary directory removed at the end of the test.
@@ -28,50 +29,35 @@ impl Drop for Dir {
     }
 }
 
-fn have_redis() -> bool {
-    let ok = Command::new("redis-server")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none_or(|v| v.is_empty()),
-            "redis-server is not installed"
-        );
-        eprintln!("redis-server not installed: skipped");
-    }
-    ok
-}
-
 /// A server process (ours or redis-server) on a folder; killed on drop.
-struct Proc {
-    child: Child,
-    port: u16,
+enum Proc {
+    Ours { child: Child, port: u16 },
+    Redis(RedisServer),
 }
 
 impl Proc {
     fn start(redis: bool, dir: &Path, extra: &[&str]) -> Proc {
+        let mut args = vec!["--save", "", "--dir"];
+        args.push(dir.to_str().expect("temp dir path is UTF-8"));
+        args.extend(["--appendonly", "yes", "--appendfsync", "always"]);
+        args.extend_from_slice(extra);
+        if redis {
+            let r = RedisServer::start_with(Some(dir), None, &args);
+            return Proc::Redis(r.expect("redis-server is not installed"));
+        }
         for _ in 0..5 {
             let port = free_port();
-            let bin = if redis {
-                PathBuf::from("redis-server")
-            } else {
-                common::server_binary()
-            };
-            let mut cmd = Command::new(bin);
-            cmd.args(["--port", &port.to_string(), "--save", "", "--dir"])
-                .arg(dir)
-                .args(["--appendonly", "yes", "--appendfsync", "always"])
-                .args(extra)
+            let mut child = Command::new(common::server_binary())
+                .args(["--port", &port.to_string()])
+                .args(&args)
                 .current_dir(dir)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
-                .stderr(Stdio::null());
-            let mut child = cmd.spawn().expect("spawn");
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn");
             if wait_ready(port, &mut child) {
-                return Proc { child, port };
+                return Proc::Ours { child, port };
             }
             let _ = child.kill();
             let _ = child.wait();
@@ -80,15 +66,24 @@ impl Proc {
     }
 
     fn conn(&self) -> redis::Connection {
-        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
+        let port = match self {
+            Proc::Ours { port, .. } => *port,
+            Proc::Redis(r) => r.port,
+        };
+        redis::Client::open(format!("redis://127.0.0.1:{port}/"))
             .expect("client")
             .get_connection_with_timeout(Duration::from_secs(5))
             .expect("connect")
     }
 
     fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        match self {
+            Proc::Ours { child, .. } => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            Proc::Redis(r) => r.kill(),
+        }
     }
 }
 
@@ -343,7 +338,7 @@ fn cross_with(from_redis: bool, preamble: &str, streams: bool, extra: &[&str]) -
 
 #[test]
 fn redis_server_appendonlydir_loads_into_rostrum() {
-    if !have_redis() {
+    if !redis_installed() {
         return;
     }
     for (preamble, streams) in [("yes", true), ("no", true)] {
@@ -355,7 +350,7 @@ fn redis_server_appendonlydir_loads_into_rostrum() {
 
 #[test]
 fn rostrum_appendonlydir_loads_into_redis_server() {
-    if !have_redis() {
+    if !redis_installed() {
         return;
     }
     for (preamble, streams) in [("yes", true), ("no", true)] {
@@ -370,7 +365,7 @@ fn rostrum_appendonlydir_loads_into_redis_server() {
 /// into the other.
 #[test]
 fn timestamped_appendonlydirs_load_both_ways() {
-    if !have_redis() {
+    if !redis_installed() {
         return;
     }
     let ts = ["--aof-timestamp-enabled", "yes"];
@@ -474,7 +469,7 @@ fn a_single_appendonly_aof_is_upgraded() {
     let p = Proc::start(false, &d.0, &[]);
     same(&dump(&mut p.conn()), &want, "restart");
     drop(p);
-    if have_redis() {
+    if redis_installed() {
         let r = Dir::new("aofdir-upgrade-redis");
         copy_aof_dir(&d.0, &r.0);
         let p = Proc::start(true, &r.0, &[]);
@@ -483,7 +478,7 @@ fn a_single_appendonly_aof_is_upgraded() {
 
     // An old-style file with an RDB preamble (redis-server 7.0's base
     // followed by commands, as Redis before 7 wrote it).
-    if !have_redis() {
+    if !redis_installed() {
         return;
     }
     let src = Dir::new("aofdir-preamble-src");

@@ -7,10 +7,10 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, info, q, temp_dir, TestServer};
+use common::redis_server::RedisServer;
+use common::{info, q, TestServer};
 
 /// Sends one command and returns the raw reply (one line or a whole
 /// simple reply, read until it stops coming).
@@ -34,42 +34,15 @@ fn raw(port: u16, args: &[&str]) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
-/// A redis-server 7.0 with `extra` arguments, killed (by PID) on drop.
-struct Redis {
-    child: Child,
-    port: u16,
-}
-
-impl Redis {
-    fn start(extra: &[&str]) -> Redis {
-        let dir = temp_dir("debug-redis");
-        let port = free_port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .args(extra)
-            .current_dir(&dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server");
-        let mut r = Redis { child, port };
-        assert!(common::wait_ready(port, &mut r.child), "redis-server start");
-        r
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A redis-server 7.0 with `extra` arguments in a folder of its own,
+/// killed (by PID) on drop.
+fn redis(extra: &[&str]) -> RedisServer {
+    RedisServer::start_in_temp("debug-redis", extra)
 }
 
 #[test]
 fn refused_by_default_with_redis_line() {
-    let r = Redis::start(&[]);
+    let r = redis(&[]);
     let s = TestServer::start(&[]);
     for args in [
         &["DEBUG", "HELP"][..],
@@ -261,7 +234,7 @@ fn raw3(port: u16, args: &[&str]) -> Vec<u8> {
 
 #[test]
 fn protocol_push_is_redis_push_then_reply() {
-    let r = Redis::start(&["--enable-debug-command", "yes"]);
+    let r = redis(&["--enable-debug-command", "yes"]);
     let s = debug_server();
     for args in [
         &["DEBUG", "PROTOCOL", "push"][..],

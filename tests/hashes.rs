@@ -10,6 +10,7 @@ use std::net::TcpStream;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use common::redis_server::{redis_installed, RedisServer};
 use common::{read_at_least, temp_dir, TestServer};
 use redis::Connection;
 
@@ -387,18 +388,7 @@ fn hashes_survive_an_aof_restart_and_a_rewrite() {
 /// without redis-server, failed under `CI`).
 #[test]
 fn redis_server_loads_our_hash_aof() {
-    let installed = std::process::Command::new("redis-server")
-        .arg("--version")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok();
-    if !installed {
-        assert!(
-            std::env::var_os("CI").is_none_or(|v| v.is_empty()),
-            "redis-server is not installed"
-        );
-        eprintln!("redis-server not installed: skipped");
+    if !redis_installed() {
         return;
     }
     for rewrite in [false, true] {
@@ -421,36 +411,14 @@ fn redis_server_loads_our_hash_aof() {
         drop(c);
         srv.terminate();
 
-        let port = common::free_port();
-        let mut child = std::process::Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--save",
-                "",
-                "--appendonly",
-                "yes",
-            ])
-            .args(["--appendfilename", "appendonly.aof", "--dir"])
-            .arg(&dir.0)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("redis-server");
-        let ready = common::wait_ready(port, &mut child);
-        let got = std::panic::catch_unwind(|| {
-            assert!(ready, "redis-server did not start on our AOF");
-            let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-                .expect("client")
-                .get_connection_with_timeout(Duration::from_secs(5))
-                .expect("connect");
-            (all(&mut c, "p"), all(&mut c, "big"))
-        });
-        let _ = child.kill();
-        let _ = child.wait();
-        match got {
-            Ok(got) => assert_eq!(got, want, "rewrite: {rewrite}"),
-            Err(p) => std::panic::resume_unwind(p),
-        }
+        let redis = RedisServer::start_with(
+            Some(&dir.0),
+            None,
+            &["--appendonly", "yes", "--appendfilename", "appendonly.aof"],
+        )
+        .expect("redis-server is not installed");
+        let mut c = redis.conn();
+        let got = (all(&mut c, "p"), all(&mut c, "big"));
+        assert_eq!(got, want, "rewrite: {rewrite}");
     }
 }

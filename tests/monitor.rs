@@ -6,10 +6,11 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, wait_ready, TestServer};
+use common::redis_server::RedisServer;
+use common::TestServer;
 
 /// A command as a RESP multibulk.
 fn resp(args: &[&[u8]]) -> Vec<u8> {
@@ -152,45 +153,6 @@ fn monitored_lines(port: u16) -> Vec<String> {
         c.run(cmd);
     }
     (0..EXPECTED.len()).map(|_| mask(&mon.line())).collect()
-}
-
-/// A redis-server on a free port, stopped on drop; None where it is not
-/// installed.
-struct RedisServer {
-    child: Child,
-    port: u16,
-}
-
-impl RedisServer {
-    fn start() -> Option<RedisServer> {
-        let port = free_port();
-        let mut child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
-        if !wait_ready(port, &mut child) {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        Some(RedisServer { child, port })
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[test]

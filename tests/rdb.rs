@@ -12,10 +12,11 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, temp_dir, wait_ready, TestServer};
+use common::redis_server::RedisServer;
+use common::{free_port, temp_dir, TestServer};
 
 /// Whether redis-server and redis-check-rdb can run; under `CI` they must.
 fn have_redis() -> bool {
@@ -37,45 +38,9 @@ fn have_redis() -> bool {
     ok
 }
 
-/// A redis-server in `dir`, killed on drop.
-struct Redis {
-    child: Child,
-    port: u16,
-}
-
-impl Redis {
-    fn start(dir: &Path, extra: &[&str]) -> Option<Redis> {
-        let port = free_port();
-        let mut child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--save", "", "--dir"])
-            .arg(dir)
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server");
-        if wait_ready(port, &mut child) {
-            Some(Redis { child, port })
-        } else {
-            let _ = child.kill();
-            let _ = child.wait();
-            None
-        }
-    }
-
-    fn conn(&self) -> redis::Connection {
-        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
-            .expect("client")
-            .get_connection_with_timeout(Duration::from_secs(5))
-            .expect("connect")
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A redis-server in `dir` (loading what it finds there), killed on drop.
+fn redis_in(dir: &Path, extra: &[&str]) -> Option<RedisServer> {
+    RedisServer::start_with(Some(dir), None, extra)
 }
 
 /// Encoding limits: Redis's defaults, or low ones so every collection
@@ -334,7 +299,7 @@ fn redis_dump_rdb_loads_into_rostrum() {
     }
     for limits in [&[][..], LOW] {
         let rdir = temp_dir("rdb-from-redis");
-        let redis = Redis::start(&rdir, limits).expect("redis-server starts");
+        let redis = redis_in(&rdir, limits).expect("redis-server starts");
         let mut rc = redis.conn();
         populate(&mut rc);
         let expected = contents(&mut rc);
@@ -391,7 +356,7 @@ fn rostrum_rdb_passes_redis_check_rdb_and_loads_into_redis() {
         drop(c);
         let rdir = take_dump(node, "rdb-ours-redis");
         check_rdb(&rdir.join("dump.rdb"));
-        let redis = Redis::start(&rdir, limits).expect("redis-server loads Rostrum's file");
+        let redis = redis_in(&rdir, limits).expect("redis-server loads Rostrum's file");
         let mut rc = redis.conn();
         assert_eq!(contents(&mut rc), expected, "limits {limits:?}");
         let r: String = redis::cmd("FCALL")
@@ -415,7 +380,7 @@ fn dump_restore_both_ways() {
         return;
     }
     let rdir = temp_dir("rdb-dump-redis");
-    let redis = Redis::start(&rdir, &[]).expect("redis-server");
+    let redis = redis_in(&rdir, &[]).expect("redis-server");
     let mut rc = redis.conn();
     let node = TestServer::start(&[]);
     let mut c = node.conn();
@@ -763,7 +728,7 @@ fn migrate_both_ways_with_copy_replace_auth_and_keys() {
         return;
     }
     let rdir = temp_dir("rdb-migrate");
-    let redis = Redis::start(&rdir, &["--requirepass", "pw"]).expect("redis-server");
+    let redis = redis_in(&rdir, &["--requirepass", "pw"]).expect("redis-server");
     let mut rc = redis::Client::open(format!("redis://:pw@127.0.0.1:{}/", redis.port))
         .expect("client")
         .get_connection_with_timeout(Duration::from_secs(5))

@@ -12,57 +12,10 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, wait_ready, TestServer};
-
-/// A redis-server on a free port, killed on drop.
-struct RedisServer {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts redis-server if it is installed (a notice, or under CI a
-/// failure, if not).
-fn redis_server() -> Option<RedisServer> {
-    for _ in 0..5 {
-        let port = free_port();
-        let spawned = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn();
-        let Ok(mut child) = spawned else {
-            if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
-                panic!("redis-server is not in PATH (CI is set, so this is a failure)");
-            }
-            println!("skipping the comparison: redis-server is not in PATH");
-            return None;
-        };
-        if wait_ready(port, &mut child) {
-            return Some(RedisServer { child, port });
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    panic!("redis-server did not start");
-}
+use common::redis_server::RedisServer;
+use common::TestServer;
 
 /// The end of the RESP2/RESP3 frame starting at `i`, if it is complete.
 fn frame_end(b: &[u8], i: usize) -> Option<usize> {
@@ -214,7 +167,7 @@ impl Transcript {
 fn compare(scenario: fn(u16) -> Transcript) -> String {
     let srv = TestServer::start(&[]);
     let ours = String::from_utf8_lossy(&scenario(srv.port).text).into_owned();
-    if let Some(redis) = redis_server() {
+    if let Some(redis) = RedisServer::start() {
         let theirs = String::from_utf8_lossy(&scenario(redis.port).text).into_owned();
         assert_eq!(ours, theirs, "Rostrum (left) and redis-server (right)");
     }
@@ -654,7 +607,7 @@ fn table_limit(port: u16) -> (Vec<u8>, String, String) {
 fn table_limit_evicts_keys_with_their_invalidations() {
     let srv = TestServer::start(&[]);
     let mut all = vec![table_limit(srv.port)];
-    if let Some(redis) = redis_server() {
+    if let Some(redis) = RedisServer::start() {
         all.push(table_limit(redis.port));
     }
     for (r, keys, clients) in all {

@@ -99,6 +99,13 @@ impl RedisServer {
         self.dir.as_deref().unwrap_or(Path::new("."))
     }
 
+    /// Stops it now with SIGKILL (by its PID) and waits for it, keeping
+    /// its folder (a test may start another server on the same files).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// A client connection to it.
     pub fn conn(&self) -> redis::Connection {
         redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
@@ -110,8 +117,7 @@ impl RedisServer {
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
         if self.owns_dir {
             if let Some(d) = &self.dir {
                 let _ = std::fs::remove_dir_all(d);
