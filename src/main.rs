@@ -154,8 +154,9 @@ fn build_config(config_file: Option<&str>, directives: &str) -> Result<Config, S
 /// The `worker-threads` parameter. 0 (the default) means one per core but
 /// one, and at least one: the core left over runs the kernel's network
 /// stack, the AOF writer and, often, clients on the same host. Measured on
-/// 2 cores, a second worker costs more in cross-thread hand-offs and lock
-/// contention on a hot board (ZADD, scripts) than it gains.
+/// 2 cores, a second worker costs more in the runtime's cross-thread
+/// park/unpark hand-offs than it gains (the shard locks themselves never
+/// park there).
 fn worker_threads(config: &Config) -> usize {
     match config.worker_threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1)),
