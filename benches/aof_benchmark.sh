@@ -5,7 +5,14 @@
 # always (same policy for both servers in each row). Then each server is
 # restarted on the AOF it wrote and the start-up load rate is printed.
 #
-# Usage: benches/aof_benchmark.sh [-m MEMBERS] [-n REQUESTS] [-c CLIENTS]
+# With -s, instead: scripts and transactions under `appendonly yes`
+# (everysec), one EVAL of N ZADDs and one MULTI/EXEC of N queued ZADDs
+# (redis-cli --pipe) for N = 10,000, 50,000, 100,000 and 200,000: the
+# wall-clock seconds and the server's CPU seconds of each, redis-server and
+# Rostrum side by side, and their ratio (Rostrum's time over Redis's; the
+# effects are logged as one MULTI/EXEC block, in time linear in N).
+#
+# Usage: benches/aof_benchmark.sh [-m MEMBERS] [-n REQUESTS] [-c CLIENTS] [-s]
 #   defaults: -m 1000000 -n 200000 -c 50
 # Environment: ROSTRUM_BIN (a built binary), ROSTRUM_ARGS (extra server
 # arguments), as in benches/lib.sh.
@@ -14,12 +21,14 @@ set -euo pipefail
 members=1000000
 requests=200000
 clients=50
-while getopts "m:n:c:h" opt; do
+scripts=no
+while getopts "m:n:c:sh" opt; do
     case "$opt" in
         m) members=$OPTARG ;;
         n) requests=$OPTARG ;;
         c) clients=$OPTARG ;;
-        *) sed -n '2,11p' "$0"; exit 2 ;;
+        s) scripts=yes ;;
+        *) sed -n '2,18p' "$0"; exit 2 ;;
     esac
 done
 
@@ -37,7 +46,7 @@ wait_loaded() {
 }
 
 # The board, as ZADDs of 1,000 members (`m:<12-digit id>`, integer scores).
-awk -v n="$members" '
+[[ "$scripts" == yes ]] || awk -v n="$members" '
     BEGIN {
         for (first = 0; first < n; first += 1000) {
             count = (n - first < 1000) ? n - first : 1000
@@ -72,6 +81,54 @@ rps() { # port pipeline
     redis-benchmark -p "$1" -c "$clients" -n "$requests" -r "$members" -P "$2" --csv \
         ZINCRBY board 1 m:__rand_int__ 2>/dev/null | tail -1 | awk -F'"' '{print $4}'
 }
+
+# -s: one EVAL and one MULTI/EXEC of N writes each under the AOF.
+if [[ "$scripts" == yes ]]; then
+    # seconds_of CMD...: wall-clock seconds of a command.
+    seconds_of() {
+        local t0 t1
+        t0=$(date +%s.%N)
+        "$@" >/dev/null
+        t1=$(date +%s.%N)
+        echo "$t1 - $t0" | bc -l
+    }
+    printf '%-24s %9s %9s %7s %11s %11s %7s\n' "appendonly yes" "redis s" "rostrum s" \
+        "ratio" "redis cpu" "rostrum cpu" "ratio"
+    for n in 10000 50000 100000 200000; do
+        awk -v n="$n" 'BEGIN {
+            printf "*1\r\n$5\r\nMULTI\r\n"
+            for (i = 0; i < n; i++) {
+                m = "m" i
+                printf "*4\r\n$4\r\nZADD\r\n$5\r\nmulti\r\n$%d\r\n%d\r\n$%d\r\n%s\r\n",
+                    length(i ""), i, length(m), m
+            }
+            printf "*1\r\n$4\r\nEXEC\r\n"
+        }' > "$work/multi-$n"
+        script="for i = 1, $n do redis.call('zadd', 'script', i, 'm' .. i) end return 1"
+        for what in EVAL MULTI; do
+            declare -A wall=() cpu=()
+            for name in redis rostrum; do
+                dir="$work/$name-$what-$n"
+                start "$name" everysec "$dir"
+                pid=${pids[-1]}
+                c0=$(cpu_seconds "$pid")
+                if [[ "$what" == EVAL ]]; then
+                    wall[$name]=$(seconds_of redis-cli -p "$port" EVAL "$script" 0)
+                else
+                    wall[$name]=$(seconds_of redis-cli -p "$port" --pipe < "$work/multi-$n")
+                fi
+                cpu[$name]=$(echo "$(cpu_seconds "$pid") - $c0" | bc -l)
+                stop "$port"
+                rm -rf "$dir"
+            done
+            printf '%-24s %9.2f %9.2f %7.2f %11.2f %11.2f %7.2f\n' "$what of $n ZADD" \
+                "${wall[redis]}" "${wall[rostrum]}" "$(echo "${wall[rostrum]} / ${wall[redis]}" | bc -l)" \
+                "${cpu[redis]}" "${cpu[rostrum]}" \
+                "$(echo "${cpu[rostrum]} / (${cpu[redis]} + 0.001)" | bc -l)"
+        done
+    done
+    exit 0
+fi
 
 printf '%-22s %12s %12s %7s\n' "ZINCRBY, appendfsync" "redis rps" "rostrum rps" "ratio"
 for policy in off no everysec always; do

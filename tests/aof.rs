@@ -1127,3 +1127,63 @@ fn pipelined_zadd_runs_are_all_logged() {
     let mut c = node.conn();
     assert_eq!((dump(&mut c, "board"), dump(&mut c, "fresh")), before);
 }
+
+/// One EVAL of 100,000 ZADDs and one MULTI/EXEC of 100,000 queued ZADDs
+/// under `appendonly yes` (each logged as one MULTI/EXEC block, in time
+/// linear in its writes): redis-check-aof accepts the file, and a restart
+/// replays it to the same data.
+#[test]
+fn large_script_and_transaction_replay_equal() {
+    let dir = Dir::new("aof-large-tx");
+    let mut node = Node::start(&dir.0, &["--enable-debug-command", "yes"]);
+    let mut c = node.conn();
+    let n = 100_000;
+    let r: i64 = redis::cmd("EVAL")
+        .arg(
+            "for i = 1, tonumber(ARGV[1]) do \
+             redis.call('zadd', KEYS[1], i, 'm' .. i) end return 1",
+        )
+        .arg(1)
+        .arg("script-board")
+        .arg(n)
+        .query(&mut c)
+        .expect("EVAL");
+    assert_eq!(r, 1);
+    let mut p = redis::pipe();
+    p.atomic();
+    for i in 0..n {
+        p.cmd("ZADD")
+            .arg("multi-board")
+            .arg(i)
+            .arg(format!("m{i}"))
+            .ignore();
+    }
+    let _: () = p.query(&mut c).expect("MULTI/EXEC");
+    let state = |c: &mut redis::Connection| -> (String, i64, i64, Vec<String>) {
+        let digest: String = redis::cmd("DEBUG").arg("DIGEST").query(c).expect("digest");
+        let card = |c: &mut redis::Connection, k: &str| -> i64 {
+            redis::cmd("ZCARD").arg(k).query(c).expect("ZCARD")
+        };
+        let top: Vec<String> = redis::cmd("ZREVRANGE")
+            .arg("multi-board")
+            .arg(0)
+            .arg(2)
+            .query(c)
+            .expect("ZREVRANGE");
+        (digest, card(c, "script-board"), card(c, "multi-board"), top)
+    };
+    let before = state(&mut c);
+    assert_eq!((before.1, before.2), (n as i64, n as i64));
+    node.stop();
+    if have("redis-check-aof") {
+        let out = Command::new("redis-check-aof")
+            .arg(dir.manifest())
+            .output()
+            .expect("redis-check-aof");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && text.contains("valid"), "{text}");
+    }
+    let node = Node::start(&dir.0, &["--enable-debug-command", "yes"]);
+    let mut c = node.conn();
+    assert_eq!(state(&mut c), before);
+}

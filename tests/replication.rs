@@ -1021,3 +1021,202 @@ fn rdb_del_sync_files_removes_the_sync_rdb_when_persistence_is_off() {
         );
     }
 }
+
+/// A bare replica on a raw connection: it asks `PSYNC ? -1`, skips the
+/// RDB, and reads the commands of the replication stream after it.
+struct StreamReader {
+    s: std::net::TcpStream,
+    buf: Vec<u8>,
+}
+
+impl StreamReader {
+    fn attach(port: u16) -> StreamReader {
+        use std::io::Write;
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(b"*3\r\n$5\r\nPSYNC\r\n$1\r\n?\r\n$2\r\n-1\r\n")
+            .unwrap();
+        let mut r = StreamReader { s, buf: Vec::new() };
+        // Newlines keep the link alive while the RDB is made.
+        let mut line = r.line();
+        while line.is_empty() {
+            line = r.line();
+        }
+        assert!(line.starts_with("+FULLRESYNC"), "{line}");
+        let mut header = r.line();
+        while header.is_empty() {
+            header = r.line();
+        }
+        if let Some(mark) = header.strip_prefix("$EOF:") {
+            let mark = mark.as_bytes().to_vec();
+            loop {
+                if let Some(at) = r.buf.windows(mark.len()).position(|w| w == mark) {
+                    r.buf.drain(..at + mark.len());
+                    break;
+                }
+                r.fill();
+            }
+        } else {
+            let len: usize = header[1..].parse().expect("RDB length");
+            r.take(len);
+        }
+        r
+    }
+
+    fn fill(&mut self) {
+        use std::io::Read;
+        let mut chunk = [0u8; 65536];
+        let n = self.s.read(&mut chunk).expect("replication stream");
+        assert!(n > 0, "the primary closed the link");
+        self.buf.extend_from_slice(&chunk[..n]);
+    }
+
+    fn line(&mut self) -> String {
+        loop {
+            if let Some(at) = self.buf.iter().position(|&b| b == b'\n') {
+                let l: Vec<u8> = self.buf.drain(..=at).collect();
+                return String::from_utf8_lossy(&l).trim_end().to_string();
+            }
+            self.fill();
+        }
+    }
+
+    fn take(&mut self, n: usize) -> Vec<u8> {
+        while self.buf.len() < n {
+            self.fill();
+        }
+        self.buf.drain(..n).collect()
+    }
+
+    /// The next command of the stream, PINGs and REPLCONFs left out.
+    fn command(&mut self) -> Vec<String> {
+        loop {
+            let head = self.line();
+            if head.is_empty() {
+                continue;
+            }
+            let n: usize = head[1..].parse().expect("array length");
+            let mut cmd = Vec::with_capacity(n);
+            for _ in 0..n {
+                let len: usize = self.line()[1..].parse().expect("bulk length");
+                let arg = self.take(len + 2);
+                cmd.push(String::from_utf8_lossy(&arg[..len]).to_string());
+            }
+            let name = cmd
+                .first()
+                .map(|s| s.to_ascii_uppercase())
+                .unwrap_or_default();
+            if name != "PING" && name != "REPLCONF" {
+                return cmd;
+            }
+        }
+    }
+
+    /// The commands up to and including `SET end <mark>`.
+    fn until_end(&mut self, mark: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        loop {
+            let c = self.command();
+            let text = c.join(" ");
+            out.push(text.clone());
+            if text.eq_ignore_ascii_case(&format!("SET end {mark}")) {
+                return out;
+            }
+        }
+    }
+}
+
+/// What a primary on `port` sends its replicas for PUBLISH inside
+/// MULTI/EXEC and inside scripts, one case after another.
+fn publish_in_transactions_stream(port: u16) -> Vec<Vec<String>> {
+    let mut c = conn(port);
+    let mut stream = StreamReader::attach(port);
+    let mut cases = Vec::new();
+    let mut run = |c: &mut redis::Connection, i: usize, cmds: &[&[&str]]| {
+        for args in cmds {
+            let _: redis::Value = common::cmd(args).query(c).expect("command");
+        }
+        let _: () = redis::cmd("SET").arg("end").arg(i).query(c).unwrap();
+        cases.push(stream.until_end(&i.to_string()));
+    };
+    let multi = |inner: &[&'static [&'static str]]| {
+        let mut v: Vec<&[&str]> = vec![&["MULTI"]];
+        v.extend_from_slice(inner);
+        v.push(&["EXEC"]);
+        v
+    };
+    run(
+        &mut c,
+        1,
+        &multi(&[
+            &["SET", "a", "1"],
+            &["PUBLISH", "ch", "m1"],
+            &["SET", "b", "2"],
+        ]),
+    );
+    // One write and a PUBLISH: still a transaction for replicas.
+    run(
+        &mut c,
+        2,
+        &multi(&[&["PUBLISH", "ch", "m2"], &["INCR", "a"]]),
+    );
+    // Only PUBLISH.
+    run(&mut c, 3, &multi(&[&["PUBLISH", "ch", "m3"]]));
+    run(
+        &mut c,
+        4,
+        &[&[
+            "EVAL",
+            "redis.call('set', KEYS[1], 'x'); redis.call('publish', 'ch', 'm4'); \
+             redis.call('set', KEYS[2], 'y')",
+            "2",
+            "s1",
+            "s2",
+        ]],
+    );
+    run(
+        &mut c,
+        5,
+        &[&["EVAL", "redis.call('publish', 'ch', 'm5')", "0"]],
+    );
+    // Another database inside the transaction.
+    run(
+        &mut c,
+        6,
+        &multi(&[
+            &["SELECT", "2"],
+            &["PUBLISH", "ch", "m6"],
+            &["SET", "c", "3"],
+            &["SELECT", "0"],
+        ]),
+    );
+    cases
+}
+
+/// A PUBLISH run by EXEC or a script reaches replicas inside the
+/// MULTI/EXEC of the transaction, in order with its writes, as
+/// redis-server 7.0 sends it (the same commands, case by case).
+#[test]
+fn publish_inside_transactions_is_replicated_in_order() {
+    let (ours, theirs) = (rostrum(&[]), redis());
+    let want = publish_in_transactions_stream(theirs.port);
+    let got = publish_in_transactions_stream(ours.port);
+    assert_eq!(got, want);
+    // And in order: MULTI, SET a, PUBLISH, SET b, EXEC.
+    let first: Vec<&str> = got[0]
+        .iter()
+        .map(String::as_str)
+        .filter(|c| !c.starts_with("SELECT"))
+        .collect();
+    assert_eq!(
+        first,
+        [
+            "MULTI",
+            "SET a 1",
+            "PUBLISH ch m1",
+            "SET b 2",
+            "EXEC",
+            "SET end 1"
+        ]
+    );
+}

@@ -11,7 +11,6 @@ use super::args::text;
 use super::table::{flags::*, CommandSpec, Handler, KeySpec};
 use super::Ctx;
 use crate::error::{CmdError, CmdResult};
-use crate::state::journal;
 use crate::state::pubsub::{Kind, Own};
 
 const fn ps(
@@ -332,7 +331,12 @@ fn publish_to(ctx: &mut Ctx, a: &[&[u8]], kind: Kind) -> CmdResult {
     let mut own = Own { id, resp3, out };
     let n = ctx.server.pubsub.publish(kind, a[1], a[2], &mut own);
     ctx.out.int(n as i64);
-    journal::feed_repl_command(&ctx.server.aof, ctx.keys.db, a);
+    // To replicas (not the AOF), as Redis 7.0 propagates it: in order with
+    // the writes around it, inside EXEC's or a script's MULTI/EXEC.
+    if ctx.server.aof.backlog.emitting() {
+        ctx.keys
+            .propagate_to_replicas(a.iter().map(|x| x.to_vec()).collect());
+    }
     Ok(())
 }
 

@@ -30,8 +30,9 @@ pub struct Keys<'a> {
     pub track_ready: bool,
     /// What to write to the AOF instead of the command itself, when the
     /// command's effect is not deterministic from its arguments (SPOP writes
-    /// the SREM of what it popped). `None`: the command as received.
-    pub propagate: Option<Vec<Vec<Vec<u8>>>>,
+    /// the SREM of what it popped), and what EXEC's and a script's commands
+    /// logged. `None`: the command as received.
+    pub propagate: Option<Propagation>,
     /// Keys changed, for client-side caching's invalidations; `None` while
     /// no client tracks keys.
     pub tracked: Option<Vec<Bytes>>,
@@ -52,6 +53,84 @@ pub struct Keys<'a> {
     pub touch: bool,
 }
 
+/// The commands a command logs instead of itself (see [`Keys::propagate`]):
+/// `SELECT n` entries mark database changes; some go to the replication
+/// stream only.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Propagation {
+    /// The commands in order, each one argument list, name first.
+    pub cmds: Vec<Vec<Vec<u8>>>,
+    /// Indices in `cmds`, ascending, of those for replicas only (PUBLISH).
+    pub repl_only: Vec<usize>,
+    /// The database the last `SELECT` entry selects, kept as entries are
+    /// pushed so that adding one is O(1) however long the list (a script
+    /// of 100,000 writes).
+    last_db: Option<usize>,
+}
+
+/// The database a `SELECT n` command selects; `None` for other commands.
+pub fn select_target(cmd: &[Vec<u8>]) -> Option<usize> {
+    match cmd {
+        [name, db] if name.eq_ignore_ascii_case(b"select") => {
+            crate::protocol::parse_i64(db).and_then(|n| usize::try_from(n).ok())
+        }
+        _ => None,
+    }
+}
+
+impl Propagation {
+    /// A list of these commands (all for the AOF and the replicas).
+    pub fn from_cmds(cmds: Vec<Vec<Vec<u8>>>) -> Self {
+        let last_db = cmds.iter().rev().find_map(|c| select_target(c));
+        Propagation {
+            cmds,
+            repl_only: Vec::new(),
+            last_db,
+        }
+    }
+
+    /// Appends a command (a `SELECT n` marks a database change).
+    pub fn push(&mut self, command: Vec<Vec<u8>>) {
+        if let Some(d) = select_target(&command) {
+            self.last_db = Some(d);
+        }
+        self.cmds.push(command);
+    }
+
+    /// Appends a command for the replication stream only.
+    pub fn push_repl_only(&mut self, command: Vec<Vec<u8>>) {
+        self.repl_only.push(self.cmds.len());
+        self.push(command);
+    }
+
+    /// Appends `SELECT db` unless the last database selected is `db`.
+    pub fn select(&mut self, db: usize) {
+        if self.last_db != Some(db) {
+            self.push(vec![b"SELECT".to_vec(), db.to_string().into_bytes()]);
+        }
+    }
+
+    /// Appends another list's commands (`only_repl`: only its commands for
+    /// the replication stream, with the SELECTs that place them).
+    pub fn append(&mut self, other: Propagation, only_repl: bool) {
+        let mut repl = other.repl_only.iter().copied().peekable();
+        for (i, c) in other.cmds.into_iter().enumerate() {
+            if repl.next_if_eq(&i).is_some() {
+                self.push_repl_only(c);
+            } else if let Some(d) = select_target(&c) {
+                self.select(d);
+            } else if !only_repl {
+                self.push(c);
+            }
+        }
+    }
+
+    /// Whether any command goes to the replication stream only.
+    pub fn has_repl_only(&self) -> bool {
+        !self.repl_only.is_empty()
+    }
+}
+
 fn not_locked() -> CmdError {
     CmdError::err("internal error: key outside the command's locked shards")
 }
@@ -60,7 +139,18 @@ impl<'a> Keys<'a> {
     /// Replaces what the AOF records for this command by `commands` (each
     /// one argument list, name first). Several calls accumulate.
     pub fn propagate_as(&mut self, command: Vec<Vec<u8>>) {
-        self.propagate.get_or_insert_with(Vec::new).push(command);
+        self.propagate
+            .get_or_insert_with(Propagation::default)
+            .push(command);
+    }
+
+    /// Adds `command` to the replication stream only (not the AOF), in
+    /// order with what this command logs: PUBLISH, as Redis propagates it
+    /// (inside EXEC's or a script's MULTI/EXEC when run by them).
+    pub fn propagate_to_replicas(&mut self, command: Vec<Vec<u8>>) {
+        self.propagate
+            .get_or_insert_with(Propagation::default)
+            .push_repl_only(command);
     }
 
     /// The part of database `db` that holds `key`, for reading.

@@ -219,7 +219,7 @@ impl Backlog {
     pub(crate) fn emit(&self, db: usize, expired: &[(usize, Bytes)], group: &Group<'_>) {
         let mut b = self.inner.lock();
         let before = b.stream.buf.len();
-        encode::emit(&mut b.stream, db, expired, group);
+        encode::emit(&mut b.stream, db, expired, group, encode::Target::Replicas);
         let n = (b.stream.buf.len() - before) as u64;
         if n == 0 {
             return;

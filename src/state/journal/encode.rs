@@ -7,6 +7,7 @@ use bytes::Bytes;
 
 use super::Stream;
 use crate::protocol::{parse_i64, write_bulk_frame};
+use crate::state::keys::{select_target, Propagation};
 
 /// Appends one command as a RESP array of bulk strings.
 pub fn write_command<'a>(out: &mut Vec<u8>, args: impl ExactSizeIterator<Item = &'a [u8]>) {
@@ -20,16 +21,6 @@ pub fn write_select(out: &mut Vec<u8>, db: usize) {
     write_command(out, [&b"SELECT"[..], n].into_iter());
 }
 
-/// The database a `SELECT n` command selects; `None` for other commands.
-pub fn select_target(cmd: &[Vec<u8>]) -> Option<usize> {
-    match cmd {
-        [name, db] if name.eq_ignore_ascii_case(b"select") => {
-            parse_i64(db).and_then(|n| usize::try_from(n).ok())
-        }
-        _ => None,
-    }
-}
-
 /// What one dispatched command logs.
 pub enum Group<'a> {
     /// Only the DELs of keys that expired.
@@ -37,8 +28,17 @@ pub enum Group<'a> {
     /// The command as received.
     One(&'a [&'a [u8]]),
     /// Commands replacing it (EXEC's, a script's, or a handler's
-    /// `propagate_as`); `SELECT` entries mark database changes.
-    Many(&'a [Vec<Vec<u8>>]),
+    /// `propagate_as`); `SELECT` entries mark database changes. Those for
+    /// replicas only (PUBLISH) are left out of the AOF's streams.
+    Many(&'a Propagation),
+}
+
+/// Which stream [`emit`] writes: the AOF's (the file, the rewrite's) or
+/// the replication stream, which also gets the commands for replicas only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Aof,
+    Replicas,
 }
 
 fn select_if(s: &mut Stream, db: usize) {
@@ -66,8 +66,17 @@ pub fn write_time_annotation(out: &mut Vec<u8>, unix_s: u64) {
 }
 
 /// Appends a dispatched command's log to `s`: a DEL per expired key, then
-/// the command(s), starting in database `db`.
-pub(crate) fn emit(s: &mut Stream, db: usize, expired: &[(usize, Bytes)], group: &Group<'_>) {
+/// the command(s), starting in database `db`. Several commands are
+/// wrapped in MULTI / EXEC (counting those `target` gets: a PUBLISH is
+/// inside the replicas' MULTI/EXEC, as Redis 7.0 propagates it, and not in
+/// the AOF).
+pub(crate) fn emit(
+    s: &mut Stream,
+    db: usize,
+    expired: &[(usize, Bytes)],
+    group: &Group<'_>,
+    target: Target,
+) {
     for (d, key) in expired {
         select_if(s, *d);
         write_command(&mut s.buf, [&b"DEL"[..], key.as_ref()].into_iter());
@@ -79,20 +88,36 @@ pub(crate) fn emit(s: &mut Stream, db: usize, expired: &[(usize, Bytes)], group:
             write_command(&mut s.buf, args.iter().copied());
         }
         Group::Many(list) => {
-            let commands = list.iter().filter(|c| select_target(c).is_none()).count();
-            let wrap = commands > 1;
-            let mut target = db;
+            let replicas = target == Target::Replicas;
+            let included = |i: usize, c: &[Vec<u8>]| {
+                select_target(c).is_none()
+                    && (replicas || list.repl_only.binary_search(&i).is_err())
+            };
+            // Stop counting at two: only whether to wrap matters.
+            let wrap = list
+                .cmds
+                .iter()
+                .enumerate()
+                .filter(|(i, c)| included(*i, c))
+                .nth(1)
+                .is_some();
+            let mut in_db = db;
             let mut opened = false;
-            for c in list.iter() {
+            let mut repl = list.repl_only.iter().copied().peekable();
+            for (i, c) in list.cmds.iter().enumerate() {
+                let repl_only = repl.next_if_eq(&i).is_some();
                 if let Some(d) = select_target(c) {
-                    target = d;
+                    in_db = d;
+                    continue;
+                }
+                if repl_only && !replicas {
                     continue;
                 }
                 if opened {
                     // Inside MULTI a SELECT is queued like the commands.
-                    select_if(s, target);
+                    select_if(s, in_db);
                 } else {
-                    select_if(s, target);
+                    select_if(s, in_db);
                     if wrap {
                         write_command(&mut s.buf, [&b"MULTI"[..]].into_iter());
                         opened = true;
@@ -104,6 +129,20 @@ pub(crate) fn emit(s: &mut Stream, db: usize, expired: &[(usize, Bytes)], group:
                 write_command(&mut s.buf, [&b"EXEC"[..]].into_iter());
             }
         }
+    }
+}
+
+/// [`translate`] of an owned command, replacing it when it has a
+/// deterministic form (most commands are looked at by their first letter
+/// only).
+pub fn translate_in_place(cmd: &mut Vec<Vec<u8>>, now_ms: u64) {
+    let first = cmd.first().and_then(|n| n.first()).copied().unwrap_or(0);
+    if !matches!(first.to_ascii_lowercase(), b'e' | b'p' | b's' | b'g') {
+        return;
+    }
+    let args: Vec<&[u8]> = cmd.iter().map(|a| a.as_slice()).collect();
+    if let Some(t) = translate(&args, now_ms) {
+        *cmd = t;
     }
 }
 
@@ -274,8 +313,8 @@ mod tests {
     fn emit_selects_and_wraps() {
         let mut s = Stream::default();
         let set: Vec<&[u8]> = vec![b"SET", b"a", b"1"];
-        emit(&mut s, 0, &[], &Group::One(&set));
-        emit(&mut s, 0, &[], &Group::One(&set));
+        emit(&mut s, 0, &[], &Group::One(&set), Target::Aof);
+        emit(&mut s, 0, &[], &Group::One(&set), Target::Aof);
         assert_eq!(
             s.buf,
             b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n"
@@ -291,11 +330,13 @@ mod tests {
             vec![b"SELECT".to_vec(), b"2".to_vec()],
             vec![b"DEL".to_vec(), b"b".to_vec()],
         ];
+        let many = Propagation::from_cmds(list.clone());
         emit(
             &mut s,
             5,
             &[(3, Bytes::from_static(b"x"))],
-            &Group::Many(&list),
+            &Group::Many(&many),
+            Target::Aof,
         );
         let text = String::from_utf8(s.buf).unwrap().replace("\r\n", " ");
         assert_eq!(
@@ -306,8 +347,41 @@ mod tests {
         assert_eq!(s.db, Some(2));
         // One command is not wrapped.
         let mut s = Stream::default();
-        emit(&mut s, 1, &[], &Group::Many(&list[..2]));
+        let one = Propagation::from_cmds(list[..2].to_vec());
+        emit(&mut s, 1, &[], &Group::Many(&one), Target::Aof);
         let text = String::from_utf8(s.buf).unwrap().replace("\r\n", " ");
         assert_eq!(text, "*2 $6 SELECT $1 0 *3 $3 SET $1 a $1 1 ");
+    }
+
+    #[test]
+    fn publish_goes_to_replicas_inside_their_multi() {
+        let mut p = Propagation::default();
+        p.select(0);
+        p.push(vec![b"SET".to_vec(), b"a".to_vec(), b"1".to_vec()]);
+        p.push_repl_only(vec![b"PUBLISH".to_vec(), b"ch".to_vec(), b"m".to_vec()]);
+        fn text(p: &Propagation, target: Target) -> String {
+            let mut s = Stream::default();
+            emit(&mut s, 0, &[], &Group::Many(p), target);
+            String::from_utf8(s.buf).unwrap().replace("\r\n", " ")
+        }
+        // The AOF gets the one write, unwrapped, as before.
+        assert_eq!(
+            text(&p, Target::Aof),
+            "*2 $6 SELECT $1 0 *3 $3 SET $1 a $1 1 "
+        );
+        assert_eq!(
+            text(&p, Target::Replicas),
+            "*2 $6 SELECT $1 0 *1 $5 MULTI *3 $3 SET $1 a $1 1 \
+             *3 $7 PUBLISH $2 ch $1 m *1 $4 EXEC "
+        );
+        // Only a PUBLISH: nothing in the AOF, the PUBLISH alone to replicas.
+        let mut q = Propagation::default();
+        q.append(p.clone(), true);
+        assert_eq!(q.cmds.len(), 2);
+        assert_eq!(text(&q, Target::Aof), "");
+        assert_eq!(
+            text(&q, Target::Replicas),
+            "*2 $6 SELECT $1 0 *3 $7 PUBLISH $2 ch $1 m "
+        );
     }
 }

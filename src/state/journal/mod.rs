@@ -40,8 +40,9 @@ use tokio::sync::watch;
 
 use super::clock::unix_ms;
 use super::config::Config;
-use super::keys::Keys;
+use super::keys::{Keys, Propagation};
 use crate::engine::keyspace::Locked;
+use encode::Target;
 
 /// `aof_state`: no file is written.
 const OFF: u8 = 0;
@@ -596,7 +597,7 @@ pub fn rdb_saved(aof: &Aof, dirty_at_start: u64) {
 /// What the dispatcher saves before running a command, to collect the
 /// commands a transaction or script runs (see [`nested_end`]).
 pub struct Nested {
-    outer: Option<Vec<Vec<Vec<u8>>>>,
+    outer: Option<Propagation>,
     dirty: u64,
     db: usize,
 }
@@ -612,24 +613,22 @@ pub fn nested_begin(keys: &mut Keys<'_>) -> Nested {
 
 /// After a command run by EXEC or a script: when it changed data, what it
 /// logs (itself, or what it asked to propagate) is added to the enclosing
-/// command's list, after a SELECT when its database differs. The list then
-/// replaces EXEC in the AOF, wrapped in MULTI/EXEC when it holds several.
+/// command's list, after a SELECT when its database differs; what it sends
+/// to replicas only (PUBLISH) is added whether or not it changed data. The
+/// list then replaces EXEC in the AOF, wrapped in MULTI/EXEC when it holds
+/// several. Each call costs the same however long the list already is.
 pub fn nested_end(aof: &Aof, keys: &mut Keys<'_>, saved: Nested, args: &[&[u8]]) {
     let own = std::mem::replace(&mut keys.propagate, saved.outer);
-    if keys.dirty == saved.dirty || !aof.feeding() {
+    let wrote = keys.dirty != saved.dirty;
+    let to_replicas = own.as_ref().is_some_and(Propagation::has_repl_only);
+    if !(wrote || to_replicas) || !aof.feeding() {
         return;
     }
     let now = keys.now_ms;
-    let list = keys.propagate.get_or_insert_with(Vec::new);
-    let last_db = list
-        .iter()
-        .rev()
-        .find_map(|c| encode::select_target(c.as_slice()));
-    if last_db != Some(saved.db) {
-        list.push(vec![b"SELECT".to_vec(), saved.db.to_string().into_bytes()]);
-    }
+    let list = keys.propagate.get_or_insert_with(Propagation::default);
+    list.select(saved.db);
     match own {
-        Some(cmds) => list.extend(cmds),
+        Some(cmds) => list.append(cmds, !wrote),
         None => {
             let c = encode::translate(args, now)
                 .unwrap_or_else(|| args.iter().map(|a| a.to_vec()).collect());
@@ -667,7 +666,11 @@ pub fn feed(aof: &Aof, keys: &mut Keys<'_>, db: usize, args: &[&[u8]]) -> u64 {
     if let Some(t) = &mut keys.tracked {
         t.extend(expired.iter().map(|(_, k)| k.clone()));
     }
-    if keys.dirty == 0 && expired.is_empty() {
+    let to_replicas = keys
+        .propagate
+        .as_ref()
+        .is_some_and(Propagation::has_repl_only);
+    if keys.dirty == 0 && expired.is_empty() && !to_replicas {
         return 0;
     }
     if keys.dirty > 0 {
@@ -679,45 +682,53 @@ pub fn feed(aof: &Aof, keys: &mut Keys<'_>, db: usize, args: &[&[u8]]) -> u64 {
         return 0;
     }
     let now = keys.now_ms;
-    let own = keys.propagate.take();
-    let translated;
-    let group = if keys.dirty == 0 {
-        encode::Group::Nothing
-    } else if let Some(list) = &own {
-        translated = list
-            .iter()
-            .map(|c| {
-                let a: Vec<&[u8]> = c.iter().map(|x| x.as_slice()).collect();
-                encode::translate(&a, now).unwrap_or_else(|| c.clone())
-            })
-            .collect::<Vec<_>>();
-        encode::Group::Many(&translated)
-    } else {
-        match encode::translate(args, now) {
-            Some(t) => {
-                translated = vec![t];
-                encode::Group::Many(&translated)
+    let mut own = keys.propagate.take();
+    if keys.dirty > 0 {
+        if let Some(list) = &mut own {
+            for c in &mut list.cmds {
+                encode::translate_in_place(c, now);
             }
-            None => encode::Group::One(args),
         }
+    }
+    let translated;
+    let (group, repl_group) = match &own {
+        // Nothing changed: only what goes to replicas (PUBLISH), if any.
+        _ if keys.dirty == 0 => match &own {
+            Some(list) if to_replicas => (encode::Group::Nothing, encode::Group::Many(list)),
+            _ => (encode::Group::Nothing, encode::Group::Nothing),
+        },
+        Some(list) => (encode::Group::Many(list), encode::Group::Many(list)),
+        None => match encode::translate(args, now) {
+            Some(t) => {
+                translated = Propagation::from_cmds(vec![t]);
+                (
+                    encode::Group::Many(&translated),
+                    encode::Group::Many(&translated),
+                )
+            }
+            None => (encode::Group::One(args), encode::Group::One(args)),
+        },
     };
+    let to_aof = keys.dirty > 0 || !expired.is_empty();
     let mut f = aof.feed.lock();
     let mut wait = 0;
-    if aof.state() == ON {
+    if to_aof && aof.state() == ON {
         let before = f.main.buf.len();
         if aof.timestamps() {
             encode::annotate_time(&mut f.main, now / 1000);
         }
-        encode::emit(&mut f.main, db, &expired, &group);
+        encode::emit(&mut f.main, db, &expired, &group, Target::Aof);
         let n = (f.main.buf.len() - before) as u64;
         f.fed += n;
         wait = f.fed;
     }
-    if let Some(rw) = f.rewrite.as_mut() {
-        encode::emit(rw, db, &expired, &group);
+    if to_aof {
+        if let Some(rw) = f.rewrite.as_mut() {
+            encode::emit(rw, db, &expired, &group, Target::Aof);
+        }
     }
     if aof.backlog.emitting() {
-        aof.backlog.emit(db, &expired, &group);
+        aof.backlog.emit(db, &expired, &repl_group);
     }
     drop(f);
     if wait > 0 && aof.fsync() == Fsync::Always {
@@ -748,11 +759,17 @@ pub fn feed_expired(aof: &Aof, db: usize, keys: Vec<Bytes>) {
         if aof.timestamps() {
             encode::annotate_time(&mut f.main, crate::state::clock::unix_ms() / 1000);
         }
-        encode::emit(&mut f.main, db, &expired, &encode::Group::Nothing);
+        encode::emit(
+            &mut f.main,
+            db,
+            &expired,
+            &encode::Group::Nothing,
+            Target::Aof,
+        );
         f.fed += (f.main.buf.len() - before) as u64;
     }
     if let Some(rw) = f.rewrite.as_mut() {
-        encode::emit(rw, db, &expired, &encode::Group::Nothing);
+        encode::emit(rw, db, &expired, &encode::Group::Nothing, Target::Aof);
     }
     if aof.backlog.emitting() {
         aof.backlog.emit(db, &expired, &encode::Group::Nothing);
@@ -767,18 +784,6 @@ pub fn feed_expired(aof: &Aof, db: usize, keys: Vec<Bytes>) {
 pub fn feed_repl_raw(aof: &Aof, bytes: &[u8]) {
     let _f = aof.feed.lock();
     aof.backlog.append_raw(bytes);
-}
-
-/// PUBLISH / SPUBLISH on a primary: into the replication stream only (not
-/// the AOF), as Redis 7.0 propagates them, so that clients subscribed on
-/// its replicas receive what is published here. (Inside EXEC or a script
-/// it goes ahead of their MULTI/EXEC block, where Redis puts it inside.)
-pub fn feed_repl_command(aof: &Aof, db: usize, args: &[&[u8]]) {
-    if !aof.backlog.emitting() {
-        return;
-    }
-    let _f = aof.feed.lock();
-    aof.backlog.emit(db, &[], &encode::Group::One(args));
 }
 
 /// A primary: writes go into the backlog (created if needed) from now on.
