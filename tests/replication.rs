@@ -776,6 +776,7 @@ fn replica_hides_expired_keys_and_wait_counts_own_write() {
             .success());
     };
     stop("-STOP");
+    wait_stopped(&pid);
     let _: () = redis::cmd("SET").arg("b").arg(2).query(&mut pc).unwrap();
     let n: i64 = redis::cmd("WAIT").arg(1).arg(200).query(&mut pc).unwrap();
     let m: i64 = redis::cmd("WAIT")
@@ -788,6 +789,28 @@ fn replica_hides_expired_keys_and_wait_counts_own_write() {
     let n: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut pc).unwrap();
     assert_eq!(n, 1);
     r.kill();
+}
+
+/// Waits until every thread of process `pid` has taken a SIGSTOP (state
+/// `T` in /proc): `kill` returns once the signal is queued, and a thread
+/// running on another core can still read and acknowledge a write for a
+/// moment after that.
+fn wait_stopped(pid: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+        let all = tasks.flatten().all(|t| {
+            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+            // The state follows the command name in parentheses.
+            stat.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('T') || rest.starts_with('t'))
+        });
+        if all {
+            return;
+        }
+        assert!(Instant::now() < deadline, "process {pid} did not stop");
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// A diskless full sync goes to the sockets without `dir`/`dbfilename`
