@@ -492,3 +492,99 @@ fn scenario_three_board_from_a_consumer_group_with_a_crash() {
     }
     assert_eq!(rebuilt, want);
 }
+
+/// Waits until `replica`'s link is up and its offset is the primary's.
+fn wait_synced(primary: &mut Connection, replica: &mut Connection) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let p = common::info(primary, "replication");
+        let r = common::info(replica, "replication");
+        let up = r.get("master_link_status").map(String::as_str) == Some("up");
+        if up && p.get("master_repl_offset") == r.get("slave_repl_offset") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "not in sync: {p:?} {r:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A Rostrum replica of `primary_port` started in `dir` (from the RDB
+/// there, if any, keeping its primary's id and offset).
+fn replica_in(dir: PathBuf, primary_port: u16) -> TestServer {
+    let conf = dir.join("replica.conf");
+    std::fs::write(
+        &conf,
+        format!("replicaof 127.0.0.1 {primary_port}\nsave \"\"\n"),
+    )
+    .expect("write replica.conf");
+    let conf = conf.to_str().expect("utf-8 path").to_string();
+    TestServer::start_in(dir, &[&conf])
+}
+
+/// Group reads, claims and acks reach a replica as the commands that
+/// reproduce them (the XCLAIMs and XGROUP SETIDs built only while
+/// something records them): with the replica connected, and through the
+/// backlog while it is down (a partial resync), with no AOF on the primary.
+#[test]
+fn stream_groups_reach_a_replica_live_and_through_the_backlog() {
+    let p = TestServer::start(&["--save", ""]);
+    let mut pc = p.conn();
+    let mut r = replica_in(temp_dir("streams-replica"), p.port);
+    let mut rc = r.conn();
+    wait_synced(&mut pc, &mut rc);
+    fill(&mut pc);
+    wait_synced(&mut pc, &mut rc);
+    let keys = ["log", "empty", "gone"];
+    for k in keys {
+        assert_eq!(full(&mut rc, k), full(&mut pc, k), "{k} on the replica");
+    }
+    // The replica goes down; the primary's writes wait in its backlog.
+    let _: String = q(&mut rc, &["SAVE"]);
+    drop(rc);
+    r.terminate();
+    let _: String = q(&mut pc, &["XADD", "log", "*", "late", "1"]);
+    let _: Value = q(
+        &mut pc,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g1",
+            "dave",
+            "COUNT",
+            "4",
+            "STREAMS",
+            "log",
+            ">",
+        ],
+    );
+    let _: Value = q(
+        &mut pc,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g1",
+            "bob",
+            "COUNT",
+            "2",
+            "STREAMS",
+            "log",
+            "0",
+        ],
+    );
+    let _: Value = q(
+        &mut pc,
+        &["XREADGROUP", "GROUP", "g2", "erin", "STREAMS", "log", ">"],
+    );
+    let before = common::info(&mut pc, "stats");
+    let dir = temp_dir("streams-replica");
+    std::fs::copy(r.dir.join("dump.rdb"), dir.join("dump.rdb")).expect("copy dump.rdb");
+    drop(r);
+    let r = replica_in(dir, p.port);
+    let mut rc = r.conn();
+    wait_synced(&mut pc, &mut rc);
+    let after = common::info(&mut pc, "stats");
+    assert_eq!(after["sync_full"], before["sync_full"], "{after:?}");
+    for k in keys {
+        assert_eq!(full(&mut rc, k), full(&mut pc, k), "{k} after the resync");
+    }
+}

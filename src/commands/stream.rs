@@ -431,26 +431,89 @@ type Entries = Vec<(StreamId, Vec<Vec<u8>>)>;
 
 /// An id as a bulk string, `ms-seq` (written without allocating).
 fn id_bulk(out: &mut Reply, id: StreamId) {
+    push_id(&mut out.buf, id);
+}
+
+/// [`id_bulk`] into a reply's bytes: `$n`, `ms-seq`, with one growth check.
+fn push_id(buf: &mut Vec<u8>, id: StreamId) {
     let mut ms = itoa::Buffer::new();
     let mut seq = itoa::Buffer::new();
     let ms = ms.format(id.ms).as_bytes();
     let seq = seq.format(id.seq).as_bytes();
-    let mut text = [0u8; 41];
-    let n = ms.len() + 1 + seq.len();
-    text[..ms.len()].copy_from_slice(ms);
-    text[ms.len()] = b'-';
-    text[ms.len() + 1..n].copy_from_slice(seq);
-    out.bulk(&text[..n]);
+    buf.reserve(ms.len() + seq.len() + 9);
+    push_header(buf, b'$', ms.len() + 1 + seq.len());
+    buf.extend_from_slice(ms);
+    buf.push(b'-');
+    buf.extend_from_slice(seq);
+    buf.extend_from_slice(b"\r\n");
 }
 
-/// One entry: `[id, [field, value, ...]]`.
+/// One entry: `[id, [field, value, ...]]`, written with one growth check
+/// for the whole entry (an XRANGE COUNT 100 reply is 800 elements).
 fn write_entry(out: &mut Reply, id: StreamId, fields: &[&[u8]]) {
-    out.array(2);
-    id_bulk(out, id);
-    out.array(fields.len());
+    let buf = &mut out.buf;
+    // Each header is at most 24 bytes with its CRLF; an id at most 41.
+    let size: usize = fields.iter().map(|f| f.len() + 26).sum::<usize>() + 3 * 26 + 41;
+    buf.reserve(size);
+    buf.extend_from_slice(b"*2\r\n");
+    push_id(buf, id);
+    push_header(buf, b'*', fields.len());
     for f in fields {
-        out.bulk(f);
+        push_header(buf, b'$', f.len());
+        buf.extend_from_slice(f);
+        buf.extend_from_slice(b"\r\n");
     }
+}
+
+/// A RESP header line (`$5\r\n`, `*6\r\n`): short ones as one fixed-size
+/// store, as `Reply` writes them.
+fn push_header(buf: &mut Vec<u8>, prefix: u8, n: usize) {
+    if n < 10 {
+        buf.extend_from_slice(&[prefix, b'0' + n as u8, b'\r', b'\n']);
+    } else if n < 100 {
+        buf.extend_from_slice(&[
+            prefix,
+            b'0' + (n / 10) as u8,
+            b'0' + (n % 10) as u8,
+            b'\r',
+            b'\n',
+        ]);
+    } else {
+        let mut ib = itoa::Buffer::new();
+        buf.push(prefix);
+        buf.extend_from_slice(ib.format(n).as_bytes());
+        buf.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Entries between `start` and `end` (up to `count`) written as they are
+/// decoded, with no list of them in between: the array's header, whose
+/// length is known only at the end, is put in front of them then.
+fn write_range(
+    out: &mut Reply,
+    s: &Stream,
+    start: StreamId,
+    end: StreamId,
+    rev: bool,
+    count: Option<usize>,
+) {
+    let at = out.buf.len();
+    let mut n = 0usize;
+    if count != Some(0) {
+        s.for_each_entry(start, end, rev, |e| {
+            write_entry(out, e.id, &e.fields);
+            n += 1;
+            count.is_none_or(|c| n < c)
+        });
+    }
+    let mut ib = itoa::Buffer::new();
+    let digits = ib.format(n).as_bytes();
+    let mut head = [0u8; 24];
+    let len = digits.len() + 3;
+    head[0] = b'*';
+    head[1..len - 2].copy_from_slice(digits);
+    head[len - 2..len].copy_from_slice(b"\r\n");
+    out.buf.splice(at..at, head[..len].iter().copied());
 }
 
 /// `entries` (borrowed from the stream) as an array of entries.
@@ -488,6 +551,16 @@ fn subcommand_syntax(command: &str, sub: &[u8]) -> CmdError {
 
 fn bytes_of(n: impl ToString) -> Vec<u8> {
     n.to_string().into_bytes()
+}
+
+/// Whether this command's changes are recorded (the AOF on or being
+/// rewritten, or a replication backlog: `journal::feeding`): when not, the
+/// commands that would reproduce them (XADD's id, XREADGROUP's XCLAIMs)
+/// are not built, as the journal would drop them unread. (A backlog
+/// started by a first replica between this check and the feed gets the
+/// command as received, ahead of the snapshot that replica loads.)
+fn logging(ctx: &Ctx) -> bool {
+    crate::state::journal::feeding(&ctx.server.aof)
 }
 
 /// The AOF form of a delivery or claim: Redis's propagated XCLAIM.
@@ -648,17 +721,50 @@ fn xadd(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         }
     }
     let now = stream_now(ctx);
-    let existed = write_stream(&mut ctx.keys, key)?.is_some();
-    if !existed {
-        if t.nomkstream {
+    // The key is looked up once: a new stream is filled, then stored.
+    let added = match write_stream(&mut ctx.keys, key)? {
+        Some(s) => add_entry(s, &t, fields, now),
+        None if t.nomkstream => {
             ctx.out.null();
             return Ok(());
         }
-        ctx.keys.set(key, Value::Stream(Box::default()), false)?;
-    }
-    let Some(s) = write_stream(&mut ctx.keys, key)? else {
-        return Err(CmdError::err("internal error: stream vanished"));
+        None => {
+            let mut s = Box::<Stream>::default();
+            let added = add_entry(&mut s, &t, fields, now);
+            // A stream XADD created stays whatever the add did (Redis
+            // creates it first, too).
+            ctx.keys.set(key, Value::Stream(s), false)?;
+            added
+        }
     };
+    let (id, trimmed, len) = added?;
+    ctx.keys.modified(key)?;
+    ctx.keys.notify(Class::STREAM, "xadd", key);
+    if logging(ctx) {
+        let mut logged: Vec<Vec<u8>> = Vec::with_capacity(3 + fields.len());
+        logged.extend([b"XADD".to_vec(), key.to_vec(), id.to_bytes()]);
+        logged.extend(fields.iter().map(|f| f.to_vec()));
+        ctx.keys.propagate_as(logged);
+        if trimmed > 0 {
+            ctx.keys.propagate_as(exact_trim_command(key, len));
+        }
+    }
+    if trimmed > 0 {
+        ctx.keys.notify(Class::STREAM, "xtrim", key);
+    }
+    id_bulk(ctx.out, id);
+    Ok(())
+}
+
+/// XADD's work on the stream: the id (generated or checked against the
+/// stream's last), the append and the trim. Returns the id, the entries
+/// trimmed and the length left.
+fn add_entry(
+    s: &mut Stream,
+    t: &TrimArgs,
+    fields: &[&[u8]],
+    now: u64,
+) -> Result<(StreamId, u64, u64), CmdError> {
     let last = s.last_id;
     if last == StreamId::MAX {
         return Err(CmdError::err(
@@ -683,24 +789,11 @@ fn xadd(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
         None => last.next().ok_or_else(too_small)?,
     };
     if id <= last {
-        // A stream XADD just created stays (Redis creates it first, too).
         return Err(too_small());
     }
     s.append(id, fields);
-    let trimmed = apply_trim(s, &t);
-    let len = s.len();
-    ctx.keys.modified(key)?;
-    ctx.keys.notify(Class::STREAM, "xadd", key);
-    let mut logged: Vec<Vec<u8>> = Vec::with_capacity(3 + fields.len());
-    logged.extend([b"XADD".to_vec(), key.to_vec(), id.to_bytes()]);
-    logged.extend(fields.iter().map(|f| f.to_vec()));
-    ctx.keys.propagate_as(logged);
-    if trimmed > 0 {
-        ctx.keys.notify(Class::STREAM, "xtrim", key);
-        ctx.keys.propagate_as(exact_trim_command(key, len));
-    }
-    id_bulk(ctx.out, id);
-    Ok(())
+    let trimmed = apply_trim(s, t);
+    Ok((id, trimmed, s.len()))
 }
 
 /// A trim as the AOF records it: exact, to the length it left.
@@ -759,8 +852,7 @@ fn range_command(ctx: &mut Ctx, a: &[&[u8]], rev: bool) -> CmdResult {
         ctx.out.null_array();
         return Ok(());
     }
-    let entries = s.range_refs(start, end, rev, count);
-    write_entry_refs(ctx.out, &entries);
+    write_range(ctx.out, s, start, end, rev, count);
     Ok(())
 }
 
@@ -1113,12 +1205,17 @@ fn serve_group(
 ) -> Result<bool, CmdError> {
     let now = stream_now(ctx);
     let resp3 = ctx.out.resp3;
+    // The commands that reproduce the reads are built only when something
+    // records them (see `logging`); `changed` says whether the read changed
+    // the group either way.
+    let logging = logging(ctx);
+    let mut changed = false;
     let mut replies: Vec<(usize, Reply)> = Vec::new();
     let mut logged: Vec<Vec<Vec<u8>>> = Vec::new();
     let mut created = Vec::new();
     // New entries go to the group's clients in the order they blocked: not
     // to this one while an earlier one waits for them (it was woken too).
-    let mine: Vec<bool> = keys
+    let mine: SmallVec<[bool; 4]> = keys
         .iter()
         .map(|key| ctx.may_serve_in_group(key, Some(group)))
         .collect();
@@ -1126,7 +1223,11 @@ fn serve_group(
         let Some(s) = write_stream(&mut ctx.keys, key)? else {
             continue;
         };
-        let Some(mut g) = s.groups.remove(group) else {
+        // The groups are moved out while the stream's entries are read
+        // (put back below), so the group can change meanwhile.
+        let mut groups = std::mem::take(&mut s.groups);
+        let Some(g) = groups.get_mut(group) else {
+            s.groups = groups;
             continue;
         };
         // The consumer is created (and seen) only when the read is served
@@ -1138,7 +1239,10 @@ fn serve_group(
         if serve_now {
             if g.create_consumer(consumer, now) {
                 created.push(k);
-                logged.push(createconsumer_command(key, group, consumer));
+                changed = true;
+                if logging {
+                    logged.push(createconsumer_command(key, group, consumer));
+                }
             }
             if let Some(c) = g.consumers.get_mut(consumer) {
                 c.seen_time = now;
@@ -1148,18 +1252,15 @@ fn serve_group(
         let served = match from[k] {
             ReadFrom::After(after) => {
                 // History: this consumer's pending entries after `after`.
-                let ids: Vec<StreamId> = g
-                    .consumers
-                    .get(consumer)
-                    .map(|c| {
-                        c.pel
-                            .range(after.next().unwrap_or(StreamId::MAX)..)
-                            .filter(|id| after.next().is_some() && **id > after)
-                            .take(if count == 0 { usize::MAX } else { count })
-                            .copied()
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let ids: Vec<StreamId> = match (g.consumers.get(consumer), after.next()) {
+                    (Some(c), Some(first)) => c
+                        .pel
+                        .range(first..)
+                        .take(if count == 0 { usize::MAX } else { count })
+                        .copied()
+                        .collect(),
+                    _ => Vec::new(),
+                };
                 out.array(ids.len());
                 s.for_each_of(&ids, |id, entry| match entry {
                     Some(e) => write_entry(&mut out, id, &e.fields),
@@ -1173,8 +1274,11 @@ fn serve_group(
                     if let Some(p) = g.pel.get_mut(&id) {
                         p.delivery_time = now;
                         p.delivery_count += 1;
+                        changed = true;
+                        if logging {
+                            logged.extend(claim_command(key, group, g, id));
+                        }
                     }
-                    logged.extend(claim_command(key, group, &g, id));
                 }
                 true
             }
@@ -1187,18 +1291,23 @@ fn serve_group(
                     let entries = s.range_refs(start, StreamId::MAX, false, limit);
                     write_entry_refs(&mut out, &entries);
                     for e in &entries {
-                        s.deliver_to(&mut g, e.id);
+                        s.deliver_to(g, e.id);
                         if !noack {
                             g.assign(e.id, consumer, now, 1);
-                            logged.extend(claim_command(key, group, &g, e.id));
+                            if logging {
+                                logged.extend(claim_command(key, group, g, e.id));
+                            }
                         }
                     }
-                    logged.push(setid_command(key, group, &g));
+                    changed = true;
+                    if logging {
+                        logged.push(setid_command(key, group, g));
+                    }
                     true
                 }
             }
         };
-        s.groups.insert(group.to_vec(), g);
+        s.groups = groups;
         if served {
             replies.push((k, out));
         }
@@ -1207,7 +1316,7 @@ fn serve_group(
         ctx.keys
             .notify(Class::STREAM, "xgroup-createconsumer", keys[*k]);
     }
-    if !logged.is_empty() {
+    if changed {
         for (k, _) in &replies {
             ctx.keys.modified(keys[*k])?;
         }
