@@ -13,8 +13,10 @@ use super::zset::ZSet;
 pub enum Value {
     /// A string (also the storage of bitmaps).
     Str(StrValue),
-    /// A sorted set.
-    ZSet(Box<ZSet>),
+    /// A sorted set. Not boxed (it is no bigger than a string): a small
+    /// one is then a single allocation, its listpack's bytes, which matters
+    /// for a million keys of a few members each (issue 20).
+    ZSet(ZSet),
     /// A set.
     Set(Box<SetValue>),
     /// A list.
@@ -74,7 +76,7 @@ impl Value {
     pub fn duplicate(&self) -> Value {
         match self {
             Value::Str(s) => Value::Str(s.clone()),
-            Value::ZSet(z) => Value::ZSet(Box::new(z.duplicate())),
+            Value::ZSet(z) => Value::ZSet(z.duplicate()),
             Value::Set(s) => Value::Set(Box::new(s.duplicate())),
             Value::List(l) => Value::List(Box::new(l.duplicate())),
             Value::Hash(h) => Value::Hash(h.duplicate()),
@@ -102,9 +104,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_unboxed_hash_does_not_grow_values() {
+    fn unboxed_hashes_and_zsets_do_not_grow_values() {
         use std::mem::size_of;
         assert!(size_of::<HashValue>() <= size_of::<StrValue>());
+        assert!(size_of::<ZSet>() <= size_of::<StrValue>());
         assert_eq!(size_of::<Value>(), size_of::<StrValue>());
     }
 }

@@ -517,7 +517,7 @@ fn store(ctx: &mut Ctx, dst: &[u8], result: ZSet, event: &'static str) -> Result
             ctx.keys.notify(Class::GENERIC, "del", dst);
         }
     } else {
-        ctx.keys.set(dst, Value::ZSet(Box::new(result)), false)?;
+        ctx.keys.set(dst, Value::ZSet(result), false)?;
         ctx.keys.notify(Class::ZSET, event, dst);
     }
     ctx.out.int(n as i64);

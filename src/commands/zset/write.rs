@@ -112,7 +112,7 @@ fn zadd_generic(ctx: &mut Ctx, a: &[&[u8]], mut opts: ZAddOptions) -> CmdResult 
             let mut z = ZSet::new();
             let t = apply_pairs(&mut z, &pairs, f, limits)?;
             if !z.is_empty() {
-                ctx.keys.set(key, Value::ZSet(Box::new(z)), false)?;
+                ctx.keys.set(key, Value::ZSet(z), false)?;
             }
             t
         }

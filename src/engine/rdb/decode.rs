@@ -807,7 +807,7 @@ fn zset_of(pairs: Vec<(Vec<u8>, f64)>, lim: &Limits) -> Result<Value, String> {
         }
     }
     z.restore_order();
-    Ok(Value::ZSet(Box::new(z)))
+    Ok(Value::ZSet(z))
 }
 
 fn hash_of(pairs: Vec<(Vec<u8>, Vec<u8>)>, lim: &Limits) -> Result<Value, String> {

@@ -136,7 +136,7 @@ fn build(m: &Model, lim: &Limits) -> Value {
             for (m, s) in pairs {
                 z.insert(m, *s, lim.zset);
             }
-            Value::ZSet(Box::new(z))
+            Value::ZSet(z)
         }
         Model::Hash(pairs) => {
             let mut h = HashValue::new();

@@ -31,11 +31,16 @@ const FLOAT_TAG: u8 = 0xFF;
 /// Integers with a magnitude below this are exact in an f64.
 const EXACT_INT: f64 = 9_007_199_254_740_992.0;
 
-/// A sorted set as one byte buffer.
+/// A sorted set as one byte buffer: one allocation of exactly the bytes in
+/// use (every change reallocates it to its new size, as Redis's listpack
+/// does), and 24 bytes inline, so a [`ZSet`](super::ZSet) in this encoding
+/// lives inside its key's value without a box of its own.
 #[derive(Clone, Default)]
 pub(super) struct Listpack {
-    buf: Vec<u8>,
-    len: usize,
+    buf: Box<[u8]>,
+    /// Number of entries; below 2^30 since the buffer is (the caller keeps
+    /// it under `LISTPACK_MAX_BYTES`) and an entry takes at least 3 bytes.
+    len: u32,
 }
 
 impl std::fmt::Debug for Listpack {
@@ -209,17 +214,12 @@ impl Listpack {
 
     /// Number of entries.
     pub fn len(&self) -> usize {
-        self.len
+        self.len as usize
     }
 
-    /// Bytes in use.
+    /// Bytes in use (and allocated: the buffer is exact).
     pub fn bytes(&self) -> usize {
         self.buf.len()
-    }
-
-    /// Bytes allocated for the buffer.
-    pub fn capacity(&self) -> usize {
-        self.buf.capacity()
     }
 
     /// Offset of the last entry, or [`NONE`].
@@ -262,10 +262,11 @@ impl Listpack {
 
     /// Offset of the entry at 0-based `index`, or [`NONE`].
     pub fn offset_of(&self, index: usize) -> usize {
-        if index >= self.len {
+        let len = self.len();
+        if index >= len {
             return NONE;
         }
-        if index <= self.len / 2 {
+        if index <= len / 2 {
             let mut off = 0;
             for _ in 0..index {
                 off = self.next(off);
@@ -273,7 +274,7 @@ impl Listpack {
             off
         } else {
             let mut off = self.buf.len();
-            for _ in index..self.len {
+            for _ in index..len {
                 off = self.prev(off);
             }
             off
@@ -317,15 +318,21 @@ impl Listpack {
         let enc = ScoreEnc::of(score);
         let (body, total) = entry_len(member.len(), enc);
         let old = self.buf.len();
-        self.buf.reserve_exact(total);
-        self.buf.resize(old + total, 0);
-        self.buf.copy_within(at..old, at + total);
-        let out = &mut self.buf[at..at + total];
+        let at = at.min(old);
+        // One allocation of the new size: the bytes before `at`, the new
+        // entry, the bytes after (`Vec::into_boxed_slice` keeps an exact
+        // capacity as it is).
+        let mut buf = Vec::with_capacity(old + total);
+        buf.extend_from_slice(&self.buf[..at]);
+        buf.resize(at + total, 0);
+        buf.extend_from_slice(&self.buf[at..]);
+        let out = &mut buf[at..at + total];
         let p = write_varint(out, member.len());
         out[p..p + member.len()].copy_from_slice(member);
         let q = p + member.len();
         enc.write(&mut out[q..]);
         write_backlen(&mut out[body..], body);
+        self.buf = buf.into_boxed_slice();
         self.len += 1;
     }
 
@@ -335,11 +342,11 @@ impl Listpack {
         if start >= end {
             return;
         }
-        self.buf.drain(start..end);
-        self.len -= count.min(self.len);
-        if self.buf.capacity() > 64 && self.buf.capacity() / 2 > self.buf.len() {
-            self.buf.shrink_to_fit();
-        }
+        let mut buf = Vec::with_capacity(self.buf.len() - (end - start));
+        buf.extend_from_slice(&self.buf[..start]);
+        buf.extend_from_slice(&self.buf[end..]);
+        self.buf = buf.into_boxed_slice();
+        self.len -= u32::try_from(count).unwrap_or(u32::MAX).min(self.len);
     }
 
     /// Removes the entry starting at `off`.
@@ -351,10 +358,11 @@ impl Listpack {
 
     /// Removes entries with 0-based indexes `start..=end`; returns how many.
     pub fn remove_range_by_rank(&mut self, start: usize, end: usize) -> usize {
-        if start > end || start >= self.len {
+        let len = self.len();
+        if start > end || start >= len {
             return 0;
         }
-        let end = end.min(self.len - 1);
+        let end = end.min(len - 1);
         let from = self.offset_of(start);
         let mut to = from;
         for _ in start..=end {
@@ -398,7 +406,7 @@ impl Listpack {
             return None;
         }
         let mut off = self.last();
-        let mut i = self.len;
+        let mut i = self.len();
         while let Some(e) = self.entry(off) {
             i -= 1;
             if range.lte_max(e.score, e.member) {
@@ -473,7 +481,7 @@ impl Listpack {
     #[cfg(test)]
     pub fn check(&self) {
         let fwd: Vec<(usize, Entry<'_>)> = self.entries().collect();
-        assert_eq!(fwd.len(), self.len);
+        assert_eq!(fwd.len(), self.len());
         assert_eq!(fwd.last().map_or(0, |(_, e)| e.end), self.buf.len());
         for w in fwd.windows(2) {
             let (a, b) = (w[0].1, w[1].1);
@@ -576,6 +584,133 @@ mod tests {
         let mut lp = Listpack::new();
         lp.insert(b"m:12345", 1000.0);
         assert_eq!(lp.buf.len(), 12);
+    }
+
+    mod model {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Scores of every encoding width, and floats, infinities, -0.
+        fn score() -> impl Strategy<Value = f64> {
+            prop_oneof![
+                (0i64..300).prop_map(|v| v as f64),
+                any::<i32>().prop_map(|v| v as f64),
+                (-(1i64 << 53) + 1..1i64 << 53).prop_map(|v| v as f64),
+                any::<f64>().prop_filter("not NaN", |f| !f.is_nan()),
+                Just(-0.0),
+                Just(f64::INFINITY),
+                Just(f64::NEG_INFINITY),
+            ]
+        }
+
+        /// Short members, and a few long enough for two-byte lengths.
+        fn member() -> impl Strategy<Value = Vec<u8>> {
+            prop_oneof![
+                6 => prop::collection::vec(any::<u8>(), 0..4),
+                1 => prop::collection::vec(b'a'..b'c', 120..300),
+            ]
+        }
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Insert(Vec<u8>, f64),
+            Remove(usize),
+            RemoveRank(usize, usize),
+            PopMin(usize),
+            PopMax(usize),
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                6 => (member(), score()).prop_map(|(m, s)| Op::Insert(m, s)),
+                2 => any::<usize>().prop_map(Op::Remove),
+                1 => (0usize..40, 0usize..40).prop_map(|(a, b)| Op::RemoveRank(a, b)),
+                1 => (0usize..4).prop_map(Op::PopMin),
+                1 => (0usize..4).prop_map(Op::PopMax),
+            ]
+        }
+
+        /// What the listpack stores for `s`: -0 as the integer 0.
+        fn stored(s: f64) -> f64 {
+            if s == 0.0 {
+                0.0
+            } else {
+                s
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(300))]
+
+            /// The listpack against a plain sorted Vec: contents in both
+            /// directions, lookups, ranks, exact buffer size after each step.
+            #[test]
+            fn listpack_matches_a_sorted_vec(ops in prop::collection::vec(op(), 1..120)) {
+                let mut lp = Listpack::new();
+                let mut model: Vec<(Vec<u8>, f64)> = vec![];
+                for op in ops {
+                    match op {
+                        Op::Insert(m, s) => {
+                            if model.iter().any(|(x, _)| *x == m) {
+                                continue;
+                            }
+                            lp.insert(&m, s);
+                            model.push((m, stored(s)));
+                            model.sort_by(|a, b| {
+                                a.1.partial_cmp(&b.1).unwrap().then_with(|| a.0.cmp(&b.0))
+                            });
+                        }
+                        Op::Remove(i) if !model.is_empty() => {
+                            let (m, _) = model.remove(i % model.len());
+                            let (off, _, _) = lp.find(&m).unwrap();
+                            lp.remove_at(off);
+                        }
+                        Op::Remove(_) => {}
+                        Op::RemoveRank(a, b) => {
+                            let want = if a > b || a >= model.len() {
+                                0
+                            } else {
+                                let end = b.min(model.len() - 1);
+                                model.drain(a..=end).count()
+                            };
+                            prop_assert_eq!(lp.remove_range_by_rank(a, b), want);
+                        }
+                        Op::PopMin(n) => {
+                            let mut got = vec![];
+                            lp.pop_min(n, |m, s| got.push((m.to_vec(), s)));
+                            let k = n.min(model.len());
+                            let want: Vec<_> = model.drain(..k).collect();
+                            prop_assert_eq!(got, want);
+                        }
+                        Op::PopMax(n) => {
+                            let mut got = vec![];
+                            lp.pop_max(n, |m, s| got.push((m.to_vec(), s)));
+                            let k = n.min(model.len());
+                            let mut want: Vec<_> = model.drain(model.len() - k..).collect();
+                            want.reverse();
+                            prop_assert_eq!(got, want);
+                        }
+                    }
+                    lp.check();
+                    prop_assert_eq!(lp.len(), model.len());
+                    let got: Vec<(Vec<u8>, u64)> =
+                        members(&lp).into_iter().map(|(m, s)| (m, s.to_bits())).collect();
+                    let want: Vec<(Vec<u8>, u64)> =
+                        model.iter().map(|(m, s)| (m.clone(), s.to_bits())).collect();
+                    prop_assert_eq!(got, want);
+                    let size: usize = model
+                        .iter()
+                        .map(|(m, s)| entry_len(m.len(), ScoreEnc::of(*s)).1)
+                        .sum();
+                    prop_assert_eq!(lp.bytes(), size);
+                    for (i, (m, s)) in model.iter().enumerate() {
+                        let (off, at, got) = lp.find(m).unwrap();
+                        prop_assert_eq!((at, got.to_bits()), (i, s.to_bits()));
+                        prop_assert_eq!(lp.offset_of(i), off);
+                    }
+                }
+            }
+        }
     }
 
     #[test]

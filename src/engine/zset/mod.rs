@@ -60,6 +60,10 @@
 //!   listpack encoding (12-13 bytes per entry plus size-class rounding);
 //!   with `m:<12 digits>` members 22.1 through the server (redis-server
 //!   26.4).
+//! - A [`ZSet`] is 24 bytes and lives unboxed in its key's value, so a
+//!   listpack set costs one allocation of exactly its bytes: 5 `playerN`
+//!   members with scores 10 to 50 take 50 bytes (56 allocated), where
+//!   Redis's listpack and object take 80 (issue 20).
 
 pub(crate) mod arena;
 pub mod cow;
@@ -233,13 +237,11 @@ pub(crate) fn alloc_size(n: usize) -> usize {
     }
 }
 
-/// A sorted set.
+/// A sorted set. 24 bytes: a key's value holds it without a box, so a small
+/// set (listpack) is one allocation, its byte buffer.
 #[derive(Debug)]
 pub struct ZSet {
     repr: Repr,
-    /// While a snapshot walks this set in steps: its copy-before-write log
-    /// (see [`cow`]); every mutator tells it first.
-    cow: Option<SharedCow>,
 }
 
 impl Drop for ZSet {
@@ -251,7 +253,37 @@ impl Drop for ZSet {
 #[derive(Debug)]
 enum Repr {
     Listpack(Listpack),
-    Skiplist(Box<SkipList>),
+    Skiplist(Box<Big>),
+}
+
+/// The skiplist encoding and what only it needs. A listpack is written
+/// whole by a snapshot, so only a skiplist carries a capture's log.
+#[derive(Debug)]
+struct Big {
+    list: SkipList,
+    /// While a snapshot walks this set in steps: its copy-before-write log
+    /// (see [`cow`]); every mutator tells it first.
+    cow: Option<SharedCow>,
+}
+
+impl Big {
+    fn new(list: SkipList) -> Box<Big> {
+        Box::new(Big { list, cow: None })
+    }
+}
+
+// The skiplist's methods read through the box as before.
+impl std::ops::Deref for Big {
+    type Target = SkipList;
+    fn deref(&self) -> &SkipList {
+        &self.list
+    }
+}
+
+impl std::ops::DerefMut for Big {
+    fn deref_mut(&mut self) -> &mut SkipList {
+        &mut self.list
+    }
 }
 
 /// Where a member is, for an update right after a lookup.
@@ -272,7 +304,6 @@ impl ZSet {
     pub fn new() -> ZSet {
         ZSet {
             repr: Repr::Listpack(Listpack::new()),
-            cow: None,
         }
     }
 
@@ -285,8 +316,7 @@ impl ZSet {
             // The hint sizes the arenas; cap it so a wild hint cannot
             // allocate much ahead of real members.
             ZSet {
-                repr: Repr::Skiplist(Box::new(SkipList::with_capacity(len_hint.min(1 << 20)))),
-                cow: None,
+                repr: Repr::Skiplist(Big::new(SkipList::with_capacity(len_hint.min(1 << 20)))),
             }
         }
     }
@@ -322,18 +352,19 @@ impl ZSet {
         ZSet {
             repr: match &self.repr {
                 Repr::Listpack(lp) => Repr::Listpack(lp.clone()),
-                Repr::Skiplist(sl) => Repr::Skiplist(sl.clone()),
+                Repr::Skiplist(sl) => Repr::Skiplist(Big::new(sl.list.clone())),
             },
-            cow: None,
         }
     }
 
     /// Estimated bytes allocated for the set (MEMORY USAGE), including this
-    /// struct and rounded up to the allocator's size classes.
+    /// struct (inline in the key's value) and rounded up to the allocator's
+    /// size classes.
     pub fn memory_usage(&self) -> usize {
-        alloc_size(std::mem::size_of::<ZSet>())
+        std::mem::size_of::<ZSet>()
             + match &self.repr {
-                Repr::Listpack(lp) => alloc_size(lp.capacity()),
+                Repr::Listpack(lp) => alloc_size(lp.bytes()),
+                // The skiplist's own count includes its box.
                 Repr::Skiplist(sl) => sl.memory_usage(),
             }
     }
@@ -385,7 +416,7 @@ impl ZSet {
     /// it grows (and where SORT converts the set it sorts, as Redis does).
     pub fn convert_to_skiplist(&mut self) {
         if let Repr::Listpack(lp) = &self.repr {
-            self.repr = Repr::Skiplist(Box::new(SkipList::from_listpack(lp)));
+            self.repr = Repr::Skiplist(Big::new(SkipList::from_listpack(lp)));
         }
     }
 
@@ -558,7 +589,7 @@ impl ZSet {
 
     /// Removes `member`; true when it was there (ZREM).
     pub fn remove(&mut self, member: &[u8]) -> bool {
-        if self.cow.is_some() {
+        if self.cow().is_some() {
             match self.score(member) {
                 Some(s) => self.before_change(member, Some(s)),
                 None => return false,
@@ -791,7 +822,7 @@ impl ZSet {
             return 0;
         }
         let end = end.min(len - 1);
-        if let Some(cow) = &self.cow {
+        if let Some(cow) = self.cow() {
             let mut log = cow.lock();
             for (m, s) in self.range_by_rank(start, end, false) {
                 log.before_change(m, Some(s));
@@ -804,16 +835,19 @@ impl ZSet {
     }
 
     fn remove_in<B: Bounds>(&mut self, range: &B) -> usize {
-        if let (Some(cow), Repr::Skiplist(sl)) = (&self.cow, &self.repr) {
-            let mut log = cow.lock();
-            let mut x = sl.first_in_range(range).map_or(NIL, |(x, _)| x);
-            while x != NIL {
-                let (m, s) = sl.entry(x);
-                if !range.lte_max(s, m) {
-                    break;
+        if let Repr::Skiplist(big) = &self.repr {
+            let Big { list: sl, cow } = &**big;
+            if let Some(cow) = cow {
+                let mut log = cow.lock();
+                let mut x = sl.first_in_range(range).map_or(NIL, |(x, _)| x);
+                while x != NIL {
+                    let (m, s) = sl.entry(x);
+                    if !range.lte_max(s, m) {
+                        break;
+                    }
+                    log.before_change(m, Some(s));
+                    x = sl.next(x);
                 }
-                log.before_change(m, Some(s));
-                x = sl.next(x);
             }
         }
         match &mut self.repr {
@@ -837,30 +871,34 @@ impl ZSet {
     /// Removes up to `count` lowest members, calling `f` on each (lowest
     /// first) before it goes; returns how many (ZPOPMIN, ZMPOP MIN).
     pub fn pop_min(&mut self, count: usize, mut f: impl FnMut(&[u8], f64)) -> usize {
-        let ZSet { repr, cow } = self;
-        match repr {
+        match &mut self.repr {
             Repr::Listpack(lp) => lp.pop_min(count, f),
-            Repr::Skiplist(sl) => sl.pop_min(count, |m, s| {
-                if let Some(c) = cow {
-                    c.lock().before_change(m, Some(s));
-                }
-                f(m, s)
-            }),
+            Repr::Skiplist(big) => {
+                let Big { list, cow } = &mut **big;
+                list.pop_min(count, |m, s| {
+                    if let Some(c) = cow {
+                        c.lock().before_change(m, Some(s));
+                    }
+                    f(m, s)
+                })
+            }
         }
     }
 
     /// Removes up to `count` highest members, calling `f` on each (highest
     /// first) before it goes; returns how many (ZPOPMAX, ZMPOP MAX).
     pub fn pop_max(&mut self, count: usize, mut f: impl FnMut(&[u8], f64)) -> usize {
-        let ZSet { repr, cow } = self;
-        match repr {
+        match &mut self.repr {
             Repr::Listpack(lp) => lp.pop_max(count, f),
-            Repr::Skiplist(sl) => sl.pop_max(count, |m, s| {
-                if let Some(c) = cow {
-                    c.lock().before_change(m, Some(s));
-                }
-                f(m, s)
-            }),
+            Repr::Skiplist(big) => {
+                let Big { list, cow } = &mut **big;
+                list.pop_max(count, |m, s| {
+                    if let Some(c) = cow {
+                        c.lock().before_change(m, Some(s));
+                    }
+                    f(m, s)
+                })
+            }
         }
     }
 
@@ -868,8 +906,17 @@ impl ZSet {
     /// (`old`: its score now, `None` when it is being added).
     #[inline]
     fn before_change(&self, member: &[u8], old: Option<f64>) {
-        if let Some(c) = &self.cow {
+        if let Some(c) = self.cow() {
             c.lock().before_change(member, old);
+        }
+    }
+
+    /// The running capture's log, if any (only a skiplist carries one).
+    #[inline]
+    fn cow(&self) -> Option<&SharedCow> {
+        match &self.repr {
+            Repr::Skiplist(big) => big.cow.as_ref(),
+            Repr::Listpack(_) => None,
         }
     }
 
@@ -878,10 +925,10 @@ impl ZSet {
     /// walk still needs (see [`cow`]). `None` (and nothing started) for a
     /// listpack or a set whose order is deferred: write those out whole.
     pub fn begin_snapshot(&mut self, counter: Arc<CowCounter>) -> Option<SharedCow> {
-        match &self.repr {
-            Repr::Skiplist(sl) if !sl.order_deferred() => {
+        match &mut self.repr {
+            Repr::Skiplist(big) if !big.order_deferred() => {
                 let log = CowLog::new(counter);
-                self.cow = Some(log.clone());
+                big.cow = Some(log.clone());
                 Some(log)
             }
             _ => None,
@@ -890,23 +937,24 @@ impl ZSet {
 
     /// Whether this set is the one `log` captures.
     pub fn is_captured_by(&self, log: &SharedCow) -> bool {
-        self.cow.as_ref().is_some_and(|c| Arc::ptr_eq(c, log))
+        self.cow().is_some_and(|c| Arc::ptr_eq(c, log))
     }
 
     /// One step of the capture: emits up to `budget` point-in-time members
     /// not written yet, highest first. True when the walk is over (the
     /// set no longer carries the log; its saved pairs are in the log).
     pub fn snapshot_step(&mut self, budget: usize, emit: &mut dyn FnMut(&[u8], f64)) -> bool {
-        let done = match (&self.cow, &self.repr) {
-            (Some(c), Repr::Skiplist(sl)) => c.lock().step(sl, budget, emit),
-            (Some(_), Repr::Listpack(_)) => {
-                self.end_snapshot();
-                true
-            }
-            (None, _) => true,
+        // A listpack carries no log: a set that became one ended its
+        // capture as it converted.
+        let Repr::Skiplist(big) = &mut self.repr else {
+            return true;
+        };
+        let done = match &big.cow {
+            Some(c) => c.lock().step(&big.list, budget, emit),
+            None => true,
         };
         if done {
-            self.cow = None;
+            big.cow = None;
         }
         done
     }
@@ -914,10 +962,9 @@ impl ZSet {
     /// Ends a capture now (the set leaves the keyspace or changes shape):
     /// what the walk has not written yet goes to the log's saved pairs.
     pub fn end_snapshot(&mut self) {
-        if let Some(c) = self.cow.take() {
-            let mut log = c.lock();
-            if let Repr::Skiplist(sl) = &self.repr {
-                log.finish(sl);
+        if let Repr::Skiplist(big) = &mut self.repr {
+            if let Some(c) = big.cow.take() {
+                c.lock().finish(&big.list);
             }
         }
     }
@@ -925,7 +972,9 @@ impl ZSet {
     /// Drops a capture without finishing it (the snapshot gave up): the
     /// set stops feeding the log.
     pub fn abandon_snapshot(&mut self) {
-        self.cow = None;
+        if let Repr::Skiplist(big) = &mut self.repr {
+            big.cow = None;
+        }
     }
 
     /// One ZSCAN step: visits members from `cursor` on and returns the next
@@ -1034,6 +1083,19 @@ mod tests {
 
     fn collect(r: Range<'_>) -> Vec<(Vec<u8>, f64)> {
         r.map(|(m, s)| (m.to_vec(), s)).collect()
+    }
+
+    #[test]
+    fn a_small_set_is_one_allocation() {
+        // 24 bytes inline in the key's value; the listpack's bytes are the
+        // only allocation (5 `playerN` members with scores 10..50: 50 bytes).
+        assert_eq!(std::mem::size_of::<ZSet>(), 24);
+        let l = ZSetLimits::default();
+        let mut z = ZSet::new();
+        for i in 1..=5 {
+            z.insert(format!("player{i}").as_bytes(), (i * 10) as f64, l);
+        }
+        assert_eq!(z.memory_usage(), 24 + alloc_size(50));
     }
 
     #[test]
