@@ -1114,13 +1114,16 @@ mod tests {
         use super::*;
         use crate::engine::keycapture::KeySink;
 
-        /// (database, key) → (value, expiry) as the sink got them.
-        type Got = Arc<Mutex<Vec<((usize, Vec<u8>), (Vec<u8>, Option<u64>))>>>;
+        /// (database, key) and (value, expiry) of a key handed on.
+        type Taken = ((usize, Vec<u8>), (Vec<u8>, Option<u64>));
+
+        /// What the sinks got.
+        type Got = Arc<Mutex<Vec<Taken>>>;
 
         struct ModelSink {
             db: usize,
             got: Got,
-            taken: Vec<((usize, Vec<u8>), (Vec<u8>, Option<u64>))>,
+            taken: Vec<Taken>,
         }
 
         impl KeySink for ModelSink {
