@@ -101,6 +101,15 @@ pub trait ArenaEntries {
     fn is_live(&self, off: usize) -> bool;
 }
 
+/// A table keeping its entries in an arena that carries the capture
+/// walking it (a `hashtable` hash or set): [`ArenaCapture::step_of`] and
+/// [`ArenaCapture::finish_of`] take the link out, walk the table and put
+/// it back, which the table could not do while lending itself.
+pub trait CapturedArena: ArenaEntries {
+    /// The table's link to its capture.
+    fn capture_mut(&mut self) -> &mut ArenaCapture;
+}
+
 /// Rough cost of one noted offset (its table slot).
 const NOTE_COST: usize = 16;
 
@@ -291,28 +300,29 @@ impl ArenaCapture {
         }
     }
 
-    /// One step of the walk over `t`; true (and the table no longer
-    /// captured) when it is over.
-    pub fn step(
-        &mut self,
-        t: &dyn ArenaEntries,
+    /// One step of the walk over `t`, the table holding this capture,
+    /// calling `emit` on each raw entry of the snapshot point among the
+    /// next `budget`; true (and `t` no longer captured) when it is over.
+    pub fn step_of<T: CapturedArena>(
+        t: &mut T,
         budget: usize,
         emit: &mut dyn FnMut(&[u8]),
     ) -> bool {
-        let over = match &self.0 {
-            Some(c) => c.lock().step(t, budget, emit),
-            None => true,
+        let Some(log) = t.capture_mut().take() else {
+            return true;
         };
-        if over {
-            self.0 = None;
+        let over = log.lock().step(&*t, budget, emit);
+        if !over {
+            *t.capture_mut() = ArenaCapture::from(log);
         }
         over
     }
 
-    /// Ends the capture now, saving what the walk has not read.
-    pub fn finish(&mut self, t: &dyn ArenaEntries) {
-        if let Some(c) = self.0.take() {
-            c.lock().finish(t);
+    /// Ends the capture of `t` now (it leaves the keyspace or goes),
+    /// saving in the log what the walk has not read.
+    pub fn finish_of<T: CapturedArena>(t: &mut T) {
+        if let Some(log) = t.capture_mut().take() {
+            log.lock().finish(&*t);
         }
     }
 

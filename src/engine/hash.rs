@@ -27,7 +27,7 @@ use ahash::RandomState;
 use rand::seq::{index, SliceRandom};
 use rand::Rng;
 
-use super::cow::{ArenaCapture, ArenaEntries, CowCounter, SharedArenaLog};
+use super::cow::{ArenaCapture, ArenaEntries, CapturedArena, CowCounter, SharedArenaLog};
 use super::field_names;
 use crate::protocol::number::{parse_i64, strtod};
 
@@ -516,28 +516,19 @@ impl HashValue {
     /// next `budget` entries of the arena. True when the walk is over (the
     /// hash no longer carries the log; pairs saved early are in the log).
     pub fn snapshot_step(&mut self, budget: usize, emit: &mut dyn FnMut(&[u8], &[u8])) -> bool {
-        let Encoding::Table(t) = &mut self.enc else {
-            return true;
-        };
-        let Some(log) = t.capture.take() else {
-            return true;
-        };
-        let over = log.lock().step(&**t, budget, &mut |raw| {
-            for_each_saved_pair(raw, &mut *emit)
-        });
-        if !over {
-            t.capture = ArenaCapture::from(log);
+        match &mut self.enc {
+            Encoding::Table(t) => ArenaCapture::step_of(&mut **t, budget, &mut |raw| {
+                for_each_saved_pair(raw, &mut *emit)
+            }),
+            _ => true,
         }
-        over
     }
 
     /// Ends a capture now (the hash leaves the keyspace): what the walk
     /// has not read is saved in the log.
     pub fn end_snapshot(&mut self) {
         if let Encoding::Table(t) = &mut self.enc {
-            if let Some(c) = t.capture.take() {
-                c.lock().finish(&**t);
-            }
+            ArenaCapture::finish_of(&mut **t);
         }
     }
 
@@ -1261,9 +1252,13 @@ struct FieldTable {
 
 impl Drop for FieldTable {
     fn drop(&mut self) {
-        if let Some(c) = self.capture.take() {
-            c.lock().finish(self);
-        }
+        ArenaCapture::finish_of(self);
+    }
+}
+
+impl CapturedArena for FieldTable {
+    fn capture_mut(&mut self) -> &mut ArenaCapture {
+        &mut self.capture
     }
 }
 

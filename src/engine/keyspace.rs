@@ -31,6 +31,7 @@ use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use smallvec::SmallVec;
 
 use super::access;
+use super::keycapture::{KeyCapture, KeySink};
 use super::keytable::KeyTable;
 use super::value::Value;
 
@@ -152,11 +153,15 @@ pub struct Db {
     /// Keys removed because they expired, not yet taken by the AOF (which
     /// writes a DEL for each, so that loading needs no clock).
     expired_log: Vec<Bytes>,
+    /// A snapshot's walk over `map` in steps (`keycapture`): every write
+    /// to an entry tells it first.
+    capture: Option<Box<KeyCapture>>,
 }
 
 impl Drop for Db {
     fn drop(&mut self) {
         PENDING_EXPIRED_LOG.fetch_sub(self.expired_log.len() as u64, Ordering::Relaxed);
+        self.finish_capture();
     }
 }
 
@@ -168,6 +173,56 @@ impl Db {
             watched: HashMap::with_hasher(hasher.clone()),
             expired_count: 0,
             expired_log: Vec::new(),
+            capture: None,
+        }
+    }
+
+    /// Starts snapshot `id`'s capture of this part in steps: from now on
+    /// `sink` gets each key stored now, as it is now, exactly once (see
+    /// `keycapture`). An empty part needs none. Replaces (abandons) any
+    /// capture left by another snapshot.
+    pub fn begin_capture(&mut self, id: u64, sink: Box<dyn KeySink>) {
+        self.capture =
+            (!self.map.is_empty()).then(|| Box::new(KeyCapture::new(id, &self.map, sink)));
+    }
+
+    /// One step of snapshot `id`'s capture, handing on up to `budget`
+    /// entries; true when it is over (or there is none for `id`).
+    pub fn capture_step(&mut self, id: u64, budget: usize) -> bool {
+        let over = match &mut self.capture {
+            Some(c) if c.id() == id => c.step(&mut self.map, budget),
+            // Another snapshot's, given up: it feeds nothing any more.
+            _ => true,
+        };
+        if over {
+            self.capture = None;
+        }
+        over
+    }
+
+    /// Whether a snapshot's capture of this part is under way.
+    pub fn is_capturing(&self) -> bool {
+        self.capture.is_some()
+    }
+
+    /// Drops the capture without finishing it (the snapshot gave up).
+    pub fn abandon_capture(&mut self) {
+        self.capture = None;
+    }
+
+    /// Ends the capture now, handing on every entry it has not reached
+    /// (the table is about to move its entries or go).
+    fn finish_capture(&mut self) {
+        if let Some(mut c) = self.capture.take() {
+            c.finish(&mut self.map);
+        }
+    }
+
+    /// Tells the capture, if any, that `key`'s entry is about to change.
+    #[inline]
+    fn before_write(&mut self, key: &[u8]) {
+        if let Some(c) = &mut self.capture {
+            c.before_write(&mut self.map, key);
         }
     }
 
@@ -217,6 +272,7 @@ impl Db {
     /// The live entry under `key` for change; an expired one is removed.
     pub fn get_mut(&mut self, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
         self.expire_if_needed(key, now_ms);
+        self.before_write(key);
         let e = self.map.get_mut(key)?;
         e.touch_lru(now_ms);
         Some(e)
@@ -272,6 +328,10 @@ impl Db {
     /// Stores `value` under `key`, replacing any value. The expiry is kept
     /// when `keep_ttl`, removed otherwise (as Redis's `setKey`).
     pub fn insert(&mut self, key: &[u8], value: Value, keep_ttl: bool, now_ms: u64) {
+        if self.capture.is_some() {
+            self.insert_captured(key, value, keep_ttl, now_ms);
+            return;
+        }
         match self.map.get_or_vacant(key) {
             Ok(e) => {
                 e.value = value;
@@ -285,6 +345,34 @@ impl Db {
             Err(slot) => {
                 slot.insert(key, Entry::new(value, now_ms));
             }
+        }
+    }
+
+    /// [`Db::insert`] while a capture walks the table: an existing entry is
+    /// handed on first and changed where it is; a new key does not grow
+    /// the table under the walk (the walk ends first) and is marked as
+    /// not the snapshot's.
+    #[cold]
+    fn insert_captured(&mut self, key: &[u8], value: Value, keep_ttl: bool, now_ms: u64) {
+        self.before_write(key);
+        if let Some(e) = self.map.get_mut(key) {
+            e.value = value;
+            e.touch_lru(now_ms);
+            if !keep_ttl && e.expire_at != 0 {
+                let at = e.expire_at;
+                e.expire_at = 0;
+                self.expires.remove(&(at, Bytes::copy_from_slice(key)));
+            }
+            return;
+        }
+        if self.map.grows_on_insert() {
+            self.finish_capture();
+        }
+        if let Err(slot) = self.map.get_or_vacant(key) {
+            slot.insert(key, Entry::new(value, now_ms));
+        }
+        if let Some(c) = &mut self.capture {
+            c.after_insert(&self.map, key);
         }
     }
 
@@ -304,6 +392,7 @@ impl Db {
 
     /// Removes `key`, returning its entry (expired or not).
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        self.before_write(key);
         let mut e = self.map.remove(key)?;
         // A snapshot walking the value in steps could not find it again.
         e.value.end_snapshot();
@@ -316,6 +405,7 @@ impl Db {
 
     /// Sets the absolute expiry (unix ms) of an existing key; false if absent.
     pub fn set_expire(&mut self, key: &[u8], at_ms: u64) -> bool {
+        self.before_write(key);
         let Some(e) = self.map.get_mut(key) else {
             return false;
         };
@@ -332,6 +422,7 @@ impl Db {
 
     /// Removes the expiry of `key`; returns whether it had one.
     pub fn persist(&mut self, key: &[u8]) -> bool {
+        self.before_write(key);
         let Some(e) = self.map.get_mut(key) else {
             return false;
         };
@@ -355,6 +446,7 @@ impl Db {
                 return (removed, false);
             }
             self.expires.pop_first();
+            self.before_write(&key);
             self.map.remove(&key[..]);
             self.expired_count += 1;
             self.touch_watched(&key);
@@ -439,20 +531,23 @@ impl Db {
         self.map.iter()
     }
 
-    /// Every stored key and entry for change, expired ones included (a
-    /// snapshot starting captures on values); touches nothing.
+    /// Every stored key and entry for change, expired ones included;
+    /// touches nothing. A capture under way is finished first.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&[u8], &mut Entry)> {
+        self.finish_capture();
         self.map.iter_mut()
     }
 
     /// The entry under `key` for change, expired or not, without touching
     /// its access time or expiring it (a snapshot's walk).
     pub fn peek_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        self.before_write(key);
         self.map.get_mut(key)
     }
 
     /// Removes every key; returns how many there were.
     pub fn clear(&mut self) -> usize {
+        self.finish_capture();
         let n = self.map.len();
         for (k, flags) in &self.watched {
             if self.map.get(k).is_some() {
@@ -554,6 +649,8 @@ impl Shard {
         }
         std::mem::swap(&mut x.map, &mut y.map);
         std::mem::swap(&mut x.expires, &mut y.expires);
+        // A capture walks its table wherever the table goes.
+        std::mem::swap(&mut x.capture, &mut y.capture);
         true
     }
 }
@@ -1002,6 +1099,232 @@ mod tests {
                 prop_assert_eq!(got, want);
                 db.take_expired();
             }
+        }
+    }
+
+    /// A snapshot's key walk ([`Db::begin_capture`]) under random writes
+    /// between its steps: what the sink gets is exactly each part's keys,
+    /// values and expiries at the start, each key once.
+    mod capture {
+        use std::collections::BTreeMap;
+
+        use parking_lot::Mutex;
+        use proptest::prelude::*;
+
+        use super::*;
+        use crate::engine::keycapture::KeySink;
+
+        /// (database, key) and (value, expiry) of a key handed on.
+        type Taken = ((usize, Vec<u8>), (Vec<u8>, Option<u64>));
+
+        /// What the sinks got.
+        type Got = Arc<Mutex<Vec<Taken>>>;
+
+        struct ModelSink {
+            db: usize,
+            got: Got,
+            taken: Vec<Taken>,
+        }
+
+        impl KeySink for ModelSink {
+            fn capture(&mut self, key: &[u8], entry: &mut Entry) {
+                let v = match &entry.value {
+                    Value::Str(s) => s.as_bytes().to_vec(),
+                    _ => Vec::new(),
+                };
+                self.taken
+                    .push(((self.db, key.to_vec()), (v, entry.expire_at())));
+            }
+
+            fn flush(&mut self) {
+                self.got.lock().append(&mut self.taken);
+            }
+        }
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Step(usize),
+            /// SET: a new key or an overwrite (keeping the TTL or not).
+            Insert(usize, Vec<u8>, u8, bool),
+            /// A change in place through a lookup for change (APPEND).
+            Append(usize, Vec<u8>),
+            Remove(usize, Vec<u8>),
+            SetExpire(usize, Vec<u8>, u64),
+            Persist(usize, Vec<u8>),
+            /// The key's expiry passes and a lookup removes it.
+            ExpireNow(usize, Vec<u8>),
+            ExpireCycle(usize),
+            /// RENAME / MOVE: the entry leaves one key for another, maybe
+            /// in the other database.
+            Rename(usize, Vec<u8>, usize, Vec<u8>),
+            /// Enough new keys for the table to grow under the walk.
+            Grow(usize, u16),
+            Swap,
+            Clear(usize),
+        }
+
+        fn key() -> impl Strategy<Value = Vec<u8>> {
+            prop_oneof![
+                4 => "k[0-9]{1,3}".prop_map(String::into_bytes),
+                1 => "n[0-9]{1,2}".prop_map(String::into_bytes),
+            ]
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            let db = 0usize..2;
+            prop_oneof![
+                6 => (1usize..40).prop_map(Op::Step),
+                5 => (db.clone(), key(), any::<u8>(), any::<bool>())
+                    .prop_map(|(d, k, v, t)| Op::Insert(d, k, v, t)),
+                3 => (db.clone(), key()).prop_map(|(d, k)| Op::Append(d, k)),
+                3 => (db.clone(), key()).prop_map(|(d, k)| Op::Remove(d, k)),
+                2 => (db.clone(), key(), 2000u64..3000).prop_map(|(d, k, a)| Op::SetExpire(d, k, a)),
+                1 => (db.clone(), key()).prop_map(|(d, k)| Op::Persist(d, k)),
+                2 => (db.clone(), key()).prop_map(|(d, k)| Op::ExpireNow(d, k)),
+                1 => db.clone().prop_map(Op::ExpireCycle),
+                3 => (db.clone(), key(), db.clone(), key())
+                    .prop_map(|(a, k, b, l)| Op::Rename(a, k, b, l)),
+                1 => (db.clone(), 1u16..400).prop_map(|(d, n)| Op::Grow(d, n)),
+                1 => Just(Op::Swap),
+                1 => db.prop_map(Op::Clear),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(300))]
+
+            #[test]
+            fn walk_plus_writes_is_the_part_at_the_start(
+                sizes in (0usize..600, 0usize..80),
+                with_ttl in 0usize..5,
+                ops in proptest::collection::vec(op(), 0..120),
+            ) {
+                let hasher = KeyHasher::new();
+                let mut shard = Shard { dbs: vec![Db::new(&hasher), Db::new(&hasher)] };
+                let now = 1000;
+                for (d, n) in [sizes.0, sizes.1].into_iter().enumerate() {
+                    for i in 0..n {
+                        let k = format!("k{i}").into_bytes();
+                        shard.dbs[d].insert(&k, s(format!("v{i}").as_bytes()), false, now);
+                        if with_ttl > 0 && i % with_ttl == 0 {
+                            shard.dbs[d].set_expire(&k, 5000 + i as u64);
+                        }
+                    }
+                }
+                let mut at_start = BTreeMap::new();
+                for (d, db) in shard.dbs.iter().enumerate() {
+                    for (k, e) in db.iter() {
+                        let v = match &e.value {
+                            Value::Str(s) => s.as_bytes().to_vec(),
+                            _ => Vec::new(),
+                        };
+                        at_start.insert((d, k.to_vec()), (v, e.expire_at()));
+                    }
+                }
+                let got: Got = Arc::default();
+                for (d, db) in shard.dbs.iter_mut().enumerate() {
+                    db.begin_capture(7, Box::new(ModelSink { db: d, got: got.clone(), taken: Vec::new() }));
+                }
+                let mut fresh = 0u32;
+                for op in ops {
+                    match op {
+                        Op::Step(n) => {
+                            for db in shard.dbs.iter_mut() {
+                                db.capture_step(7, n);
+                            }
+                        }
+                        Op::Insert(d, k, v, keep) => shard.dbs[d].insert(&k, s(&[v]), keep, now),
+                        Op::Append(d, k) => {
+                            if let Some(e) = shard.dbs[d].get_mut(&k, now) {
+                                if let Value::Str(s) = &mut e.value {
+                                    let mut b = s.as_bytes().to_vec();
+                                    b.push(b'+');
+                                    *s = crate::engine::string::StrValue::from_bytes(&b);
+                                }
+                            }
+                        }
+                        Op::Remove(d, k) => {
+                            shard.dbs[d].remove(&k);
+                        }
+                        Op::SetExpire(d, k, at) => {
+                            shard.dbs[d].set_expire(&k, at);
+                        }
+                        Op::Persist(d, k) => {
+                            shard.dbs[d].persist(&k);
+                        }
+                        Op::ExpireNow(d, k) => {
+                            if shard.dbs[d].set_expire(&k, now - 1) {
+                                prop_assert!(shard.dbs[d].get_mut(&k, now).is_none());
+                            }
+                        }
+                        Op::ExpireCycle(d) => {
+                            shard.dbs[d].expire_cycle(9000, 3);
+                        }
+                        Op::Rename(a, k, b, l) => {
+                            if let Some(e) = shard.dbs[a].remove(&k) {
+                                let at = e.expire_at();
+                                shard.dbs[b].insert_with_expiry(&l, e.value, at, now);
+                            }
+                        }
+                        Op::Grow(d, n) => {
+                            for _ in 0..n {
+                                fresh += 1;
+                                let k = format!("g{fresh}").into_bytes();
+                                shard.dbs[d].insert(&k, s(b"g"), false, now);
+                            }
+                        }
+                        Op::Swap => {
+                            prop_assert!(shard.swap_dbs(0, 1, now));
+                        }
+                        Op::Clear(d) => {
+                            shard.dbs[d].clear();
+                        }
+                    }
+                }
+                for db in shard.dbs.iter_mut() {
+                    while !db.capture_step(7, 16) {}
+                    prop_assert!(!db.is_capturing());
+                }
+                let got = std::mem::take(&mut *got.lock());
+                let count = got.len();
+                let got: BTreeMap<_, _> = got.into_iter().collect();
+                prop_assert_eq!(count, got.len(), "a key handed on twice");
+                prop_assert_eq!(got, at_start);
+            }
+        }
+
+        #[test]
+        fn a_step_reads_a_bounded_part_and_a_dropped_part_hands_on_the_rest() {
+            let hasher = KeyHasher::new();
+            let mut db = Db::new(&hasher);
+            for i in 0..5000 {
+                db.insert(format!("k{i}").as_bytes(), s(b"v"), false, 0);
+            }
+            let got: Got = Arc::default();
+            db.begin_capture(
+                1,
+                Box::new(ModelSink {
+                    db: 0,
+                    got: got.clone(),
+                    taken: Vec::new(),
+                }),
+            );
+            assert!(!db.capture_step(1, 100));
+            assert_eq!(got.lock().len(), 100);
+            // Another snapshot's step finds no walk of its own (and ends this one).
+            assert!(db.capture_step(2, 100));
+            assert!(!db.is_capturing());
+            db.begin_capture(
+                3,
+                Box::new(ModelSink {
+                    db: 0,
+                    got: got.clone(),
+                    taken: Vec::new(),
+                }),
+            );
+            assert!(!db.capture_step(3, 10));
+            drop(db);
+            assert_eq!(got.lock().len(), 100 + 5000);
         }
     }
 }

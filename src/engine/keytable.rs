@@ -190,6 +190,36 @@ impl KeyTable {
     pub fn clear(&mut self) {
         self.table = HashTable::new();
     }
+
+    // A walk by slot (a snapshot's, `keycapture`): an entry keeps its slot
+    // from insertion to removal unless the table grows (a removal only
+    // marks its slot free; an insertion takes a free slot and moves no
+    // other entry) or is cleared.
+
+    /// Slots in the table (0 before the first key).
+    pub fn num_slots(&self) -> usize {
+        self.table.num_buckets()
+    }
+
+    /// The key and entry stored in slot `i`, for change.
+    pub fn slot_mut(&mut self, i: usize) -> Option<(&[u8], &mut Entry)> {
+        self.table.get_bucket_mut(i).map(|n| {
+            let n = &mut **n;
+            (n.key.as_bytes(), &mut n.entry)
+        })
+    }
+
+    /// The slot holding `key`.
+    pub fn slot_of(&self, key: &[u8]) -> Option<usize> {
+        self.table
+            .find_bucket_index(self.hash(key), |n| n.key.as_bytes() == key)
+    }
+
+    /// Whether the next [`KeyTable::get_or_vacant`] may move every entry
+    /// to another slot: the table is full and grows (or rehashes) first.
+    pub fn grows_on_insert(&self) -> bool {
+        self.table.len() >= self.table.capacity()
+    }
 }
 
 /// Where [`KeyTable::get_or_vacant`] found no entry: a key added here

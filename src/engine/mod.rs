@@ -8,6 +8,7 @@ pub mod digest;
 mod field_names;
 pub mod glob;
 pub mod hash;
+pub mod keycapture;
 pub mod keyspace;
 mod keytable;
 pub mod leaderboard;

@@ -22,7 +22,7 @@ use ahash::RandomState;
 use rand::seq::{index, SliceRandom};
 use rand::Rng;
 
-use super::cow::{ArenaCapture, ArenaEntries, CowCounter, SharedArenaLog};
+use super::cow::{ArenaCapture, ArenaEntries, CapturedArena, CowCounter, SharedArenaLog};
 use crate::protocol::number::parse_i64;
 
 /// Redis's default `set-max-intset-entries`.
@@ -336,28 +336,19 @@ impl SetValue {
     /// next `budget` entries of the arena. True when the walk is over (the
     /// set no longer carries the log; members saved early are in the log).
     pub fn snapshot_step(&mut self, budget: usize, emit: &mut dyn FnMut(&[u8])) -> bool {
-        let Encoding::Table(t) = &mut self.enc else {
-            return true;
-        };
-        let Some(log) = t.capture.take() else {
-            return true;
-        };
-        let over = log.lock().step(&**t, budget, &mut |raw| {
-            for_each_saved_member(raw, &mut *emit)
-        });
-        if !over {
-            t.capture = ArenaCapture::from(log);
+        match &mut self.enc {
+            Encoding::Table(t) => ArenaCapture::step_of(&mut **t, budget, &mut |raw| {
+                for_each_saved_member(raw, &mut *emit)
+            }),
+            _ => true,
         }
-        over
     }
 
     /// Ends a capture now (the set leaves the keyspace): what the walk has
     /// not read is saved in the log.
     pub fn end_snapshot(&mut self) {
         if let Encoding::Table(t) = &mut self.enc {
-            if let Some(c) = t.capture.take() {
-                c.lock().finish(&**t);
-            }
+            ArenaCapture::finish_of(&mut **t);
         }
     }
 
@@ -684,9 +675,13 @@ pub struct MemberTable {
 
 impl Drop for MemberTable {
     fn drop(&mut self) {
-        if let Some(c) = self.capture.take() {
-            c.lock().finish(self);
-        }
+        ArenaCapture::finish_of(self);
+    }
+}
+
+impl CapturedArena for MemberTable {
+    fn capture_mut(&mut self) -> &mut ArenaCapture {
+        &mut self.capture
     }
 }
 

@@ -296,7 +296,7 @@ pub(super) fn empty_file(server: &Server, aof_base: bool) -> Vec<u8> {
 /// checksum is [`Sink::put_checksum`]'s).
 pub(super) fn write_all(
     server: &Server,
-    job: &Job,
+    job: &Arc<Job>,
     libraries: &[Vec<u8>],
     repl_point: Option<&(String, u64)>,
     sink: &mut Sink<impl Write>,

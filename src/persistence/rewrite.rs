@@ -104,7 +104,7 @@ fn rewrite_once(server: &Server) -> Result<u64, String> {
 
 fn write_and_swap(
     server: &Server,
-    job: &Job,
+    job: &Arc<Job>,
     libraries: &[Vec<u8>],
     file: File,
     temp: &Path,
@@ -221,7 +221,7 @@ fn write_and_swap(
 /// libraries, then each shard.
 fn write_commands(
     server: &Server,
-    job: &Job,
+    job: &Arc<Job>,
     libraries: &[Vec<u8>],
     mut w: BufWriter<File>,
 ) -> Result<BufWriter<File>, String> {

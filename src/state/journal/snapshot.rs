@@ -4,22 +4,26 @@
 //! commands ([`Format`]).
 //!
 //! The snapshot point T0 is taken with every shard locked for a moment
-//! (the caller installs the job then). After it, each shard is *captured*
-//! once, before anything in it changes: by the snapshot thread as it
-//! reaches the shard, or first by a command about to write to it
+//! (the caller installs the job then). After it, each shard's capture is
+//! *started* once, before anything in it changes: by the snapshot thread
+//! as it reaches the shard, or first by a command about to write to it
 //! ([`presave`], called by the dispatcher, eviction and anything else that
-//! writes). Capturing writes the shard's small keys out at once (a few
-//! thousand keys per shard, well under a millisecond) and does *not* write
-//! its big sorted sets: each gets a copy-before-write log instead
-//! (`engine::zset::cow`) and joins the job's list of big values. The
-//! snapshot thread then walks each big set in steps of [`STEP_MEMBERS`]
-//! members, taking the shard lock for one step at a time; a write to a
-//! member the walk has not reached first saves that member's old score in
-//! the log. So no client waits on the snapshot for more than one step or
-//! one shard's small keys, however big a board is, and the output is
-//! exactly the data as of T0. Memory held for it (saved members, touched
-//! members, shards captured by commands and not yet in the file) is
-//! counted in [`Job::cow`], INFO's `current_cow_size`.
+//! writes). Starting it is O(databases): each database part's key table
+//! gets a walk (`engine::keycapture`) that the snapshot thread advances
+//! [`STEP_KEYS`] keys at a time under the shard lock, and a write to a key
+//! the walk has not reached first hands that key, as it is, to the
+//! snapshot (copy before write, per key). Each key the walk or a write
+//! hands on is written out at once if small; a big sorted set gets a
+//! copy-before-write log instead (`engine::zset::cow`) and joins the job's
+//! list of big values. The snapshot thread then walks each big set in
+//! steps of [`STEP_MEMBERS`] members, taking the shard lock for one step
+//! at a time; a write to a member the walk has not reached first saves
+//! that member's old score in the log. So no client waits on the snapshot
+//! for more than one step, however many keys a shard has and however big
+//! a board is, and the output is exactly the data as of T0. Memory held
+//! for it (saved members, touched members, keys handed on by writes and
+//! not yet in the file) is counted in [`Job::cow`], INFO's
+//! `current_cow_size`.
 //!
 //! Big leaderboards are walked the same way (`engine::leaderboard::cow`):
 //! their entries in steps, in the board's order, with a copy-before-write
@@ -46,7 +50,8 @@ use super::encode::{write_command, write_select};
 use crate::engine::bitmap::CHUNK_BYTES;
 use crate::engine::cow::SharedArenaLog;
 use crate::engine::hash::{self, HashValue};
-use crate::engine::keyspace::{Keyspace, Locked, Shard, ShardGuard, SHARD_COUNT};
+use crate::engine::keycapture::KeySink;
+use crate::engine::keyspace::{Entry, Keyspace, Locked, Shard, ShardGuard, SHARD_COUNT};
 use crate::engine::leaderboard::cow::SharedBoardCow;
 use crate::engine::leaderboard::{ArchiveData, EntryRef, Leaderboard};
 use crate::engine::list::ListValue;
@@ -68,6 +73,10 @@ pub const ITEMS_PER_COMMAND: usize = 64;
 /// Sorted sets of more members than this are walked in steps of this many
 /// (each step under the shard lock, the lock let go between steps).
 pub const STEP_MEMBERS: usize = 1024;
+
+/// Small keys are written in steps of at most this many (each step under
+/// the shard lock; a string key takes about a microsecond to encode).
+pub const STEP_KEYS: usize = 256;
 
 /// A big value captured at T0 and not written yet:
 /// where it lives, its expiry and member count at T0, and its
@@ -132,7 +141,17 @@ pub struct Job {
     /// capture, by the snapshot or by a command, or one step of a walk),
     /// in µs: what a command may wait on it.
     pub longest_hold_us: AtomicU64,
+    /// The same in CPU time of the thread holding it: what the step itself
+    /// costs, without the time it waited for a CPU (on a busy machine, a
+    /// thread preempted while it holds the lock).
+    pub longest_hold_cpu_us: AtomicU64,
+    /// Tells this snapshot's key walks (`engine::keycapture`) from those a
+    /// snapshot given up may have left.
+    id: u64,
 }
+
+/// The next [`Job::id`].
+static NEXT_JOB_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Default for Job {
     fn default() -> Self {
@@ -158,6 +177,8 @@ impl Job {
             keys_done: AtomicU64::new(0),
             abort: AtomicBool::new(false),
             longest_hold_us: AtomicU64::new(0),
+            longest_hold_cpu_us: AtomicU64::new(0),
+            id: NEXT_JOB_ID.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -186,9 +207,12 @@ impl Job {
     }
 
     /// Records a hold of a shard lock that began at `since`.
-    fn held_since(&self, since: std::time::Instant) {
+    fn held_since(&self, (since, cpu): (std::time::Instant, u64)) {
         let us = since.elapsed().as_micros() as u64;
         self.longest_hold_us.fetch_max(us, Ordering::Relaxed);
+        let cpu_us = thread_cpu_us().saturating_sub(cpu);
+        self.longest_hold_cpu_us
+            .fetch_max(cpu_us, Ordering::Relaxed);
     }
 
     /// Whether shard `i` is written out already.
@@ -202,6 +226,21 @@ impl Job {
             d.store(true, Ordering::Release);
         }
     }
+}
+
+/// CPU time used by the calling thread, in µs (0 where it cannot be read).
+fn thread_cpu_us() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes one timespec through the pointer,
+    // which points at `ts`, a live and exclusively borrowed timespec.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if r != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64) * 1_000_000 + (ts.tv_nsec as u64) / 1000
 }
 
 /// The elements of a sorted set, for its ZADD commands.
@@ -726,104 +765,143 @@ pub fn write_shard(out: &mut Vec<u8>, shard: &Shard, now_ms: u64) {
     }
 }
 
-/// Captures shard `idx` as it is now (see the module docs): returns its
-/// small keys written out, and queues its big sorted sets for the
-/// stepwise walk, each with a copy-before-write log.
-fn capture(job: &Job, idx: usize, shard: &mut Shard, now_ms: u64) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut big = Vec::new();
-    let mut num = itoa::Buffer::new();
-    let mut keys = 0u64;
+/// Where a shard's key walk (`engine::keycapture`) hands each key of T0:
+/// a small key is encoded into `out` (handed to the job as a chunk at the
+/// end of each step), a big value gets its own copy-before-write log and
+/// joins the job's big values.
+struct KeySinkOf {
+    job: Arc<Job>,
+    shard: usize,
+    db: usize,
+    /// Keys past their expiry when the capture began are not written.
+    now_ms: u64,
+    /// The RESIZEDB hint, for the first chunk only.
+    sizes: Option<(usize, usize)>,
+    out: Vec<u8>,
+    big: Vec<BigKey>,
+    keys: u64,
+}
+
+impl KeySink for KeySinkOf {
+    fn capture(&mut self, key: &[u8], entry: &mut Entry) {
+        if self.job.abort.load(Ordering::Relaxed) {
+            return;
+        }
+        let at = entry.expire_at();
+        if at.is_some_and(|t| t <= self.now_ms) {
+            return;
+        }
+        if let Some(b) = capture_big(&self.job, self.shard, self.db, key, at, &mut entry.value) {
+            self.big.push(b);
+            return;
+        }
+        if self.out.is_empty() {
+            match (self.job.format, self.sizes.take()) {
+                (Format::Aof, _) => write_select(&mut self.out, self.db),
+                (Format::Rdb(_), Some((len, expires))) => {
+                    rdb::encode::write_db_head(&mut self.out, self.db, len, expires)
+                }
+                (Format::Rdb(_), None) => rdb::encode::write_select_db(&mut self.out, self.db),
+            }
+        }
+        match self.job.format {
+            Format::Aof => {
+                write_value(&mut self.out, key, &entry.value);
+                if let Some(t) = at {
+                    let mut num = itoa::Buffer::new();
+                    let ms = num.format(t).as_bytes();
+                    write_command(&mut self.out, [&b"PEXPIREAT"[..], key, ms].into_iter());
+                }
+            }
+            Format::Rdb(o) => rdb::encode::write_key(&mut self.out, key, &entry.value, at, o),
+        }
+        self.keys += 1;
+    }
+
+    fn flush(&mut self) {
+        if !self.out.is_empty() {
+            self.job.push_chunk(std::mem::take(&mut self.out));
+        }
+        if !self.big.is_empty() {
+            self.job.big.lock().append(&mut self.big);
+        }
+        self.job
+            .keys_done
+            .fetch_add(std::mem::take(&mut self.keys), Ordering::Relaxed);
+    }
+}
+
+/// Starts the capture of shard `idx` as it is now (see the module docs):
+/// O(databases); its keys are handed on by the walk in steps
+/// ([`walk_shard`]) or before a write changes them.
+fn capture(job: &Arc<Job>, idx: usize, shard: &mut Shard, now_ms: u64) {
     for (i, db) in shard.dbs.iter_mut().enumerate() {
         if db.is_empty() {
             continue;
         }
-        let (len, expires) = (db.len(), db.expires_len());
-        let mut selected = false;
-        for (key, entry) in db.iter_mut() {
-            let at = entry.expire_at();
-            if at.is_some_and(|t| t <= now_ms) {
-                continue;
-            }
-            if let Value::ZSet(z) = &mut entry.value {
-                let len = z.len();
-                if len > STEP_MEMBERS {
-                    if let Some(log) = z.begin_snapshot(job.cow.clone()) {
-                        big.push(BigKey {
-                            shard: idx,
-                            db: i,
-                            key: Bytes::copy_from_slice(key),
-                            expire: at,
-                            len,
-                            log: BigLog::ZSet(log),
-                        });
-                        continue;
-                    }
-                }
-            }
-            let big_log = match &mut entry.value {
-                Value::Hash(h) if h.len() > STEP_MEMBERS => {
-                    h.begin_snapshot(job.cow.clone()).map(BigLog::Hash)
-                }
-                Value::Set(s) if s.len() > STEP_MEMBERS => {
-                    s.begin_snapshot(job.cow.clone()).map(BigLog::Set)
-                }
-                // A copy of the node (block) pointers, O(nodes).
-                Value::List(l) if l.len() > STEP_MEMBERS => {
-                    Some(BigLog::Shared(Value::List(Box::new(l.share()))))
-                }
-                Value::Stream(st) if st.len() > STEP_MEMBERS as u64 => {
-                    Some(BigLog::Shared(Value::Stream(Box::new(st.share()))))
-                }
-                _ => None,
-            };
-            if let Some(log) = big_log {
-                let len = match &entry.value {
-                    Value::Hash(h) => h.len(),
-                    Value::Set(s) => s.len(),
-                    _ => 1,
-                };
-                big.push(BigKey {
-                    shard: idx,
-                    db: i,
-                    key: Bytes::copy_from_slice(key),
-                    expire: at,
-                    len,
-                    log,
-                });
-                continue;
-            }
-            if let Value::Leaderboard(b) = &mut entry.value {
-                if b.len() > STEP_MEMBERS {
-                    big.push(capture_board(job, idx, i, key, at, b));
-                    continue;
-                }
-            }
-            if !selected {
-                match job.format {
-                    Format::Aof => write_select(&mut out, i),
-                    Format::Rdb(_) => rdb::encode::write_db_head(&mut out, i, len, expires),
-                }
-                selected = true;
-            }
-            match job.format {
-                Format::Aof => {
-                    write_value(&mut out, key, &entry.value);
-                    if let Some(t) = at {
-                        let ms = num.format(t).as_bytes();
-                        write_command(&mut out, [&b"PEXPIREAT"[..], key, ms].into_iter());
-                    }
-                }
-                Format::Rdb(o) => rdb::encode::write_key(&mut out, key, &entry.value, at, o),
-            }
-            keys += 1;
+        let sink = KeySinkOf {
+            job: job.clone(),
+            shard: idx,
+            db: i,
+            now_ms,
+            sizes: Some((db.len(), db.expires_len())),
+            out: Vec::new(),
+            big: Vec::new(),
+            keys: 0,
+        };
+        db.begin_capture(job.id, Box::new(sink));
+    }
+}
+
+/// Starts the stepwise capture of `value` (key `key` of database `db` in
+/// shard `shard`) if it is big: a sorted set, leaderboard, hash or set of
+/// more than [`STEP_MEMBERS`] members gets a copy-before-write log, a big
+/// list or stream a copy sharing its nodes; `None` for a value written
+/// whole.
+fn capture_big(
+    job: &Job,
+    shard: usize,
+    db: usize,
+    key: &[u8],
+    at: Option<u64>,
+    value: &mut Value,
+) -> Option<BigKey> {
+    let big = |len: usize, log: BigLog| BigKey {
+        shard,
+        db,
+        key: Bytes::copy_from_slice(key),
+        expire: at,
+        len,
+        log,
+    };
+    match value {
+        Value::ZSet(z) if z.len() > STEP_MEMBERS => {
+            let len = z.len();
+            z.begin_snapshot(job.cow.clone())
+                .map(|log| big(len, BigLog::ZSet(log)))
         }
+        Value::Hash(h) if h.len() > STEP_MEMBERS => {
+            let len = h.len();
+            h.begin_snapshot(job.cow.clone())
+                .map(|log| big(len, BigLog::Hash(log)))
+        }
+        Value::Set(s) if s.len() > STEP_MEMBERS => {
+            let len = s.len();
+            s.begin_snapshot(job.cow.clone())
+                .map(|log| big(len, BigLog::Set(log)))
+        }
+        // A copy of the node (block) pointers, O(nodes).
+        Value::List(l) if l.len() > STEP_MEMBERS => {
+            Some(big(1, BigLog::Shared(Value::List(Box::new(l.share())))))
+        }
+        Value::Stream(st) if st.len() > STEP_MEMBERS as u64 => {
+            Some(big(1, BigLog::Shared(Value::Stream(Box::new(st.share())))))
+        }
+        Value::Leaderboard(b) if b.len() > STEP_MEMBERS => {
+            Some(capture_board(job, shard, db, key, at, b))
+        }
+        _ => None,
     }
-    job.keys_done.fetch_add(keys, Ordering::Relaxed);
-    if !big.is_empty() {
-        job.big.lock().extend(big);
-    }
-    out
 }
 
 /// Starts the stepwise capture of big board `b` (key `key` of database
@@ -869,11 +947,11 @@ fn capture_board(
     }
 }
 
-/// Copy before write: captures, as they are now, the shards a command
-/// holds for writing and may change (`None`: every shard), unless the
-/// snapshot has them already. Small keys are written out; big sorted sets
-/// only get their copy-before-write log (O(1) each).
-pub fn presave(job: &Job, shards: Option<SmallVec<[usize; 4]>>, locked: &mut Locked<'_>) {
+/// Copy before write: starts the capture of the shards a command holds
+/// for writing and may change (`None`: every shard), unless the snapshot
+/// has started it already: O(databases) each; from then on a write hands
+/// the key it changes to the snapshot first.
+pub fn presave(job: &Arc<Job>, shards: Option<SmallVec<[usize; 4]>>, locked: &mut Locked<'_>) {
     let shards = match shards {
         Some(s) => s,
         None => (0..SHARD_COUNT).collect(),
@@ -886,10 +964,7 @@ pub fn presave(job: &Job, shards: Option<SmallVec<[usize; 4]>>, locked: &mut Loc
         let Some(ShardGuard::Write(g)) = locked.guard_mut(i) else {
             continue;
         };
-        let t = std::time::Instant::now();
-        let chunk = capture(job, i, g, unix_ms());
-        job.held_since(t);
-        job.push_chunk(chunk);
+        capture(job, i, g, unix_ms());
         job.mark_done(i);
     }
 }
@@ -915,18 +990,26 @@ fn check_abort(job: &Job) -> Result<(), String> {
 /// here unless a command did it first), then each big sorted set in
 /// steps. The job must have been installed at T0 (every shard locked),
 /// so that commands capture what they change first.
-pub fn write_all(ks: &Keyspace, job: &Job, put: &mut Put<'_>) -> Result<(), String> {
+pub fn write_all(ks: &Keyspace, job: &Arc<Job>, put: &mut Put<'_>) -> Result<(), String> {
     let result = write_shards(ks, job, put);
     tracing::info!(
-        "Snapshot: a shard lock was held at most {} us at a time",
-        job.longest_hold_us.load(Ordering::Relaxed)
+        "Snapshot: a shard lock was held at most {} us at a time ({} us of CPU)",
+        job.longest_hold_us.load(Ordering::Relaxed),
+        job.longest_hold_cpu_us.load(Ordering::Relaxed)
     );
     if result.is_err() {
         // Sets still carrying a log must stop feeding it.
+        // Tables still walked must stop handing keys on.
+        for i in 0..SHARD_COUNT {
+            if let Some(shard) = ks.lock_one(i, true).shard_mut() {
+                shard.dbs.iter_mut().for_each(|db| db.abandon_capture());
+            }
+        }
         let rest = std::mem::take(&mut *job.big.lock());
         for b in &rest {
             abandon(ks, job, b);
         }
+        job.take_chunks();
     }
     result
 }
@@ -953,34 +1036,58 @@ fn abandon(ks: &Keyspace, job: &Job, b: &BigKey) {
     }
 }
 
-fn write_shards(ks: &Keyspace, job: &Job, put: &mut Put<'_>) -> Result<(), String> {
+fn write_shards(ks: &Keyspace, job: &Arc<Job>, put: &mut Put<'_>) -> Result<(), String> {
     for i in 0..SHARD_COUNT {
         check_abort(job)?;
         flush(job, put)?;
         write_big_keys(ks, job, put)?;
-        if job.is_done(i) {
-            continue;
-        }
-        let chunk = {
-            let mut g = ks.lock_one(i, true);
-            let t = std::time::Instant::now();
-            match g.shard_mut() {
-                Some(shard) if !job.is_done(i) => {
-                    let c = capture(job, i, shard, unix_ms());
-                    job.mark_done(i);
-                    job.held_since(t);
-                    Some(c)
-                }
-                _ => None,
-            }
-        };
-        if let Some(c) = chunk {
-            put(&c)?;
-        }
+        walk_shard(ks, job, i, put)?;
     }
     flush(job, put)?;
     write_big_keys(ks, job, put)?;
     flush(job, put)
+}
+
+/// Captures shard `i` (unless a command started it already) and walks its
+/// tables in steps of [`STEP_KEYS`] keys, the shard lock let go between
+/// steps; each step's keys go to the file at once.
+fn walk_shard(ks: &Keyspace, job: &Arc<Job>, i: usize, put: &mut Put<'_>) -> Result<(), String> {
+    for step in 1usize.. {
+        check_abort(job)?;
+        let mut g = ks.lock_one(i, true);
+        let t = (std::time::Instant::now(), thread_cpu_us());
+        let over = match g.shard_mut() {
+            Some(shard) => {
+                if !job.is_done(i) {
+                    capture(job, i, shard, unix_ms());
+                    job.mark_done(i);
+                }
+                let mut over = true;
+                for db in shard.dbs.iter_mut().filter(|db| db.is_capturing()) {
+                    // One table's step at a time: the lock is let go after it.
+                    if !db.capture_step(job.id, STEP_KEYS) {
+                        over = false;
+                        break;
+                    }
+                }
+                over
+            }
+            None => true,
+        };
+        // A command waiting for the shard goes before the next step.
+        g.unlock_fair();
+        job.held_since(t);
+        flush(job, put)?;
+        if over {
+            break;
+        }
+        // Now and then, let the commands just handed the lock run (a
+        // yield per step costs a scheduling round each on a busy machine).
+        if step.is_multiple_of(16) {
+            std::thread::yield_now();
+        }
+    }
+    Ok(())
 }
 
 /// Writes every big sorted set queued so far.
@@ -1029,7 +1136,7 @@ fn write_big(ks: &Keyspace, job: &Job, b: &BigKey, put: &mut Put<'_>) -> Result<
     loop {
         check_abort(job)?;
         let mut g = ks.lock_one(b.shard, true);
-        let t = std::time::Instant::now();
+        let t = (std::time::Instant::now(), thread_cpu_us());
         let over = {
             let value = g
                 .shard_mut()
