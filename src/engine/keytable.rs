@@ -159,9 +159,9 @@ impl KeyTable {
     }
 
     /// The key and entry in slot `slot`, if it holds one. Walking slots
-    /// from a random one is the sampling eviction needs, in O(1) a key
-    /// at the table's usual load, as Redis's `dictGetSomeKeys` walks
-    /// buckets; a slot number stays valid until the table changes.
+    /// from a random one is the sampling eviction needs (O(1) a key at
+    /// the table's usual load), as Redis's `dictGetSomeKeys` walks
+    /// buckets; a slot number names the same key until the table changes.
     #[inline]
     pub fn get_at(&self, slot: usize) -> Option<(&[u8], &Entry)> {
         self.table
