@@ -457,28 +457,30 @@ impl Db {
     }
 
     /// Offers about `n` keys of this part, taken at random, to `offer` with
-    /// their eviction score under `policy` (higher: evict first); with
-    /// `volatile`, only keys with an expiry (the nearest expiries for
-    /// [`Eviction::Ttl`]). Redis's sampling for its eviction pool.
+    /// their eviction score under `policy` (higher: evict first) and their
+    /// slot (for [`Db::key_at`] and [`Db::remove_at`]); with `volatile`,
+    /// only keys with an expiry (the nearest expiries for
+    /// [`Eviction::Ttl`]). Redis's sampling for its eviction pool: the keys
+    /// of consecutive slots from a random one, as its `dictGetSomeKeys`.
     pub fn sample_for_eviction(
         &self,
         policy: Eviction,
         volatile: bool,
         n: usize,
         now_ms: u64,
-        offer: &mut dyn FnMut(u64, &[u8]),
+        offer: &mut dyn FnMut(u64, usize, &[u8]),
     ) {
         if volatile {
             if self.expires.is_empty() {
                 return;
             }
             let mut take = |at: &u64, key: &Bytes| {
-                if let Some(e) = self.map.get(key) {
+                if let Some((slot, e)) = self.map.slot_of(key) {
                     let score = match policy {
                         Eviction::Ttl => u64::MAX - at,
                         _ => e.eviction_score(policy, now_ms),
                     };
-                    offer(score, key);
+                    offer(score, slot, key);
                 }
             };
             if policy == Eviction::Ttl {
@@ -500,30 +502,63 @@ impl Db {
             }
             return;
         }
-        if self.map.is_empty() {
+        let want = n.min(self.map.len());
+        if want == 0 {
             return;
         }
+        // A walk of at most 32 slots a wanted key: a table's load is over
+        // 7/16 once it has grown, but hashbrown never shrinks it on
+        // removal, and a table that evictions thinned may hold a key in 8
+        // slots or fewer. As Redis's walk, it may offer fewer than `n`.
+        let slots = self.map.slots();
+        let mask = slots - 1;
+        let mut slot = access::random_u64() as usize & mask;
         let mut got = 0;
-        for _ in 0..4 {
-            self.map.sample_at(access::random_u64(), &mut |k, e| {
-                if got < n {
-                    got += 1;
-                    offer(e.eviction_score(policy, now_ms), k);
+        for _ in 0..(want * 32).max(128).min(slots) {
+            if let Some((k, e)) = self.map.get_at(slot) {
+                offer(e.eviction_score(policy, now_ms), slot, k);
+                got += 1;
+                if got == want {
+                    return;
                 }
-                got < n
-            });
-            if got >= n {
-                return;
             }
+            slot = (slot + 1) & mask;
         }
-        // Small or sparse tables: pick by position.
-        while got < n.min(self.map.len()) {
+        if got > 0 {
+            return;
+        }
+        // A table all but emptied: pick by position.
+        for _ in 0..want {
             let i = (access::random_u64() % self.map.len() as u64) as usize;
-            if let Some((k, e)) = self.map.nth(i) {
-                offer(e.eviction_score(policy, now_ms), k);
+            if let Some((slot, (k, e))) = self
+                .map
+                .nth_slot(i)
+                .and_then(|s| self.map.get_at(s).map(|ke| (s, ke)))
+            {
+                offer(e.eviction_score(policy, now_ms), slot, k);
             }
-            got += 1;
         }
+    }
+
+    /// The key in slot `slot` (as [`Db::sample_for_eviction`] offered it),
+    /// if the slot holds one: the slot may hold another key by now, which
+    /// the caller tells from the key.
+    pub fn key_at(&self, slot: usize) -> Option<&[u8]> {
+        self.map.get_at(slot).map(|(k, _)| k)
+    }
+
+    /// Removes the key in slot `slot`, returning its entry: [`Db::remove`]
+    /// without looking the key up.
+    pub fn remove_at(&mut self, slot: usize) -> Option<Entry> {
+        let (key, e) = self.map.get_at(slot)?;
+        let expiry = (e.expire_at != 0).then(|| (e.expire_at, Bytes::copy_from_slice(key)));
+        let mut e = self.map.remove_at(slot)?;
+        // A snapshot walking the value in steps could not find it again.
+        e.value.end_snapshot();
+        if let Some(expiry) = expiry {
+            self.expires.remove(&expiry);
+        }
+        Some(e)
     }
 
     /// Iterates over every stored key and entry, expired ones included.

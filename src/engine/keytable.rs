@@ -152,38 +152,41 @@ impl KeyTable {
         })
     }
 
-    /// Visits the entries stored around a random place of the table (one
-    /// group of slots, about a dozen entries at the table's usual load),
-    /// as Redis's `dictGetSomeKeys` walks from a random bucket: the
-    /// sampling eviction needs, in O(1) where `iter().nth(r)` is O(r).
-    ///
-    /// The slots a lookup of hash `h` probes start at `h`'s low bits, and a
-    /// lookup compares only the entries whose 7-bit tag (`h`'s top bits)
-    /// matches; a lookup of every tag at one place, each refusing every
-    /// candidate, thus visits every entry there. Visits nothing when the
-    /// place holds no entry: the caller tries another `seed`. Stops once
-    /// `f` returns false (it has enough); the tags are visited from one
-    /// the seed picks, so an early stop favours no tag.
-    pub fn sample_at(&self, seed: u64, f: &mut dyn FnMut(&[u8], &Entry) -> bool) {
-        let place = seed & ((1 << 57) - 1);
-        let first = seed >> 57;
-        let mut more = true;
-        for step in 0..128u64 {
-            let tag = (first + step) & 127;
-            let _ = self.table.find(tag << 57 | place, |n| {
-                more = more && f(n.key.as_bytes(), &n.entry);
-                false
-            });
-            if !more {
-                return;
-            }
-        }
+    /// Slots in the table, occupied or not: slot numbers run from 0 to
+    /// this less one (a power of two, or 0 for an empty table).
+    pub fn slots(&self) -> usize {
+        self.table.num_buckets()
     }
 
-    /// The `n`th entry in table order (O(n): the fallback of
-    /// [`KeyTable::sample_at`]).
-    pub fn nth(&self, n: usize) -> Option<(&[u8], &Entry)> {
-        self.iter().nth(n)
+    /// The key and entry in slot `slot`, if it holds one. Walking slots
+    /// from a random one is the sampling eviction needs (O(1) a key at
+    /// the table's usual load), as Redis's `dictGetSomeKeys` walks
+    /// buckets; a slot number names the same key until the table changes.
+    #[inline]
+    pub fn get_at(&self, slot: usize) -> Option<(&[u8], &Entry)> {
+        self.table
+            .get_bucket(slot)
+            .map(|n| (n.key.as_bytes(), &n.entry))
+    }
+
+    /// The slot holding `key` and its entry.
+    pub fn slot_of(&self, key: &[u8]) -> Option<(usize, &Entry)> {
+        let slot = self
+            .table
+            .find_bucket_index(self.hash(key), |n| n.key.as_bytes() == key)?;
+        self.table.get_bucket(slot).map(|n| (slot, &n.entry))
+    }
+
+    /// Removes the entry in slot `slot`, if it holds one.
+    pub fn remove_at(&mut self, slot: usize) -> Option<Entry> {
+        let (node, _) = self.table.get_bucket_entry(slot).ok()?.remove();
+        Some(node.entry)
+    }
+
+    /// The slot of the `n`th entry in table order (O(n / 16): it skips
+    /// empty groups of slots; the fallback for tables too sparse to walk).
+    pub fn nth_slot(&self, n: usize) -> Option<usize> {
+        self.table.iter_buckets().nth(n)
     }
 
     /// Removes every key and gives the table's memory back.
@@ -324,29 +327,30 @@ mod tests {
     }
 
     #[test]
-    fn sampling_visits_every_key_over_random_places() {
+    fn slots_hold_every_key_once() {
         let mut t = KeyTable::new(KeyHasher::new());
         for i in 0..5000u64 {
             insert(&mut t, format!("k{i}").as_bytes(), entry(i));
         }
         let mut seen = std::collections::HashSet::new();
-        let mut visits = 0;
-        let mut seed = 0x1234_5678_9abc_def1u64;
-        for _ in 0..4000 {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            t.sample_at(seed, &mut |k, e| {
+        for slot in 0..t.slots() {
+            if let Some((k, e)) = t.get_at(slot) {
                 assert_eq!(t.get(k).map(tag), Some(tag(e)));
-                seen.insert(k.to_vec());
-                visits += 1;
-                true
-            });
+                assert_eq!(t.slot_of(k).map(|(s, e)| (s, tag(e))), Some((slot, tag(e))));
+                assert!(seen.insert(k.to_vec()));
+            }
         }
-        // About a dozen entries a place, and nearly every key reached.
-        assert!(visits > 4000 * 4, "{visits} visits");
-        assert!(seen.len() > 4500, "{} keys seen", seen.len());
-        assert!(t.nth(4999).is_some() && t.nth(5000).is_none());
+        assert_eq!(seen.len(), 5000);
+        assert!(t.get_at(t.slots()).is_none());
+        let last = t
+            .nth_slot(4999)
+            .and_then(|s| t.get_at(s))
+            .map(|(k, _)| k.to_vec());
+        assert!(last.is_some() && t.nth_slot(5000).is_none());
+        let slot = t.slot_of(b"k7").map(|(s, _)| s).unwrap_or(usize::MAX);
+        assert_eq!(t.remove_at(slot).as_ref().map(tag), Some(7));
+        assert!(t.get(b"k7").is_none() && t.remove_at(slot).is_none());
+        assert_eq!(t.len(), 4999);
     }
 
     #[derive(Debug, Clone)]

@@ -187,16 +187,22 @@ pub struct Memory {
     clients_limit: AtomicU64,
     /// Clients closed for `maxmemory-clients` (INFO evicted_clients).
     pub evicted_clients: AtomicU64,
-    /// The eviction pool and the policy its scores were taken under; held
-    /// while evicting, so one thread evicts at once.
+    /// The eviction pool (sorted by score, the best last) and the policy
+    /// its scores were taken under; held while evicting, so one thread
+    /// evicts at once.
     pool: Mutex<(u8, Vec<Candidate>)>,
 }
 
-#[derive(Debug)]
+/// A key in the eviction pool: where it was sampled and a hash of it (no
+/// copy of its bytes: most candidates are never evicted). The slot may
+/// hold another key by the time it is evicted; the hash tells.
+#[derive(Debug, Clone, Copy)]
 struct Candidate {
     score: u64,
+    shard: usize,
     db: usize,
-    key: Bytes,
+    slot: usize,
+    hash: u64,
 }
 
 impl Memory {
@@ -457,13 +463,15 @@ pub fn perform_evictions(server: &Server) -> Outcome {
     let mut freed = 0u64;
     let mut evicted = 0u64;
     let samples = mem.samples.load(Ordering::Relaxed) as usize;
+    // Scores taken a little late rank keys the same.
+    let now_ms = super::unix_ms();
     let mut outcome = Outcome::Ok;
     while freed < to_free {
-        let Some(c) = next_candidate(server, pool, eviction, volatile, samples) else {
+        let Some(c) = next_candidate(server, pool, eviction, volatile, samples, now_ms) else {
             outcome = Outcome::Fail;
             break;
         };
-        if evict(server, c.db, c.key) {
+        if evict(server, c) {
             evicted += 1;
             freed = (thread_net_freed() - base).max(0) as u64;
             if evicted.is_multiple_of(16) && limit.is_some_and(|l| start.elapsed() > l) {
@@ -490,39 +498,51 @@ fn next_candidate(
     eviction: Eviction,
     volatile: bool,
     samples: usize,
+    now_ms: u64,
 ) -> Option<Candidate> {
     let ks = &server.keyspace;
     let first = access::random_u64() as usize % SHARD_COUNT;
-    let now_ms = super::unix_ms();
+    let n = if eviction == Eviction::Random {
+        1
+    } else {
+        samples
+    };
     for step in 0..SHARD_COUNT {
-        let idx = (first + step) % SHARD_COUNT;
-        let guard = ks.lock_one(idx, false);
+        let shard = (first + step) % SHARD_COUNT;
+        let guard = ks.lock_one(shard, false);
         let mut found = 0;
         for (db, part) in guard.shard().dbs.iter().enumerate() {
-            let n = if eviction == Eviction::Random {
-                1
-            } else {
-                samples
-            };
-            part.sample_for_eviction(eviction, volatile, n, now_ms, &mut |score, key| {
+            // Most databases are empty: no call for them.
+            if (volatile && part.expires_len() == 0) || part.is_empty() {
+                continue;
+            }
+            part.sample_for_eviction(eviction, volatile, n, now_ms, &mut |score, slot, key| {
                 found += 1;
-                if pool.iter().any(|c| c.db == db && c.key == key) {
+                // The pool is sorted, worst first: most samples rank no
+                // better than a full pool's worst, which ends it here.
+                if pool.len() >= POOL_SIZE && pool.first().is_none_or(|w| w.score >= score) {
+                    return;
+                }
+                if pool
+                    .iter()
+                    .any(|c| c.slot == slot && c.db == db && c.shard == shard)
+                {
                     return;
                 }
                 if pool.len() >= POOL_SIZE {
-                    // Full: keep the best; the worst goes (or the newcomer).
-                    match pool.iter().enumerate().min_by_key(|(_, c)| c.score) {
-                        Some((i, w)) if w.score < score => {
-                            pool.swap_remove(i);
-                        }
-                        _ => return,
-                    }
+                    pool.remove(0);
                 }
-                pool.push(Candidate {
-                    score,
-                    db,
-                    key: Bytes::copy_from_slice(key),
-                });
+                let at = pool.partition_point(|c| c.score <= score);
+                pool.insert(
+                    at,
+                    Candidate {
+                        score,
+                        shard,
+                        db,
+                        slot,
+                        hash: ks.hasher().hash_one(key),
+                    },
+                );
             });
         }
         drop(guard);
@@ -530,14 +550,13 @@ fn next_candidate(
             break;
         }
     }
-    let (i, _) = pool.iter().enumerate().max_by_key(|(_, c)| c.score)?;
-    Some(pool.swap_remove(i))
+    pool.pop()
 }
 
-/// Removes `key` of database `db` for maxmemory, if it is still there.
-fn evict(server: &Server, db: usize, key: Bytes) -> bool {
+/// Removes candidate `c` for maxmemory, if its key is still in its slot.
+fn evict(server: &Server, c: Candidate) -> bool {
     let ks = &server.keyspace;
-    let idx = ks.shard_of(&key);
+    let idx = c.shard;
     let mut locked = ks.lock_sorted(&[idx], true);
     // A rewrite copies the shard before it changes.
     journal::before_write(
@@ -548,37 +567,40 @@ fn evict(server: &Server, db: usize, key: Bytes) -> bool {
     let Some(part) = locked
         .guard_mut(idx)
         .and_then(|g| g.shard_mut())
-        .and_then(|s| s.dbs.get_mut(db))
+        .and_then(|s| s.dbs.get_mut(c.db))
     else {
         return false;
     };
-    let Some(entry) = part.remove(&key) else {
+    let Some(key) = part
+        .key_at(c.slot)
+        .filter(|k| ks.hasher().hash_one(k) == c.hash)
+        .map(Bytes::copy_from_slice)
+    else {
+        return false;
+    };
+    let Some(entry) = part.remove_at(c.slot) else {
         return false;
     };
     part.touch_watched(&key);
-    let keys = vec![key];
     // In the AOF as a DEL, in order with the commands on this shard.
-    server.removed_expired(db, keys.clone());
+    server.removed_expired(c.db, vec![key.clone()]);
     drop(locked);
     drop(entry);
-    mem_evicted(server, db, keys);
+    mem_evicted(server, c.db, key);
     true
 }
 
-fn mem_evicted(server: &Server, db: usize, keys: Vec<Bytes>) {
+fn mem_evicted(server: &Server, db: usize, key: Bytes) {
     server.memory.evicted_keys.fetch_add(1, Ordering::Relaxed);
     let flags = server.notify_flags.load(Ordering::Relaxed);
     if !notify::enabled(flags, Class::EVICTED) {
         return;
     }
-    let events: Vec<Event> = keys
-        .into_iter()
-        .map(|key| Event {
-            name: "evicted",
-            db,
-            key,
-        })
-        .collect();
+    let events = [Event {
+        name: "evicted",
+        db,
+        key,
+    }];
     let mut nowhere = Vec::new();
     let mut own = Own {
         id: 0,
