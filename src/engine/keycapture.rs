@@ -79,7 +79,7 @@ impl KeyCapture {
     pub(super) fn new(id: u64, map: &KeyTable, sink: Box<dyn KeySink>) -> KeyCapture {
         KeyCapture {
             id,
-            slots: map.num_slots(),
+            slots: map.slots(),
             cursor: 0,
             skip: HashSet::default(),
             sink,
@@ -104,15 +104,21 @@ impl KeyCapture {
     /// Called before `key`'s entry, if any, is changed or removed.
     #[inline]
     pub(super) fn before_write(&mut self, map: &mut KeyTable, key: &[u8]) {
-        if let Some(i) = map.slot_of(key) {
+        if let Some((i, _)) = map.slot_of(key) {
             self.take_slot(map, i);
         }
+    }
+
+    /// Called before the entry in slot `i`, if any, is changed or removed.
+    #[inline]
+    pub(super) fn before_write_at(&mut self, map: &mut KeyTable, i: usize) {
+        self.take_slot(map, i);
     }
 
     /// Called after `key` was added to `map` (it was absent): the walk
     /// must not hand it on.
     pub(super) fn after_insert(&mut self, map: &KeyTable, key: &[u8]) {
-        if let Some(i) = map.slot_of(key) {
+        if let Some((i, _)) = map.slot_of(key) {
             if i >= self.cursor {
                 self.skip.insert(i);
             }
@@ -122,7 +128,7 @@ impl KeyCapture {
     /// One step: hands on up to `budget` entries from the cursor. True
     /// when the walk is over.
     pub(super) fn step(&mut self, map: &mut KeyTable, budget: usize) -> bool {
-        let end = self.slots.min(map.num_slots());
+        let end = self.slots.min(map.slots());
         let mut taken = 0usize;
         let mut read = 0usize;
         let most_read = budget.saturating_mul(SLOTS_PER_ENTRY);

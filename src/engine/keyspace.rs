@@ -550,6 +550,10 @@ impl Db {
     /// Removes the key in slot `slot`, returning its entry: [`Db::remove`]
     /// without looking the key up.
     pub fn remove_at(&mut self, slot: usize) -> Option<Entry> {
+        // A snapshot walking the table gets the key first, as in `remove`.
+        if let Some(c) = &mut self.capture {
+            c.before_write_at(&mut self.map, slot);
+        }
         let (key, e) = self.map.get_at(slot)?;
         let expiry = (e.expire_at != 0).then(|| (e.expire_at, Bytes::copy_from_slice(key)));
         let mut e = self.map.remove_at(slot)?;
@@ -1184,6 +1188,8 @@ mod tests {
             /// A change in place through a lookup for change (APPEND).
             Append(usize, Vec<u8>),
             Remove(usize, Vec<u8>),
+            /// An eviction: the key found in a slot is removed by slot.
+            RemoveAt(usize, Vec<u8>),
             SetExpire(usize, Vec<u8>, u64),
             Persist(usize, Vec<u8>),
             /// The key's expiry passes and a lookup removes it.
@@ -1213,6 +1219,7 @@ mod tests {
                     .prop_map(|(d, k, v, t)| Op::Insert(d, k, v, t)),
                 3 => (db.clone(), key()).prop_map(|(d, k)| Op::Append(d, k)),
                 3 => (db.clone(), key()).prop_map(|(d, k)| Op::Remove(d, k)),
+                2 => (db.clone(), key()).prop_map(|(d, k)| Op::RemoveAt(d, k)),
                 2 => (db.clone(), key(), 2000u64..3000).prop_map(|(d, k, a)| Op::SetExpire(d, k, a)),
                 1 => (db.clone(), key()).prop_map(|(d, k)| Op::Persist(d, k)),
                 2 => (db.clone(), key()).prop_map(|(d, k)| Op::ExpireNow(d, k)),
@@ -1280,6 +1287,12 @@ mod tests {
                         }
                         Op::Remove(d, k) => {
                             shard.dbs[d].remove(&k);
+                        }
+                        Op::RemoveAt(d, k) => {
+                            let slot = shard.dbs[d].map.slot_of(&k).map(|(i, _)| i);
+                            if let Some(i) = slot {
+                                shard.dbs[d].remove_at(i);
+                            }
                         }
                         Op::SetExpire(d, k, at) => {
                             shard.dbs[d].set_expire(&k, at);

@@ -194,15 +194,10 @@ impl KeyTable {
         self.table = HashTable::new();
     }
 
-    // A walk by slot (a snapshot's, `keycapture`): an entry keeps its slot
-    // from insertion to removal unless the table grows (a removal only
-    // marks its slot free; an insertion takes a free slot and moves no
-    // other entry) or is cleared.
-
-    /// Slots in the table (0 before the first key).
-    pub fn num_slots(&self) -> usize {
-        self.table.num_buckets()
-    }
+    // A walk by slot (a snapshot's, `keycapture`, with `slots` and
+    // `slot_of` above): an entry keeps its slot from insertion to removal
+    // unless the table grows (a removal only marks its slot free; an
+    // insertion takes a free slot and moves no other entry) or is cleared.
 
     /// The key and entry stored in slot `i`, for change.
     pub fn slot_mut(&mut self, i: usize) -> Option<(&[u8], &mut Entry)> {
@@ -210,12 +205,6 @@ impl KeyTable {
             let n = &mut **n;
             (n.key.as_bytes(), &mut n.entry)
         })
-    }
-
-    /// The slot holding `key`.
-    pub fn slot_of(&self, key: &[u8]) -> Option<usize> {
-        self.table
-            .find_bucket_index(self.hash(key), |n| n.key.as_bytes() == key)
     }
 
     /// Whether the next [`KeyTable::get_or_vacant`] may move every entry
