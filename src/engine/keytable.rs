@@ -1,71 +1,93 @@
 //! The table of one [`Db`](super::Db): key → [`Entry`], built for memory.
 //!
 //! Each key is one heap node holding its [`Entry`] (value, expiry time,
-//! access clock) and, when it has at most [`INLINE_KEY`] bytes, the key
-//! itself; the table's slots hold only a pointer to the node (8 bytes and
-//! hashbrown's control byte). Where a `HashMap<Bytes, Entry>` slot took 80
-//! bytes (a 32-byte `Bytes` beside the 48-byte entry) and the key's bytes a
-//! second allocation, a key of up to 30 bytes now costs one 80-byte node
-//! and 9 bytes per slot: about 100 bytes a key at the table's usual load
-//! instead of about 200 (1,000,000 keys of 20 bytes over 64 shards: 32,768
-//! slots a shard, half full). A lookup reads the slot, then the node, which
-//! holds both the key it compares and the entry it returns.
+//! access clock) and the key; the table's slots hold only a pointer to the
+//! node (8 bytes and hashbrown's control byte). Nodes come in three sizes,
+//! each jemalloc size class filled to the byte, and each size has its own
+//! hashbrown table (a key's length picks the table, so a lookup still
+//! probes one):
+//!
+//! - a key of up to [`SHORT_KEY`] (15) bytes: a 64-byte node;
+//! - up to [`MID_KEY`] (31) bytes: an 80-byte node;
+//! - longer: a 64-byte node pointing to the key's own allocation.
+//!
+//! Where a `HashMap<Bytes, Entry>` slot took 80 bytes (a 32-byte `Bytes`
+//! beside the 48-byte entry) and the key's bytes a second allocation, a key
+//! such as `user:1234567` costs one 64-byte node and 9 bytes per slot:
+//! about 83 bytes a key at the table's usual load (2,000,000 keys over 64
+//! shards: 65,536 slots a shard, half full).
 //!
 //! The slot's hash is not stored: it is computed again from the node's key
-//! when the table grows. Expiry, watches and the expiry index are the
-//! [`Db`](super::Db)'s; this is only the map.
+//! when the table grows. The [`Db`](super::Db)'s expiry index names a key
+//! by its expiry time and slot hash ([`KeyTable::hash`]), and finds the key
+//! again through [`KeyTable::find_expiring`] and friends. Watches and the
+//! index itself are the [`Db`](super::Db)'s; this is only the map.
 
 use hashbrown::hash_table::Entry as Slot;
 use hashbrown::HashTable;
 
 use super::keyspace::{Entry, KeyHasher};
 
-/// Longest key stored inside its node; a longer one gets its own allocation.
-pub const INLINE_KEY: usize = 30;
+/// Longest key stored in a 64-byte node.
+pub const SHORT_KEY: usize = 15;
+/// Longest key stored in an 80-byte node; a longer one gets its own
+/// allocation.
+pub const MID_KEY: usize = 31;
 
-/// A key's bytes, inside the node when short.
-#[derive(Debug)]
-enum Key {
-    Inline { len: u8, bytes: [u8; INLINE_KEY] },
-    Heap(Box<[u8]>),
+/// A key's bytes as a node holds them.
+trait NodeKey: Sized {
+    fn new(key: &[u8]) -> Self;
+    fn as_bytes(&self) -> &[u8];
 }
 
-impl Key {
-    fn new(key: &[u8]) -> Key {
-        match key.len() {
-            len @ 0..=INLINE_KEY => {
-                let mut bytes = [0; INLINE_KEY];
-                bytes[..len].copy_from_slice(key);
-                Key::Inline {
-                    len: len as u8,
-                    bytes,
-                }
-            }
-            _ => Key::Heap(key.into()),
+/// Up to `N` bytes of key inside the node (the caller picks `N` by the
+/// key's length).
+#[derive(Debug)]
+struct Inline<const N: usize> {
+    len: u8,
+    bytes: [u8; N],
+}
+
+impl<const N: usize> NodeKey for Inline<N> {
+    fn new(key: &[u8]) -> Self {
+        let mut bytes = [0; N];
+        let len = key.len().min(N);
+        bytes[..len].copy_from_slice(&key[..len]);
+        Inline {
+            len: len as u8,
+            bytes,
         }
     }
 
     fn as_bytes(&self) -> &[u8] {
-        match self {
-            Key::Inline { len, bytes } => bytes.get(..*len as usize).unwrap_or(&[]),
-            Key::Heap(b) => b,
-        }
+        self.bytes.get(..self.len as usize).unwrap_or(&[])
     }
 }
 
-/// One key and its entry, in one allocation (80 bytes for a short key).
+/// A long key, in its own allocation.
 #[derive(Debug)]
-struct Node {
-    entry: Entry,
-    key: Key,
+struct Heap(Box<[u8]>);
+
+impl NodeKey for Heap {
+    fn new(key: &[u8]) -> Self {
+        Heap(key.into())
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
 }
 
-/// The map of one database part: keys to entries, one node per key.
+/// One key and its entry, in one allocation.
 #[derive(Debug)]
-pub struct KeyTable {
-    table: HashTable<Box<Node>>,
-    hasher: KeyHasher,
+struct Node<K> {
+    entry: Entry,
+    key: K,
 }
+
+type Short = Node<Inline<SHORT_KEY>>;
+type Mid = Node<Inline<MID_KEY>>;
+type Long = Node<Heap>;
 
 /// The slot hash of a key whose keyspace hash is `h`. The shard is the top
 /// bits of `h`, so within a shard those bits are all alike; hashbrown takes
@@ -76,95 +98,95 @@ fn slot_hash(h: u64) -> u64 {
     h.wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
-impl KeyTable {
-    /// An empty table placing keys with `hasher` (the keyspace's).
-    pub fn new(hasher: KeyHasher) -> KeyTable {
-        KeyTable {
+/// The nodes of one size.
+#[derive(Debug)]
+struct Part<K> {
+    table: HashTable<Box<Node<K>>>,
+}
+
+impl<K: NodeKey> Part<K> {
+    fn new() -> Self {
+        Part {
             table: HashTable::new(),
-            hasher,
         }
     }
 
-    fn hash(&self, key: &[u8]) -> u64 {
-        slot_hash(self.hasher.hash_one(key))
-    }
-
-    /// Keys stored.
-    pub fn len(&self) -> usize {
-        self.table.len()
-    }
-
-    /// Whether no key is stored.
-    pub fn is_empty(&self) -> bool {
-        self.table.is_empty()
-    }
-
-    /// The entry under `key`.
     #[inline]
-    pub fn get(&self, key: &[u8]) -> Option<&Entry> {
+    fn get(&self, h: u64, key: &[u8]) -> Option<&Entry> {
         self.table
-            .find(self.hash(key), |n| n.key.as_bytes() == key)
+            .find(h, |n| n.key.as_bytes() == key)
             .map(|n| &n.entry)
     }
 
-    /// The entry under `key`, for change.
     #[inline]
-    pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        let h = self.hash(key);
+    fn get_mut(&mut self, h: u64, key: &[u8]) -> Option<&mut Entry> {
         self.table
             .find_mut(h, |n| n.key.as_bytes() == key)
             .map(|n| &mut n.entry)
     }
 
-    /// The entry under `key`, or `Err` with a place to put one: a single
-    /// lookup for "change it if present, add it if not".
-    pub fn get_or_vacant(&mut self, key: &[u8]) -> Result<&mut Entry, Vacant<'_>> {
-        let h = self.hash(key);
-        let hasher = &self.hasher;
+    #[inline]
+    fn get_or_vacant<'a>(
+        &'a mut self,
+        hasher: &KeyHasher,
+        h: u64,
+        key: &[u8],
+    ) -> Result<&'a mut Entry, hashbrown::hash_table::VacantEntry<'a, Box<Node<K>>>> {
         match self.table.entry(
             h,
             |n| n.key.as_bytes() == key,
             |n| slot_hash(hasher.hash_one(n.key.as_bytes())),
         ) {
             Slot::Occupied(o) => Ok(&mut o.into_mut().entry),
-            Slot::Vacant(slot) => Err(Vacant { slot }),
+            Slot::Vacant(slot) => Err(slot),
         }
     }
 
-    /// Removes `key`, returning its entry.
-    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
-        let h = self.hash(key);
+    fn remove(&mut self, h: u64, key: &[u8]) -> Option<Entry> {
         let found = self.table.find_entry(h, |n| n.key.as_bytes() == key).ok()?;
         let (node, _) = found.remove();
         Some(node.entry)
     }
 
-    /// Every key and its entry, in table order.
-    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
+    fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
         self.table.iter().map(|n| (n.key.as_bytes(), &n.entry))
     }
 
-    /// Every key and its entry, for change, in table order.
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&[u8], &mut Entry)> {
+    fn iter_mut(&mut self) -> impl Iterator<Item = (&[u8], &mut Entry)> {
         self.table.iter_mut().map(|n| {
             let n = &mut **n;
             (n.key.as_bytes(), &mut n.entry)
         })
     }
 
-    /// Visits the entries stored around a random place of the table (one
-    /// group of slots, about a dozen entries at the table's usual load),
-    /// as Redis's `dictGetSomeKeys` walks from a random bucket: the
-    /// sampling eviction needs, in O(1) where `iter().nth(r)` is O(r).
-    ///
-    /// The slots a lookup of hash `h` probes start at `h`'s low bits, and a
-    /// lookup compares only the entries whose 7-bit tag (`h`'s top bits)
-    /// matches; a lookup of every tag at one place, each refusing every
-    /// candidate, thus visits every entry there. Visits nothing when the
-    /// place holds no entry: the caller tries another `seed`. Stops once
-    /// `f` returns false (it has enough); the tags are visited from one
-    /// the seed picks, so an early stop favours no tag.
-    pub fn sample_at(&self, seed: u64, f: &mut dyn FnMut(&[u8], &Entry) -> bool) {
+    /// Visits every node whose slot hash is `h` (its bucket and tag) until
+    /// `f` returns false.
+    fn visit_hash(&self, h: u64, f: &mut dyn FnMut(&[u8], &Entry) -> bool) {
+        let mut more = true;
+        let _ = self.table.find(h, |n| {
+            more = more && f(n.key.as_bytes(), &n.entry);
+            false
+        });
+    }
+
+    fn find_expiring(&self, h: u64, at: u64) -> Option<(&[u8], &Entry)> {
+        self.table
+            .find(h, |n| n.entry.expire_at() == Some(at))
+            .map(|n| (n.key.as_bytes(), &n.entry))
+    }
+
+    fn remove_expiring(&mut self, h: u64, at: u64) -> Option<(Vec<u8>, Entry)> {
+        let found = self
+            .table
+            .find_entry(h, |n| n.entry.expire_at() == Some(at))
+            .ok()?;
+        let (node, _) = found.remove();
+        let node = *node;
+        Some((node.key.as_bytes().to_vec(), node.entry))
+    }
+
+    /// See [`KeyTable::sample_at`].
+    fn sample_at(&self, seed: u64, f: &mut dyn FnMut(&[u8], &Entry) -> bool) {
         let place = seed & ((1 << 57) - 1);
         let first = seed >> 57;
         let mut more = true;
@@ -179,6 +201,220 @@ impl KeyTable {
             }
         }
     }
+}
+
+/// The map of one database part: keys to entries, one node per key.
+#[derive(Debug)]
+pub struct KeyTable {
+    short: Part<Inline<SHORT_KEY>>,
+    mid: Part<Inline<MID_KEY>>,
+    long: Part<Heap>,
+    hasher: KeyHasher,
+}
+
+/// Which node size holds a key.
+enum Size {
+    Short,
+    Mid,
+    Long,
+}
+
+impl Size {
+    #[inline]
+    fn of(key: &[u8]) -> Size {
+        if key.len() <= SHORT_KEY {
+            Size::Short
+        } else if key.len() <= MID_KEY {
+            Size::Mid
+        } else {
+            Size::Long
+        }
+    }
+}
+
+/// Runs `$body` with `$p` bound to the part that holds keys as long as
+/// `$key`.
+macro_rules! by_len {
+    ($self:expr, $key:expr, |$p:ident| $body:expr) => {
+        match Size::of($key) {
+            Size::Short => {
+                let $p = &$self.short;
+                $body
+            }
+            Size::Mid => {
+                let $p = &$self.mid;
+                $body
+            }
+            Size::Long => {
+                let $p = &$self.long;
+                $body
+            }
+        }
+    };
+    (mut $self:expr, $key:expr, |$p:ident| $body:expr) => {
+        match Size::of($key) {
+            Size::Short => {
+                let $p = &mut $self.short;
+                $body
+            }
+            Size::Mid => {
+                let $p = &mut $self.mid;
+                $body
+            }
+            Size::Long => {
+                let $p = &mut $self.long;
+                $body
+            }
+        }
+    };
+}
+
+impl KeyTable {
+    /// An empty table placing keys with `hasher` (the keyspace's).
+    pub fn new(hasher: KeyHasher) -> KeyTable {
+        KeyTable {
+            short: Part::new(),
+            mid: Part::new(),
+            long: Part::new(),
+            hasher,
+        }
+    }
+
+    /// The slot hash of `key`: what the [`Db`](super::Db)'s expiry index
+    /// names it by.
+    #[inline]
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        slot_hash(self.hasher.hash_one(key))
+    }
+
+    /// Keys stored.
+    pub fn len(&self) -> usize {
+        self.short.table.len() + self.mid.table.len() + self.long.table.len()
+    }
+
+    /// Whether no key is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The entry under `key`.
+    #[inline]
+    pub fn get(&self, key: &[u8]) -> Option<&Entry> {
+        let h = self.hash(key);
+        by_len!(self, key, |p| p.get(h, key))
+    }
+
+    /// The entry under `key`, for change.
+    #[inline]
+    pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        let h = self.hash(key);
+        by_len!(mut self, key, |p| p.get_mut(h, key))
+    }
+
+    /// The entry under `key`, or `Err` with a place to put one: a single
+    /// lookup for "change it if present, add it if not".
+    pub fn get_or_vacant(&mut self, key: &[u8]) -> Result<&mut Entry, Vacant<'_>> {
+        let h = self.hash(key);
+        let hasher = &self.hasher;
+        match Size::of(key) {
+            Size::Short => self
+                .short
+                .get_or_vacant(hasher, h, key)
+                .map_err(|s| Vacant(VacantIn::Short(s))),
+            Size::Mid => self
+                .mid
+                .get_or_vacant(hasher, h, key)
+                .map_err(|s| Vacant(VacantIn::Mid(s))),
+            Size::Long => self
+                .long
+                .get_or_vacant(hasher, h, key)
+                .map_err(|s| Vacant(VacantIn::Long(s))),
+        }
+    }
+
+    /// Removes `key`, returning its entry.
+    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        let h = self.hash(key);
+        by_len!(mut self, key, |p| p.remove(h, key))
+    }
+
+    /// Every key and its entry, in table order.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
+        self.short
+            .iter()
+            .chain(self.mid.iter())
+            .chain(self.long.iter())
+    }
+
+    /// Every key and its entry, for change, in table order.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&[u8], &mut Entry)> {
+        self.short
+            .iter_mut()
+            .chain(self.mid.iter_mut())
+            .chain(self.long.iter_mut())
+    }
+
+    /// A key whose slot hash is `h` and whose expiry time is `at`, if any
+    /// (nearly always the one key the expiry index entry `(at, h)` names).
+    pub fn find_expiring(&self, h: u64, at: u64) -> Option<(&[u8], &Entry)> {
+        self.short
+            .find_expiring(h, at)
+            .or_else(|| self.mid.find_expiring(h, at))
+            .or_else(|| self.long.find_expiring(h, at))
+    }
+
+    /// How many keys have slot hash `h` and expiry time `at`.
+    pub fn count_expiring(&self, h: u64, at: u64) -> usize {
+        let mut n = 0;
+        let mut count = |_: &[u8], e: &Entry| {
+            n += usize::from(e.expire_at() == Some(at));
+            true
+        };
+        self.short.visit_hash(h, &mut count);
+        self.mid.visit_hash(h, &mut count);
+        self.long.visit_hash(h, &mut count);
+        n
+    }
+
+    /// Removes a key whose slot hash is `h` and whose expiry time is `at`,
+    /// returning it and its entry.
+    pub fn remove_expiring(&mut self, h: u64, at: u64) -> Option<(Vec<u8>, Entry)> {
+        self.short
+            .remove_expiring(h, at)
+            .or_else(|| self.mid.remove_expiring(h, at))
+            .or_else(|| self.long.remove_expiring(h, at))
+    }
+
+    /// Visits the entries stored around a random place of the table (one
+    /// group of slots, about a dozen entries at the table's usual load),
+    /// as Redis's `dictGetSomeKeys` walks from a random bucket: the
+    /// sampling eviction needs, in O(1) where `iter().nth(r)` is O(r).
+    /// The seed also picks which of the three node sizes' tables, in
+    /// proportion to the keys each holds.
+    ///
+    /// The slots a lookup of hash `h` probes start at `h`'s low bits, and a
+    /// lookup compares only the entries whose 7-bit tag (`h`'s top bits)
+    /// matches; a lookup of every tag at one place, each refusing every
+    /// candidate, thus visits every entry there. Visits nothing when the
+    /// place holds no entry: the caller tries another `seed`. Stops once
+    /// `f` returns false (it has enough); the tags are visited from one
+    /// the seed picks, so an early stop favours no tag.
+    pub fn sample_at(&self, seed: u64, f: &mut dyn FnMut(&[u8], &Entry) -> bool) {
+        let (a, b) = (self.short.table.len(), self.mid.table.len());
+        let total = self.len();
+        if total == 0 {
+            return;
+        }
+        // Bits the place and tag use little (both come from all of them).
+        let pick = (seed.rotate_left(23) % total as u64) as usize;
+        if pick < a {
+            self.short.sample_at(seed, f)
+        } else if pick < a + b {
+            self.mid.sample_at(seed, f)
+        } else {
+            self.long.sample_at(seed, f)
+        }
+    }
 
     /// The `n`th entry in table order (O(n): the fallback of
     /// [`KeyTable::sample_at`]).
@@ -188,25 +424,40 @@ impl KeyTable {
 
     /// Removes every key and gives the table's memory back.
     pub fn clear(&mut self) {
-        self.table = HashTable::new();
+        self.short = Part::new();
+        self.mid = Part::new();
+        self.long = Part::new();
     }
 }
 
 /// Where [`KeyTable::get_or_vacant`] found no entry: a key added here
 /// needs no second lookup.
-pub struct Vacant<'a> {
-    slot: hashbrown::hash_table::VacantEntry<'a, Box<Node>>,
+pub struct Vacant<'a>(VacantIn<'a>);
+
+/// A free slot in the table of one node size.
+enum VacantIn<'a> {
+    Short(hashbrown::hash_table::VacantEntry<'a, Box<Short>>),
+    Mid(hashbrown::hash_table::VacantEntry<'a, Box<Mid>>),
+    Long(hashbrown::hash_table::VacantEntry<'a, Box<Long>>),
 }
 
 impl<'a> Vacant<'a> {
     /// Stores `entry` under `key`, which must be the key looked up.
     pub fn insert(self, key: &[u8], entry: Entry) -> &'a mut Entry {
-        let key = Key::new(key);
-        &mut self
-            .slot
-            .insert(Box::new(Node { entry, key }))
-            .into_mut()
-            .entry
+        match self.0 {
+            VacantIn::Short(slot) => {
+                let key = NodeKey::new(key);
+                &mut slot.insert(Box::new(Node { entry, key })).into_mut().entry
+            }
+            VacantIn::Mid(slot) => {
+                let key = NodeKey::new(key);
+                &mut slot.insert(Box::new(Node { entry, key })).into_mut().entry
+            }
+            VacantIn::Long(slot) => {
+                let key = NodeKey::new(key);
+                &mut slot.insert(Box::new(Node { entry, key })).into_mut().entry
+            }
+        }
     }
 }
 
@@ -250,13 +501,14 @@ mod tests {
     }
 
     #[test]
-    fn a_short_key_and_its_entry_fill_one_80_byte_node() {
-        // 80 is a jemalloc size class: the inline key takes what the entry
-        // leaves of it.
+    fn nodes_fill_their_jemalloc_size_classes() {
+        // 64 and 80 are jemalloc size classes: the inline key takes what
+        // the entry leaves of them.
         assert_eq!(size_of::<Entry>(), 48);
-        assert_eq!(size_of::<Key>(), 32);
-        assert_eq!(size_of::<Node>(), 80);
-        assert_eq!(size_of::<Box<Node>>(), 8);
+        assert_eq!(size_of::<Short>(), 64);
+        assert_eq!(size_of::<Mid>(), 80);
+        assert_eq!(size_of::<Long>(), 64);
+        assert_eq!(size_of::<Box<Short>>(), 8);
     }
 
     #[test]
@@ -276,19 +528,28 @@ mod tests {
     #[test]
     fn keys_inline_and_on_the_heap() {
         let mut t = KeyTable::new(KeyHasher::new());
-        let short = vec![b's'; INLINE_KEY];
-        let long = vec![b'l'; INLINE_KEY + 1];
-        for (i, k) in [&b""[..], &short, &long].into_iter().enumerate() {
+        let short = vec![b's'; SHORT_KEY];
+        let mid = vec![b'm'; MID_KEY];
+        let mid2 = vec![b'n'; SHORT_KEY + 1];
+        let long = vec![b'l'; MID_KEY + 1];
+        for (i, k) in [&b""[..], &short, &mid, &mid2, &long]
+            .into_iter()
+            .enumerate()
+        {
             assert!(insert(&mut t, k, entry(i as u64)).is_none());
         }
-        assert!(matches!(Key::new(&short), Key::Inline { .. }));
-        assert!(matches!(Key::new(&long), Key::Heap(_)));
+        assert_eq!(
+            (t.short.table.len(), t.mid.table.len(), t.long.table.len()),
+            (2, 2, 1)
+        );
         assert_eq!(t.get(b"").map(tag), Some(0));
         assert_eq!(t.get(&short).map(tag), Some(1));
-        assert_eq!(t.get(&long).map(tag), Some(2));
-        assert_eq!(insert(&mut t, &long, entry(5)).as_ref().map(tag), Some(2));
+        assert_eq!(t.get(&mid).map(tag), Some(2));
+        assert_eq!(t.get(&mid2).map(tag), Some(3));
+        assert_eq!(t.get(&long).map(tag), Some(4));
+        assert_eq!(insert(&mut t, &long, entry(5)).as_ref().map(tag), Some(4));
         assert_eq!(t.remove(&short).as_ref().map(tag), Some(1));
-        assert_eq!(t.len(), 2);
+        assert_eq!(t.len(), 4);
         t.clear();
         assert!(t.is_empty() && t.get(b"").is_none());
     }
@@ -334,8 +595,9 @@ mod tests {
             6 => "[a-d]{0,2}".prop_map(String::into_bytes),
             // Enough distinct keys for the table to grow several times.
             3 => "k[0-9]{1,3}".prop_map(String::into_bytes),
-            // Lengths around the inline limit.
-            1 => (0u8..3, 28usize..34).prop_map(|(c, n)| vec![b'x' + c; n]),
+            // Lengths around the node sizes' limits.
+            1 => (0u8..3, 14usize..18).prop_map(|(c, n)| vec![b'x' + c; n]),
+            1 => (0u8..3, 30usize..34).prop_map(|(c, n)| vec![b'x' + c; n]),
             1 => proptest::collection::vec(any::<u8>(), 0..40),
         ]
     }
