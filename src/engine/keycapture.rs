@@ -109,12 +109,6 @@ impl KeyCapture {
         }
     }
 
-    /// Called before the entry in slot `i`, if any, is changed or removed.
-    #[inline]
-    pub(super) fn before_write_at(&mut self, map: &mut KeyTable, i: usize) {
-        self.take_slot(map, i);
-    }
-
     /// Called after `key` was added to `map` (it was absent): the walk
     /// must not hand it on.
     pub(super) fn after_insert(&mut self, map: &KeyTable, key: &[u8]) {

@@ -145,8 +145,15 @@ pub fn expired_log_pending() -> bool {
 pub struct Db {
     map: KeyTable,
     /// Keys with an expiry, ordered by expiry time (the active cycle pops
-    /// from the front).
-    expires: BTreeSet<(u64, Bytes)>,
+    /// from the front), each named by its slot hash ([`KeyTable::hash`]):
+    /// 16 bytes an entry and no copy of the key. An entry `(at, h)` stands
+    /// for every key of hash `h` expiring at `at` (two keys share one only
+    /// if their 64-bit hashes and expiry times are equal): it is removed
+    /// when the last of them goes ([`Db::unindex`]).
+    expires: BTreeSet<(u64, u64)>,
+    /// Keys with an expiry (what `expires` would count if no two keys
+    /// shared an entry).
+    expiring: usize,
     /// WATCHed keys and the flags of the transactions watching them.
     watched: HashMap<Bytes, Vec<Arc<AtomicBool>>, KeyHasher>,
     expired_count: u64,
@@ -170,6 +177,7 @@ impl Db {
         Db {
             map: KeyTable::new(hasher.clone()),
             expires: BTreeSet::new(),
+            expiring: 0,
             watched: HashMap::with_hasher(hasher.clone()),
             expired_count: 0,
             expired_log: Vec::new(),
@@ -238,16 +246,34 @@ impl Db {
 
     /// Keys with an expiry time.
     pub fn expires_len(&self) -> usize {
-        self.expires.len()
+        self.expiring
+    }
+
+    /// Adds the expiry index entry of the key of slot hash `h` expiring at
+    /// `at` (its entry already says so).
+    fn index(&mut self, at: u64, h: u64) {
+        self.expires.insert((at, h));
+        self.expiring += 1;
+    }
+
+    /// Takes out of the expiry index a key of slot hash `h` that expired at
+    /// `at` until now (the table no longer says so): its entry goes unless
+    /// another key shares it.
+    fn unindex(&mut self, at: u64, h: u64) {
+        self.expiring = self.expiring.saturating_sub(1);
+        if self.map.find_expiring(h, at).is_none() {
+            self.expires.remove(&(at, h));
+        }
     }
 
     /// Keys stored here that are still live at `now_ms` (expired keys not
     /// yet removed are not counted); costs O(expired-but-present keys).
     pub fn live_len(&self, now_ms: u64) -> usize {
-        let due = self
+        let due: usize = self
             .expires
-            .range(..(now_ms.saturating_add(1), Bytes::new()))
-            .count();
+            .range(..(now_ms.saturating_add(1), 0))
+            .map(|&(at, h)| self.map.count_expiring(h, at))
+            .sum();
         self.map.len().saturating_sub(due)
     }
 
@@ -337,9 +363,9 @@ impl Db {
                 e.value = value;
                 e.touch_lru(now_ms);
                 if !keep_ttl && e.expire_at != 0 {
-                    let at = e.expire_at;
-                    e.expire_at = 0;
-                    self.expires.remove(&(at, Bytes::copy_from_slice(key)));
+                    let at = std::mem::replace(&mut e.expire_at, 0);
+                    let h = self.map.hash(key);
+                    self.unindex(at, h);
                 }
             }
             Err(slot) => {
@@ -359,13 +385,13 @@ impl Db {
             e.value = value;
             e.touch_lru(now_ms);
             if !keep_ttl && e.expire_at != 0 {
-                let at = e.expire_at;
-                e.expire_at = 0;
-                self.expires.remove(&(at, Bytes::copy_from_slice(key)));
+                let at = std::mem::replace(&mut e.expire_at, 0);
+                let h = self.map.hash(key);
+                self.unindex(at, h);
             }
             return;
         }
-        if self.map.grows_on_insert() {
+        if self.map.grows_on_insert(key) {
             self.finish_capture();
         }
         if let Err(slot) = self.map.get_or_vacant(key) {
@@ -397,8 +423,8 @@ impl Db {
         // A snapshot walking the value in steps could not find it again.
         e.value.end_snapshot();
         if e.expire_at != 0 {
-            self.expires
-                .remove(&(e.expire_at, Bytes::copy_from_slice(key)));
+            let h = self.map.hash(key);
+            self.unindex(e.expire_at, h);
         }
         Some(e)
     }
@@ -412,11 +438,11 @@ impl Db {
         // 0 means "no expiry": an expiry at the epoch is 1 ms after it.
         let at_ms = at_ms.max(1);
         let old = std::mem::replace(&mut e.expire_at, at_ms);
-        let k = Bytes::copy_from_slice(key);
+        let h = self.map.hash(key);
         if old != 0 {
-            self.expires.remove(&(old, k.clone()));
+            self.unindex(old, h);
         }
-        self.expires.insert((at_ms, k));
+        self.index(at_ms, h);
         true
     }
 
@@ -430,7 +456,8 @@ impl Db {
             return false;
         }
         let at = std::mem::replace(&mut e.expire_at, 0);
-        self.expires.remove(&(at, Bytes::copy_from_slice(key)));
+        let h = self.map.hash(key);
+        self.unindex(at, h);
         true
     }
 
@@ -439,15 +466,24 @@ impl Db {
     pub fn expire_cycle(&mut self, now_ms: u64, budget: usize) -> (usize, bool) {
         let mut removed = 0;
         while removed < budget {
-            let Some((at, key)) = self.expires.first().cloned() else {
+            let Some(&(at, h)) = self.expires.first() else {
                 return (removed, false);
             };
             if at > now_ms {
                 return (removed, false);
             }
-            self.expires.pop_first();
+            // Every key the entry stands for, one a turn; then the entry.
+            let Some(key) = self
+                .map
+                .find_expiring(h, at)
+                .map(|(k, _)| Bytes::copy_from_slice(k))
+            else {
+                self.expires.pop_first();
+                continue;
+            };
             self.before_write(&key);
-            self.map.remove(&key[..]);
+            self.map.remove(&key);
+            self.expiring = self.expiring.saturating_sub(1);
             self.expired_count += 1;
             self.touch_watched(&key);
             self.log_expired(key);
@@ -474,7 +510,10 @@ impl Db {
             if self.expires.is_empty() {
                 return;
             }
-            let mut take = |at: &u64, key: &Bytes| {
+            let mut take = |&(at, h): &(u64, u64)| {
+                let Some((key, _)) = self.map.find_expiring(h, at) else {
+                    return;
+                };
                 if let Some((slot, e)) = self.map.slot_of(key) {
                     let score = match policy {
                         Eviction::Ttl => u64::MAX - at,
@@ -484,7 +523,7 @@ impl Db {
                 }
             };
             if policy == Eviction::Ttl {
-                self.expires.iter().take(n).for_each(|(at, k)| take(at, k));
+                self.expires.iter().take(n).for_each(&mut take);
                 return;
             }
             // A random point between the first and last expiry, and the
@@ -494,12 +533,9 @@ impl Db {
                 _ => return,
             };
             let at = lo + access::random_u64() % (hi - lo + 1);
-            let from = (at, Bytes::new());
-            let after = self.expires.range(&from..);
-            let before = self.expires.range(..&from);
-            for (at, k) in after.chain(before).take(n) {
-                take(at, k);
-            }
+            let after = self.expires.range((at, 0)..);
+            let before = self.expires.range(..(at, 0));
+            after.chain(before).take(n).for_each(&mut take);
             return;
         }
         let want = n.min(self.map.len());
@@ -511,8 +547,7 @@ impl Db {
         // removal, and a table that evictions thinned may hold a key in 8
         // slots or fewer. As Redis's walk, it may offer fewer than `n`.
         let slots = self.map.slots();
-        let mask = slots - 1;
-        let mut slot = access::random_u64() as usize & mask;
+        let mut slot = (access::random_u64() % slots as u64) as usize;
         let mut got = 0;
         for _ in 0..(want * 32).max(128).min(slots) {
             if let Some((k, e)) = self.map.get_at(slot) {
@@ -522,7 +557,7 @@ impl Db {
                     return;
                 }
             }
-            slot = (slot + 1) & mask;
+            slot = if slot + 1 == slots { 0 } else { slot + 1 };
         }
         if got > 0 {
             return;
@@ -548,21 +583,12 @@ impl Db {
     }
 
     /// Removes the key in slot `slot`, returning its entry: [`Db::remove`]
-    /// without looking the key up.
+    /// of the key found there.
     pub fn remove_at(&mut self, slot: usize) -> Option<Entry> {
-        // A snapshot walking the table gets the key first, as in `remove`.
-        if let Some(c) = &mut self.capture {
-            c.before_write_at(&mut self.map, slot);
-        }
-        let (key, e) = self.map.get_at(slot)?;
-        let expiry = (e.expire_at != 0).then(|| (e.expire_at, Bytes::copy_from_slice(key)));
-        let mut e = self.map.remove_at(slot)?;
-        // A snapshot walking the value in steps could not find it again.
-        e.value.end_snapshot();
-        if let Some(expiry) = expiry {
-            self.expires.remove(&expiry);
-        }
-        Some(e)
+        // Through the key, so that a snapshot's walk, the expiry index and
+        // the value's own capture see it as any other removal.
+        let key = self.map.get_at(slot).map(|(k, _)| k.to_vec())?;
+        self.remove(&key)
     }
 
     /// Iterates over every stored key and entry, expired ones included.
@@ -597,6 +623,7 @@ impl Db {
         }
         self.map.clear();
         self.expires.clear();
+        self.expiring = 0;
         n
     }
 
@@ -688,6 +715,7 @@ impl Shard {
         }
         std::mem::swap(&mut x.map, &mut y.map);
         std::mem::swap(&mut x.expires, &mut y.expires);
+        std::mem::swap(&mut x.expiring, &mut y.expiring);
         // A capture walks its table wherever the table goes.
         std::mem::swap(&mut x.capture, &mut y.capture);
         true

@@ -1,71 +1,93 @@
 //! The table of one [`Db`](super::Db): key → [`Entry`], built for memory.
 //!
 //! Each key is one heap node holding its [`Entry`] (value, expiry time,
-//! access clock) and, when it has at most [`INLINE_KEY`] bytes, the key
-//! itself; the table's slots hold only a pointer to the node (8 bytes and
-//! hashbrown's control byte). Where a `HashMap<Bytes, Entry>` slot took 80
-//! bytes (a 32-byte `Bytes` beside the 48-byte entry) and the key's bytes a
-//! second allocation, a key of up to 30 bytes now costs one 80-byte node
-//! and 9 bytes per slot: about 100 bytes a key at the table's usual load
-//! instead of about 200 (1,000,000 keys of 20 bytes over 64 shards: 32,768
-//! slots a shard, half full). A lookup reads the slot, then the node, which
-//! holds both the key it compares and the entry it returns.
+//! access clock) and the key; the table's slots hold only a pointer to the
+//! node (8 bytes and hashbrown's control byte). Nodes come in three sizes,
+//! each jemalloc size class filled to the byte, and each size has its own
+//! hashbrown table (a key's length picks the table, so a lookup still
+//! probes one):
+//!
+//! - a key of up to [`SHORT_KEY`] (15) bytes: a 64-byte node;
+//! - up to [`MID_KEY`] (31) bytes: an 80-byte node;
+//! - longer: a 64-byte node pointing to the key's own allocation.
+//!
+//! Where a `HashMap<Bytes, Entry>` slot took 80 bytes (a 32-byte `Bytes`
+//! beside the 48-byte entry) and the key's bytes a second allocation, a key
+//! such as `user:1234567` costs one 64-byte node and 9 bytes per slot:
+//! about 83 bytes a key at the table's usual load (2,000,000 keys over 64
+//! shards: 65,536 slots a shard, half full).
 //!
 //! The slot's hash is not stored: it is computed again from the node's key
-//! when the table grows. Expiry, watches and the expiry index are the
-//! [`Db`](super::Db)'s; this is only the map.
+//! when the table grows. The [`Db`](super::Db)'s expiry index names a key
+//! by its expiry time and slot hash ([`KeyTable::hash`]), and finds the key
+//! again through [`KeyTable::find_expiring`] and friends. Watches and the
+//! index itself are the [`Db`](super::Db)'s; this is only the map.
 
 use hashbrown::hash_table::Entry as Slot;
 use hashbrown::HashTable;
 
 use super::keyspace::{Entry, KeyHasher};
 
-/// Longest key stored inside its node; a longer one gets its own allocation.
-pub const INLINE_KEY: usize = 30;
+/// Longest key stored in a 64-byte node.
+pub const SHORT_KEY: usize = 15;
+/// Longest key stored in an 80-byte node; a longer one gets its own
+/// allocation.
+pub const MID_KEY: usize = 31;
 
-/// A key's bytes, inside the node when short.
-#[derive(Debug)]
-enum Key {
-    Inline { len: u8, bytes: [u8; INLINE_KEY] },
-    Heap(Box<[u8]>),
+/// A key's bytes as a node holds them.
+trait NodeKey: Sized {
+    fn new(key: &[u8]) -> Self;
+    fn as_bytes(&self) -> &[u8];
 }
 
-impl Key {
-    fn new(key: &[u8]) -> Key {
-        match key.len() {
-            len @ 0..=INLINE_KEY => {
-                let mut bytes = [0; INLINE_KEY];
-                bytes[..len].copy_from_slice(key);
-                Key::Inline {
-                    len: len as u8,
-                    bytes,
-                }
-            }
-            _ => Key::Heap(key.into()),
+/// Up to `N` bytes of key inside the node (the caller picks `N` by the
+/// key's length).
+#[derive(Debug)]
+struct Inline<const N: usize> {
+    len: u8,
+    bytes: [u8; N],
+}
+
+impl<const N: usize> NodeKey for Inline<N> {
+    fn new(key: &[u8]) -> Self {
+        let mut bytes = [0; N];
+        let len = key.len().min(N);
+        bytes[..len].copy_from_slice(&key[..len]);
+        Inline {
+            len: len as u8,
+            bytes,
         }
     }
 
     fn as_bytes(&self) -> &[u8] {
-        match self {
-            Key::Inline { len, bytes } => bytes.get(..*len as usize).unwrap_or(&[]),
-            Key::Heap(b) => b,
-        }
+        self.bytes.get(..self.len as usize).unwrap_or(&[])
     }
 }
 
-/// One key and its entry, in one allocation (80 bytes for a short key).
+/// A long key, in its own allocation.
 #[derive(Debug)]
-struct Node {
-    entry: Entry,
-    key: Key,
+struct Heap(Box<[u8]>);
+
+impl NodeKey for Heap {
+    fn new(key: &[u8]) -> Self {
+        Heap(key.into())
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
 }
 
-/// The map of one database part: keys to entries, one node per key.
+/// One key and its entry, in one allocation.
 #[derive(Debug)]
-pub struct KeyTable {
-    table: HashTable<Box<Node>>,
-    hasher: KeyHasher,
+struct Node<K> {
+    entry: Entry,
+    key: K,
 }
+
+type Short = Node<Inline<SHORT_KEY>>;
+type Mid = Node<Inline<MID_KEY>>;
+type Long = Node<Heap>;
 
 /// The slot hash of a key whose keyspace hash is `h`. The shard is the top
 /// bits of `h`, so within a shard those bits are all alike; hashbrown takes
@@ -76,44 +98,219 @@ fn slot_hash(h: u64) -> u64 {
     h.wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
+/// The nodes of one size.
+#[derive(Debug)]
+struct Part<K> {
+    table: HashTable<Box<Node<K>>>,
+}
+
+impl<K: NodeKey> Part<K> {
+    fn new() -> Self {
+        Part {
+            table: HashTable::new(),
+        }
+    }
+
+    #[inline]
+    fn get(&self, h: u64, key: &[u8]) -> Option<&Entry> {
+        self.table
+            .find(h, |n| n.key.as_bytes() == key)
+            .map(|n| &n.entry)
+    }
+
+    #[inline]
+    fn get_mut(&mut self, h: u64, key: &[u8]) -> Option<&mut Entry> {
+        self.table
+            .find_mut(h, |n| n.key.as_bytes() == key)
+            .map(|n| &mut n.entry)
+    }
+
+    #[inline]
+    fn get_or_vacant<'a>(
+        &'a mut self,
+        hasher: &KeyHasher,
+        h: u64,
+        key: &[u8],
+    ) -> Result<&'a mut Entry, hashbrown::hash_table::VacantEntry<'a, Box<Node<K>>>> {
+        match self.table.entry(
+            h,
+            |n| n.key.as_bytes() == key,
+            |n| slot_hash(hasher.hash_one(n.key.as_bytes())),
+        ) {
+            Slot::Occupied(o) => Ok(&mut o.into_mut().entry),
+            Slot::Vacant(slot) => Err(slot),
+        }
+    }
+
+    fn remove(&mut self, h: u64, key: &[u8]) -> Option<Entry> {
+        let found = self.table.find_entry(h, |n| n.key.as_bytes() == key).ok()?;
+        let (node, _) = found.remove();
+        Some(node.entry)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
+        self.table.iter().map(|n| (n.key.as_bytes(), &n.entry))
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = (&[u8], &mut Entry)> {
+        self.table.iter_mut().map(|n| {
+            let n = &mut **n;
+            (n.key.as_bytes(), &mut n.entry)
+        })
+    }
+
+    /// Visits every node whose slot hash is `h` (its bucket and tag) until
+    /// `f` returns false.
+    fn visit_hash(&self, h: u64, f: &mut dyn FnMut(&[u8], &Entry) -> bool) {
+        let mut more = true;
+        let _ = self.table.find(h, |n| {
+            more = more && f(n.key.as_bytes(), &n.entry);
+            false
+        });
+    }
+
+    fn find_expiring(&self, h: u64, at: u64) -> Option<(&[u8], &Entry)> {
+        self.table
+            .find(h, |n| n.entry.expire_at() == Some(at))
+            .map(|n| (n.key.as_bytes(), &n.entry))
+    }
+
+    // A walk by slot: [`KeyTable`] numbers this part's buckets after the
+    // smaller node sizes' parts.
+
+    fn buckets(&self) -> usize {
+        self.table.num_buckets()
+    }
+
+    fn get_at(&self, b: usize) -> Option<(&[u8], &Entry)> {
+        self.table
+            .get_bucket(b)
+            .map(|n| (n.key.as_bytes(), &n.entry))
+    }
+
+    fn slot_mut(&mut self, b: usize) -> Option<(&[u8], &mut Entry)> {
+        self.table.get_bucket_mut(b).map(|n| {
+            let n = &mut **n;
+            (n.key.as_bytes(), &mut n.entry)
+        })
+    }
+
+    fn bucket_of(&self, h: u64, key: &[u8]) -> Option<usize> {
+        self.table.find_bucket_index(h, |n| n.key.as_bytes() == key)
+    }
+
+    /// Whether one more key makes the table grow, moving every entry.
+    fn full(&self) -> bool {
+        self.table.len() >= self.table.capacity()
+    }
+}
+
+/// The map of one database part: keys to entries, one node per key.
+#[derive(Debug)]
+pub struct KeyTable {
+    short: Part<Inline<SHORT_KEY>>,
+    mid: Part<Inline<MID_KEY>>,
+    long: Part<Heap>,
+    hasher: KeyHasher,
+}
+
+/// Which node size holds a key.
+enum Size {
+    Short,
+    Mid,
+    Long,
+}
+
+impl Size {
+    #[inline]
+    fn of(key: &[u8]) -> Size {
+        if key.len() <= SHORT_KEY {
+            Size::Short
+        } else if key.len() <= MID_KEY {
+            Size::Mid
+        } else {
+            Size::Long
+        }
+    }
+}
+
+/// Runs `$body` with `$p` bound to the part that holds keys as long as
+/// `$key`.
+macro_rules! by_len {
+    ($self:expr, $key:expr, |$p:ident| $body:expr) => {
+        match Size::of($key) {
+            Size::Short => {
+                let $p = &$self.short;
+                $body
+            }
+            Size::Mid => {
+                let $p = &$self.mid;
+                $body
+            }
+            Size::Long => {
+                let $p = &$self.long;
+                $body
+            }
+        }
+    };
+    (mut $self:expr, $key:expr, |$p:ident| $body:expr) => {
+        match Size::of($key) {
+            Size::Short => {
+                let $p = &mut $self.short;
+                $body
+            }
+            Size::Mid => {
+                let $p = &mut $self.mid;
+                $body
+            }
+            Size::Long => {
+                let $p = &mut $self.long;
+                $body
+            }
+        }
+    };
+}
+
 impl KeyTable {
     /// An empty table placing keys with `hasher` (the keyspace's).
     pub fn new(hasher: KeyHasher) -> KeyTable {
         KeyTable {
-            table: HashTable::new(),
+            short: Part::new(),
+            mid: Part::new(),
+            long: Part::new(),
             hasher,
         }
     }
 
-    fn hash(&self, key: &[u8]) -> u64 {
+    /// The slot hash of `key`: what the [`Db`](super::Db)'s expiry index
+    /// names it by.
+    #[inline]
+    pub fn hash(&self, key: &[u8]) -> u64 {
         slot_hash(self.hasher.hash_one(key))
     }
 
     /// Keys stored.
     pub fn len(&self) -> usize {
-        self.table.len()
+        self.short.table.len() + self.mid.table.len() + self.long.table.len()
     }
 
     /// Whether no key is stored.
     pub fn is_empty(&self) -> bool {
-        self.table.is_empty()
+        self.len() == 0
     }
 
     /// The entry under `key`.
     #[inline]
     pub fn get(&self, key: &[u8]) -> Option<&Entry> {
-        self.table
-            .find(self.hash(key), |n| n.key.as_bytes() == key)
-            .map(|n| &n.entry)
+        let h = self.hash(key);
+        by_len!(self, key, |p| p.get(h, key))
     }
 
     /// The entry under `key`, for change.
     #[inline]
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
         let h = self.hash(key);
-        self.table
-            .find_mut(h, |n| n.key.as_bytes() == key)
-            .map(|n| &mut n.entry)
+        by_len!(mut self, key, |p| p.get_mut(h, key))
     }
 
     /// The entry under `key`, or `Err` with a place to put one: a single
@@ -121,114 +318,178 @@ impl KeyTable {
     pub fn get_or_vacant(&mut self, key: &[u8]) -> Result<&mut Entry, Vacant<'_>> {
         let h = self.hash(key);
         let hasher = &self.hasher;
-        match self.table.entry(
-            h,
-            |n| n.key.as_bytes() == key,
-            |n| slot_hash(hasher.hash_one(n.key.as_bytes())),
-        ) {
-            Slot::Occupied(o) => Ok(&mut o.into_mut().entry),
-            Slot::Vacant(slot) => Err(Vacant { slot }),
+        match Size::of(key) {
+            Size::Short => self
+                .short
+                .get_or_vacant(hasher, h, key)
+                .map_err(|s| Vacant(VacantIn::Short(s))),
+            Size::Mid => self
+                .mid
+                .get_or_vacant(hasher, h, key)
+                .map_err(|s| Vacant(VacantIn::Mid(s))),
+            Size::Long => self
+                .long
+                .get_or_vacant(hasher, h, key)
+                .map_err(|s| Vacant(VacantIn::Long(s))),
         }
     }
 
     /// Removes `key`, returning its entry.
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
         let h = self.hash(key);
-        let found = self.table.find_entry(h, |n| n.key.as_bytes() == key).ok()?;
-        let (node, _) = found.remove();
-        Some(node.entry)
+        by_len!(mut self, key, |p| p.remove(h, key))
     }
 
     /// Every key and its entry, in table order.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
-        self.table.iter().map(|n| (n.key.as_bytes(), &n.entry))
+        self.short
+            .iter()
+            .chain(self.mid.iter())
+            .chain(self.long.iter())
     }
 
     /// Every key and its entry, for change, in table order.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&[u8], &mut Entry)> {
-        self.table.iter_mut().map(|n| {
-            let n = &mut **n;
-            (n.key.as_bytes(), &mut n.entry)
-        })
+        self.short
+            .iter_mut()
+            .chain(self.mid.iter_mut())
+            .chain(self.long.iter_mut())
+    }
+
+    /// A key whose slot hash is `h` and whose expiry time is `at`, if any
+    /// (nearly always the one key the expiry index entry `(at, h)` names).
+    pub fn find_expiring(&self, h: u64, at: u64) -> Option<(&[u8], &Entry)> {
+        self.short
+            .find_expiring(h, at)
+            .or_else(|| self.mid.find_expiring(h, at))
+            .or_else(|| self.long.find_expiring(h, at))
+    }
+
+    /// How many keys have slot hash `h` and expiry time `at`.
+    pub fn count_expiring(&self, h: u64, at: u64) -> usize {
+        let mut n = 0;
+        let mut count = |_: &[u8], e: &Entry| {
+            n += usize::from(e.expire_at() == Some(at));
+            true
+        };
+        self.short.visit_hash(h, &mut count);
+        self.mid.visit_hash(h, &mut count);
+        self.long.visit_hash(h, &mut count);
+        n
+    }
+
+    /// Bucket numbers where the middle and the long nodes' parts start:
+    /// slots number the three parts' buckets one after the other.
+    fn offsets(&self) -> (usize, usize) {
+        let a = self.short.buckets();
+        (a, a + self.mid.buckets())
     }
 
     /// Slots in the table, occupied or not: slot numbers run from 0 to
-    /// this less one (a power of two, or 0 for an empty table).
+    /// this less one. A slot names the same key until a part grows (which
+    /// renumbers the parts after it) or the table is cleared.
     pub fn slots(&self) -> usize {
-        self.table.num_buckets()
+        self.short.buckets() + self.mid.buckets() + self.long.buckets()
     }
 
     /// The key and entry in slot `slot`, if it holds one. Walking slots
     /// from a random one is the sampling eviction needs (O(1) a key at
     /// the table's usual load), as Redis's `dictGetSomeKeys` walks
-    /// buckets; a slot number names the same key until the table changes.
+    /// buckets.
     #[inline]
     pub fn get_at(&self, slot: usize) -> Option<(&[u8], &Entry)> {
-        self.table
-            .get_bucket(slot)
-            .map(|n| (n.key.as_bytes(), &n.entry))
+        let (a, b) = self.offsets();
+        if slot < a {
+            self.short.get_at(slot)
+        } else if slot < b {
+            self.mid.get_at(slot - a)
+        } else {
+            self.long.get_at(slot - b)
+        }
+    }
+
+    /// The key and entry stored in slot `slot`, for change.
+    pub fn slot_mut(&mut self, slot: usize) -> Option<(&[u8], &mut Entry)> {
+        let (a, b) = self.offsets();
+        if slot < a {
+            self.short.slot_mut(slot)
+        } else if slot < b {
+            self.mid.slot_mut(slot - a)
+        } else {
+            self.long.slot_mut(slot - b)
+        }
     }
 
     /// The slot holding `key` and its entry.
     pub fn slot_of(&self, key: &[u8]) -> Option<(usize, &Entry)> {
-        let slot = self
-            .table
-            .find_bucket_index(self.hash(key), |n| n.key.as_bytes() == key)?;
-        self.table.get_bucket(slot).map(|n| (slot, &n.entry))
-    }
-
-    /// Removes the entry in slot `slot`, if it holds one.
-    pub fn remove_at(&mut self, slot: usize) -> Option<Entry> {
-        let (node, _) = self.table.get_bucket_entry(slot).ok()?.remove();
-        Some(node.entry)
+        let h = self.hash(key);
+        let (a, b) = self.offsets();
+        let slot = match Size::of(key) {
+            Size::Short => self.short.bucket_of(h, key)?,
+            Size::Mid => a + self.mid.bucket_of(h, key)?,
+            Size::Long => b + self.long.bucket_of(h, key)?,
+        };
+        self.get_at(slot).map(|(_, e)| (slot, e))
     }
 
     /// The slot of the `n`th entry in table order (O(n / 16): it skips
     /// empty groups of slots; the fallback for tables too sparse to walk).
     pub fn nth_slot(&self, n: usize) -> Option<usize> {
-        self.table.iter_buckets().nth(n)
+        let (a, b) = self.offsets();
+        self.short
+            .table
+            .iter_buckets()
+            .chain(self.mid.table.iter_buckets().map(|i| i + a))
+            .chain(self.long.table.iter_buckets().map(|i| i + b))
+            .nth(n)
+    }
+
+    /// Whether adding `key` (absent) may renumber slots: its part is full
+    /// and grows first, moving its entries and those of the parts after it.
+    pub fn grows_on_insert(&self, key: &[u8]) -> bool {
+        match Size::of(key) {
+            Size::Short => self.short.full(),
+            Size::Mid => self.mid.full(),
+            Size::Long => self.long.full(),
+        }
     }
 
     /// Removes every key and gives the table's memory back.
     pub fn clear(&mut self) {
-        self.table = HashTable::new();
-    }
-
-    // A walk by slot (a snapshot's, `keycapture`, with `slots` and
-    // `slot_of` above): an entry keeps its slot from insertion to removal
-    // unless the table grows (a removal only marks its slot free; an
-    // insertion takes a free slot and moves no other entry) or is cleared.
-
-    /// The key and entry stored in slot `i`, for change.
-    pub fn slot_mut(&mut self, i: usize) -> Option<(&[u8], &mut Entry)> {
-        self.table.get_bucket_mut(i).map(|n| {
-            let n = &mut **n;
-            (n.key.as_bytes(), &mut n.entry)
-        })
-    }
-
-    /// Whether the next [`KeyTable::get_or_vacant`] may move every entry
-    /// to another slot: the table is full and grows (or rehashes) first.
-    pub fn grows_on_insert(&self) -> bool {
-        self.table.len() >= self.table.capacity()
+        self.short = Part::new();
+        self.mid = Part::new();
+        self.long = Part::new();
     }
 }
 
 /// Where [`KeyTable::get_or_vacant`] found no entry: a key added here
 /// needs no second lookup.
-pub struct Vacant<'a> {
-    slot: hashbrown::hash_table::VacantEntry<'a, Box<Node>>,
+pub struct Vacant<'a>(VacantIn<'a>);
+
+/// A free slot in the table of one node size.
+enum VacantIn<'a> {
+    Short(hashbrown::hash_table::VacantEntry<'a, Box<Short>>),
+    Mid(hashbrown::hash_table::VacantEntry<'a, Box<Mid>>),
+    Long(hashbrown::hash_table::VacantEntry<'a, Box<Long>>),
 }
 
 impl<'a> Vacant<'a> {
     /// Stores `entry` under `key`, which must be the key looked up.
     pub fn insert(self, key: &[u8], entry: Entry) -> &'a mut Entry {
-        let key = Key::new(key);
-        &mut self
-            .slot
-            .insert(Box::new(Node { entry, key }))
-            .into_mut()
-            .entry
+        match self.0 {
+            VacantIn::Short(slot) => {
+                let key = NodeKey::new(key);
+                &mut slot.insert(Box::new(Node { entry, key })).into_mut().entry
+            }
+            VacantIn::Mid(slot) => {
+                let key = NodeKey::new(key);
+                &mut slot.insert(Box::new(Node { entry, key })).into_mut().entry
+            }
+            VacantIn::Long(slot) => {
+                let key = NodeKey::new(key);
+                &mut slot.insert(Box::new(Node { entry, key })).into_mut().entry
+            }
+        }
     }
 }
 
@@ -272,13 +533,14 @@ mod tests {
     }
 
     #[test]
-    fn a_short_key_and_its_entry_fill_one_80_byte_node() {
-        // 80 is a jemalloc size class: the inline key takes what the entry
-        // leaves of it.
+    fn nodes_fill_their_jemalloc_size_classes() {
+        // 64 and 80 are jemalloc size classes: the inline key takes what
+        // the entry leaves of them.
         assert_eq!(size_of::<Entry>(), 48);
-        assert_eq!(size_of::<Key>(), 32);
-        assert_eq!(size_of::<Node>(), 80);
-        assert_eq!(size_of::<Box<Node>>(), 8);
+        assert_eq!(size_of::<Short>(), 64);
+        assert_eq!(size_of::<Mid>(), 80);
+        assert_eq!(size_of::<Long>(), 64);
+        assert_eq!(size_of::<Box<Short>>(), 8);
     }
 
     #[test]
@@ -298,19 +560,28 @@ mod tests {
     #[test]
     fn keys_inline_and_on_the_heap() {
         let mut t = KeyTable::new(KeyHasher::new());
-        let short = vec![b's'; INLINE_KEY];
-        let long = vec![b'l'; INLINE_KEY + 1];
-        for (i, k) in [&b""[..], &short, &long].into_iter().enumerate() {
+        let short = vec![b's'; SHORT_KEY];
+        let mid = vec![b'm'; MID_KEY];
+        let mid2 = vec![b'n'; SHORT_KEY + 1];
+        let long = vec![b'l'; MID_KEY + 1];
+        for (i, k) in [&b""[..], &short, &mid, &mid2, &long]
+            .into_iter()
+            .enumerate()
+        {
             assert!(insert(&mut t, k, entry(i as u64)).is_none());
         }
-        assert!(matches!(Key::new(&short), Key::Inline { .. }));
-        assert!(matches!(Key::new(&long), Key::Heap(_)));
+        assert_eq!(
+            (t.short.table.len(), t.mid.table.len(), t.long.table.len()),
+            (2, 2, 1)
+        );
         assert_eq!(t.get(b"").map(tag), Some(0));
         assert_eq!(t.get(&short).map(tag), Some(1));
-        assert_eq!(t.get(&long).map(tag), Some(2));
-        assert_eq!(insert(&mut t, &long, entry(5)).as_ref().map(tag), Some(2));
+        assert_eq!(t.get(&mid).map(tag), Some(2));
+        assert_eq!(t.get(&mid2).map(tag), Some(3));
+        assert_eq!(t.get(&long).map(tag), Some(4));
+        assert_eq!(insert(&mut t, &long, entry(5)).as_ref().map(tag), Some(4));
         assert_eq!(t.remove(&short).as_ref().map(tag), Some(1));
-        assert_eq!(t.len(), 2);
+        assert_eq!(t.len(), 4);
         t.clear();
         assert!(t.is_empty() && t.get(b"").is_none());
     }
@@ -318,8 +589,14 @@ mod tests {
     #[test]
     fn slots_hold_every_key_once() {
         let mut t = KeyTable::new(KeyHasher::new());
+        // Keys of every node size: short, middle and long parts.
+        let key = |i: u64| match i % 3 {
+            0 => format!("k{i}"),
+            1 => format!("middle-sized-key:{i:08}"),
+            _ => format!("a-key-too-long-to-sit-inside-its-node:{i:012}"),
+        };
         for i in 0..5000u64 {
-            insert(&mut t, format!("k{i}").as_bytes(), entry(i));
+            insert(&mut t, key(i).as_bytes(), entry(i));
         }
         let mut seen = std::collections::HashSet::new();
         for slot in 0..t.slots() {
@@ -336,10 +613,9 @@ mod tests {
             .and_then(|s| t.get_at(s))
             .map(|(k, _)| k.to_vec());
         assert!(last.is_some() && t.nth_slot(5000).is_none());
-        let slot = t.slot_of(b"k7").map(|(s, _)| s).unwrap_or(usize::MAX);
-        assert_eq!(t.remove_at(slot).as_ref().map(tag), Some(7));
-        assert!(t.get(b"k7").is_none() && t.remove_at(slot).is_none());
-        assert_eq!(t.len(), 4999);
+        let slot = t.slot_of(key(7).as_bytes()).map(|(s, _)| s);
+        let changed = slot.and_then(|s| t.slot_mut(s)).map(|(k, _)| k.to_vec());
+        assert_eq!(changed, Some(key(7).into_bytes()));
     }
 
     #[derive(Debug, Clone)]
@@ -357,8 +633,9 @@ mod tests {
             6 => "[a-d]{0,2}".prop_map(String::into_bytes),
             // Enough distinct keys for the table to grow several times.
             3 => "k[0-9]{1,3}".prop_map(String::into_bytes),
-            // Lengths around the inline limit.
-            1 => (0u8..3, 28usize..34).prop_map(|(c, n)| vec![b'x' + c; n]),
+            // Lengths around the node sizes' limits.
+            1 => (0u8..3, 14usize..18).prop_map(|(c, n)| vec![b'x' + c; n]),
+            1 => (0u8..3, 30usize..34).prop_map(|(c, n)| vec![b'x' + c; n]),
             1 => proptest::collection::vec(any::<u8>(), 0..40),
         ]
     }

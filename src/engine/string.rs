@@ -32,13 +32,62 @@ pub enum StrEncoding {
     Raw,
 }
 
+/// Longest string kept inside the value itself, with no allocation of its
+/// own (as Redis's `embstr` keeps a short string in its object header).
+/// The inline bytes fit beside the `Vec`'s niche, so a value stays 32
+/// bytes: a key holding `SET k v` is one 64-byte table node and nothing
+/// else.
+pub const INLINE_MAX: usize = 15;
+
 /// Where a string's bytes are.
 #[derive(Debug, Clone)]
 enum Repr {
+    /// A short string, inside the value.
+    Inline { len: u8, bytes: [u8; INLINE_MAX] },
     /// The bytes themselves.
     Bytes(Vec<u8>),
     /// A mostly-zero string, compressed.
     Sparse(Box<SparseBitmap>),
+}
+
+/// A string's bytes for reading, whatever the form of plain ones.
+enum View<'a> {
+    Plain(&'a [u8]),
+    Sparse(&'a SparseBitmap),
+}
+
+impl Repr {
+    /// Plain bytes: inside the value when short.
+    fn plain(b: &[u8]) -> Repr {
+        match b.len() {
+            len @ 0..=INLINE_MAX => {
+                let mut bytes = [0; INLINE_MAX];
+                bytes[..len].copy_from_slice(b);
+                Repr::Inline {
+                    len: len as u8,
+                    bytes,
+                }
+            }
+            _ => Repr::Bytes(b.to_vec()),
+        }
+    }
+
+    /// Plain bytes from a buffer: kept unless short.
+    fn from_vec(v: Vec<u8>) -> Repr {
+        if v.len() <= INLINE_MAX {
+            Repr::plain(&v)
+        } else {
+            Repr::Bytes(v)
+        }
+    }
+
+    fn view(&self) -> View<'_> {
+        match self {
+            Repr::Inline { len, bytes } => View::Plain(bytes.get(..*len as usize).unwrap_or(&[])),
+            Repr::Bytes(b) => View::Plain(b),
+            Repr::Sparse(s) => View::Sparse(s),
+        }
+    }
 }
 
 /// A string value.
@@ -61,7 +110,7 @@ impl StrValue {
     /// integer of at most 20 characters, else `embstr`/`raw` by length.
     pub fn from_bytes(b: &[u8]) -> Self {
         StrValue {
-            repr: Repr::Bytes(b.to_vec()),
+            repr: Repr::plain(b),
             enc: encoding_for(b),
         }
     }
@@ -69,7 +118,7 @@ impl StrValue {
     /// The value of an integer (INCR and friends).
     pub fn from_i64(n: i64) -> Self {
         StrValue {
-            repr: Repr::Bytes(itoa::Buffer::new().format(n).as_bytes().to_vec()),
+            repr: Repr::plain(itoa::Buffer::new().format(n).as_bytes()),
             enc: StrEncoding::Int,
         }
     }
@@ -80,11 +129,11 @@ impl StrValue {
         let mut buf = itoa::Buffer::new();
         let text = buf.format(n).as_bytes();
         match &mut self.repr {
-            Repr::Bytes(v) => {
+            Repr::Bytes(v) if text.len() > INLINE_MAX => {
                 v.clear();
                 v.extend_from_slice(text);
             }
-            Repr::Sparse(_) => self.repr = Repr::Bytes(text.to_vec()),
+            _ => self.repr = Repr::plain(text),
         }
         self.enc = StrEncoding::Int;
     }
@@ -124,17 +173,17 @@ impl StrValue {
     /// prefer the length-aware accessors ([`StrValue::len`],
     /// [`StrValue::range_bytes`], [`StrValue::read_bytes`]).
     pub fn as_bytes(&self) -> Cow<'_, [u8]> {
-        match &self.repr {
-            Repr::Bytes(b) => Cow::Borrowed(b),
-            Repr::Sparse(s) => Cow::Owned(s.to_bytes()),
+        match self.repr.view() {
+            View::Plain(b) => Cow::Borrowed(b),
+            View::Sparse(s) => Cow::Owned(s.to_bytes()),
         }
     }
 
     /// Length in bytes.
     pub fn len(&self) -> usize {
-        match &self.repr {
-            Repr::Bytes(b) => b.len(),
-            Repr::Sparse(s) => s.len() as usize,
+        match self.repr.view() {
+            View::Plain(b) => b.len(),
+            View::Sparse(s) => s.len() as usize,
         }
     }
 
@@ -150,6 +199,9 @@ impl StrValue {
         loop {
             match self.repr {
                 Repr::Bytes(ref mut b) => return b,
+                Repr::Inline { len, bytes } => {
+                    self.repr = Repr::Bytes(bytes.get(..len as usize).unwrap_or(&[]).to_vec())
+                }
                 Repr::Sparse(ref s) => self.repr = Repr::Bytes(s.to_bytes()),
             }
         }
@@ -157,11 +209,11 @@ impl StrValue {
 
     /// The value as an integer, if it is one (INCR and friends).
     pub fn as_i64(&self) -> Option<i64> {
-        match &self.repr {
-            Repr::Bytes(b) => crate::protocol::number::parse_i64(b),
+        match self.repr.view() {
+            View::Plain(b) => crate::protocol::number::parse_i64(b),
             // An integer has at most 20 characters.
-            Repr::Sparse(s) if s.len() <= 20 => crate::protocol::number::parse_i64(&s.to_bytes()),
-            Repr::Sparse(_) => None,
+            View::Sparse(s) if s.len() <= 20 => crate::protocol::number::parse_i64(&s.to_bytes()),
+            View::Sparse(_) => None,
         }
     }
 
@@ -176,9 +228,12 @@ impl StrValue {
 
     /// Approximate bytes used.
     pub fn memory_usage(&self) -> usize {
-        16 + match &self.repr {
-            Repr::Bytes(b) => b.capacity(),
-            Repr::Sparse(s) => s.memory_usage(),
+        16 + match self.repr.view() {
+            View::Plain(_) => match &self.repr {
+                Repr::Bytes(v) => v.capacity(),
+                _ => 0,
+            },
+            View::Sparse(s) => s.memory_usage(),
         }
     }
 
@@ -194,9 +249,9 @@ impl StrValue {
         if start >= end {
             return Cow::Borrowed(&[]);
         }
-        match &self.repr {
-            Repr::Bytes(b) => Cow::Borrowed(b.get(start..end).unwrap_or(&[])),
-            Repr::Sparse(s) => {
+        match self.repr.view() {
+            View::Plain(b) => Cow::Borrowed(b.get(start..end).unwrap_or(&[])),
+            View::Sparse(s) => {
                 let mut out = vec![0u8; end - start];
                 s.read(start as u64, &mut out);
                 Cow::Owned(out)
@@ -206,8 +261,8 @@ impl StrValue {
 
     /// Copies the bytes from `start` into `out`, zero past the end.
     pub fn read_bytes(&self, start: u64, out: &mut [u8]) {
-        match &self.repr {
-            Repr::Bytes(b) => {
+        match self.repr.view() {
+            View::Plain(b) => {
                 out.fill(0);
                 let from = usize::try_from(start).unwrap_or(usize::MAX);
                 if let Some(src) = b.get(from.min(b.len())..) {
@@ -217,7 +272,7 @@ impl StrValue {
                     }
                 }
             }
-            Repr::Sparse(s) => s.read(start, out),
+            View::Sparse(s) => s.read(start, out),
         }
     }
 
@@ -229,14 +284,14 @@ impl StrValue {
         }
         let end = start + data.len() as u64;
         self.make_room(end, start.saturating_sub(self.len() as u64));
-        match &mut self.repr {
-            Repr::Bytes(b) => {
+        match self.plain_or_sparse() {
+            Ok(b) => {
                 zero_extend(b, end as usize);
                 if let Some(d) = b.get_mut(start as usize..end as usize) {
                     d.copy_from_slice(data);
                 }
             }
-            Repr::Sparse(s) => s.write(start, data),
+            Err(s) => s.write(start, data),
         }
         self.settle();
     }
@@ -255,20 +310,20 @@ impl StrValue {
     pub fn grow(&mut self, len: u64) {
         let cur = self.len() as u64;
         self.make_room(len, len.saturating_sub(cur));
-        match &mut self.repr {
-            Repr::Bytes(b) => zero_extend(b, len as usize),
-            Repr::Sparse(s) => s.grow(len),
+        match self.plain_or_sparse() {
+            Ok(b) => zero_extend(b, len as usize),
+            Err(s) => s.grow(len),
         }
     }
 
     /// The bit at `offset` (SETBIT numbering; zero past the end).
     pub fn get_bit(&self, offset: u64) -> bool {
-        match &self.repr {
-            Repr::Bytes(b) => usize::try_from(offset / 8)
+        match self.repr.view() {
+            View::Plain(b) => usize::try_from(offset / 8)
                 .ok()
                 .and_then(|i| b.get(i))
                 .is_some_and(|&v| v & (0x80 >> (offset & 7)) != 0),
-            Repr::Sparse(s) => s.get_bit(offset),
+            View::Sparse(s) => s.get_bit(offset),
         }
     }
 
@@ -276,8 +331,8 @@ impl StrValue {
     /// (SETBIT); returns the old bit. The value becomes `raw`.
     pub fn set_bit(&mut self, offset: u64, on: bool) -> bool {
         self.grow(offset / 8 + 1);
-        let old = match &mut self.repr {
-            Repr::Bytes(b) => {
+        let old = match self.plain_or_sparse() {
+            Ok(b) => {
                 let m = 0x80u8 >> (offset & 7);
                 match b.get_mut((offset / 8) as usize) {
                     Some(v) => {
@@ -292,7 +347,7 @@ impl StrValue {
                     None => false,
                 }
             }
-            Repr::Sparse(s) => s.set_bit(offset, on),
+            Err(s) => s.set_bit(offset, on),
         };
         self.settle();
         old
@@ -300,18 +355,18 @@ impl StrValue {
 
     /// Ones between bit offsets `first` and `last`, both included (BITCOUNT).
     pub fn count_ones(&self, first: u64, last: u64) -> u64 {
-        match &self.repr {
-            Repr::Bytes(b) => bitmap::count_ones(b, first, last),
-            Repr::Sparse(s) => s.count_ones(first, last),
+        match self.repr.view() {
+            View::Plain(b) => bitmap::count_ones(b, first, last),
+            View::Sparse(s) => s.count_ones(first, last),
         }
     }
 
     /// The first bit offset in `first..=last` holding `bit` (BITPOS); only
     /// offsets inside the string are searched.
     pub fn first_bit(&self, bit: bool, first: u64, last: u64) -> Option<u64> {
-        match &self.repr {
-            Repr::Bytes(b) => bitmap::first_bit(b, bit, first, last),
-            Repr::Sparse(s) => {
+        match self.repr.view() {
+            View::Plain(b) => bitmap::first_bit(b, bit, first, last),
+            View::Sparse(s) => {
                 let last = last.min((s.len() * 8).checked_sub(1)?);
                 s.first_bit(bit, first, last)
             }
@@ -340,14 +395,28 @@ impl StrValue {
     /// Numbers of the 8 KiB blocks (of [`bitmap::CHUNK_BYTES`]) that may hold
     /// a set bit, in order (BITOP skips the others).
     pub fn nonzero_blocks(&self) -> Vec<u64> {
-        match &self.repr {
-            Repr::Bytes(b) => b
+        match self.repr.view() {
+            View::Plain(b) => b
                 .chunks(bitmap::CHUNK_BYTES)
                 .enumerate()
                 .filter(|(_, c)| c.iter().any(|&x| x != 0))
                 .map(|(k, _)| k as u64)
                 .collect(),
-            Repr::Sparse(s) => s.chunk_numbers().collect(),
+            View::Sparse(s) => s.chunk_numbers().collect(),
+        }
+    }
+
+    /// The plain bytes in a buffer of their own for change (a short string
+    /// leaves the value), or the compressed form.
+    fn plain_or_sparse(&mut self) -> Result<&mut Vec<u8>, &mut SparseBitmap> {
+        loop {
+            match self.repr {
+                Repr::Bytes(ref mut b) => return Ok(b),
+                Repr::Sparse(ref mut s) => return Err(s),
+                Repr::Inline { len, bytes } => {
+                    self.repr = Repr::Bytes(bytes.get(..len as usize).unwrap_or(&[]).to_vec())
+                }
+            }
         }
     }
 
@@ -356,7 +425,7 @@ impl StrValue {
     /// compressed. The value becomes `raw`.
     fn make_room(&mut self, new_len: u64, zero_gap: u64) {
         self.enc = StrEncoding::Raw;
-        if let Repr::Bytes(b) = &self.repr {
+        if let View::Plain(b) = self.repr.view() {
             let cur = b.len() as u64;
             if new_len > cur && zero_gap >= SPARSE_MIN_GAP && zero_gap > cur {
                 self.repr = Repr::Sparse(Box::new(SparseBitmap::from_bytes(b)));
@@ -369,7 +438,7 @@ impl StrValue {
     fn settle(&mut self) {
         if let Repr::Sparse(s) = &self.repr {
             if s.denser_than_bytes() {
-                self.repr = Repr::Bytes(s.to_bytes());
+                self.repr = Repr::from_vec(s.to_bytes());
             }
         }
     }
@@ -407,6 +476,32 @@ fn encoding_for(b: &[u8]) -> StrEncoding {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn short_strings_stay_inside_a_32_byte_value() {
+        assert_eq!(std::mem::size_of::<StrValue>(), 32);
+        let v = StrValue::from_bytes(&[b'x'; INLINE_MAX]);
+        assert!(matches!(v.repr, Repr::Inline { .. }));
+        assert_eq!(v.as_bytes().as_ref(), &[b'x'; INLINE_MAX]);
+        assert_eq!(v.memory_usage(), 16);
+        let v = StrValue::from_bytes(&[b'x'; INLINE_MAX + 1]);
+        assert!(matches!(v.repr, Repr::Bytes(_)));
+        let mut n = StrValue::from_i64(i64::MIN);
+        assert!(matches!(n.repr, Repr::Bytes(_)));
+        n.set_i64(7);
+        assert!(matches!(n.repr, Repr::Inline { .. }));
+        assert_eq!((n.as_i64(), n.encoding()), (Some(7), "int"));
+        // Changes in place move a short string to a buffer of its own.
+        let mut a = StrValue::from_bytes(b"ab");
+        assert_eq!(a.append(b"cd"), 4);
+        assert!(matches!(a.repr, Repr::Bytes(_)));
+        assert_eq!((a.as_bytes().as_ref(), a.encoding()), (&b"abcd"[..], "raw"));
+        let mut b = StrValue::from_bytes(b"\x00");
+        assert!(!b.set_bit(7, true));
+        assert_eq!(b.as_bytes().as_ref(), b"\x01");
+        b.write_bytes(3, b"z");
+        assert_eq!(b.as_bytes().as_ref(), b"\x01\0\0z");
+    }
 
     #[test]
     fn encodings() {
