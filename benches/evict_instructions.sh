@@ -34,14 +34,14 @@ while getopts "n:P:h" opt; do
         *) sed -n '2,20p' "$0"; exit 2 ;;
     esac
 done
-for tool in valgrind callgrind_control callgrind_annotate; do
-    command -v "$tool" >/dev/null || { echo "error: $tool is not in PATH" >&2; exit 1; }
-done
+command -v callgrind_annotate >/dev/null || { echo "error: callgrind_annotate is not in PATH" >&2; exit 1; }
 # lib.sh: the Redis tools checked, `work`, `pids` (stopped on exit) and
 # `free_port`; it takes a binary from ROSTRUM_BIN (not used here).
 ROSTRUM_BIN=${bins[0]}
 # shellcheck source=benches/lib.sh
 source "$(dirname "$0")/lib.sh"
+# shellcheck source=benches/callgrind_lib.sh
+source "$(dirname "$0")/callgrind_lib.sh"
 
 value=$(printf '_%.0s' $(seq 1 100))
 stat() {
@@ -51,17 +51,7 @@ stat() {
 printf '%-20s %4s %12s %14s %10s\n' binary P "instr/req" "less re-reads" "evict/req"
 for bin in "${bins[@]}"; do
     for p in $pipelines; do
-        port=$(free_port)
-        args=(--port "$port" --bind 127.0.0.1 --loglevel warning)
-        [[ $(basename "$bin") == redis-server* ]] && args+=(--save '' --appendonly no)
-        valgrind --tool=callgrind --callgrind-out-file="$work/cg.%p" \
-            "$bin" "${args[@]}" >"$work/server.log" 2>&1 &
-        pid=$!
-        pids+=("$pid")
-        for _ in $(seq 1 120); do
-            redis-cli -p "$port" ping >/dev/null 2>&1 && break
-            sleep 0.5
-        done
+        callgrind_start "$bin" "$work/server.log"
         redis-cli -p "$port" CONFIG SET maxmemory-policy allkeys-lru >/dev/null
         redis-benchmark -p "$port" -n 60000 -c 8 -P 32 -r 100000000 \
             SET "fill:__rand_int__" x >/dev/null 2>&1
@@ -77,13 +67,12 @@ for bin in "${bins[@]}"; do
         sleep 0.5
         e1=$(stat "$port" stats evicted_keys)
         f=$(ls -t "$work"/cg."$pid".* | head -1)
-        ir=$(awk '/^(summary|totals):/ { print $2; exit }' "$f")
+        ir=$(last_dump "$pid")
         reread=$(callgrind_annotate --inclusive=yes --threshold=100 "$f" 2>/dev/null |
             awk '!seen && /:epoch_ctl / { gsub(",", "", $1); print $1; seen = 1 }')
         awk -v b="$(basename "$bin")" -v p="$p" -v ir="$ir" -v rr="${reread:-0}" \
             -v q="$requests" -v e=$((e1 - e0)) 'BEGIN {
             printf "%-20s %4d %12.0f %14.0f %10.2f\n", b, p, ir / q, (ir - rr) / q, e / q }'
-        redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
-        wait "$pid" 2>/dev/null || true
+        callgrind_stop
     done
 done

@@ -172,6 +172,15 @@ impl Drop for Db {
     }
 }
 
+/// Puts `value` in an existing entry as [`Db::insert`] does (a fresh
+/// access time; the expiry dropped unless `keep_ttl`); the expiry time
+/// dropped, which the caller takes out of the index.
+fn overwrite(e: &mut Entry, value: Value, keep_ttl: bool, now_ms: u64) -> Option<u64> {
+    e.value = value;
+    e.touch_lru(now_ms);
+    (!keep_ttl && e.expire_at != 0).then(|| std::mem::replace(&mut e.expire_at, 0))
+}
+
 impl Db {
     fn new(hasher: &KeyHasher) -> Self {
         Db {
@@ -360,10 +369,7 @@ impl Db {
         }
         match self.map.get_or_vacant(key) {
             Ok(e) => {
-                e.value = value;
-                e.touch_lru(now_ms);
-                if !keep_ttl && e.expire_at != 0 {
-                    let at = std::mem::replace(&mut e.expire_at, 0);
+                if let Some(at) = overwrite(e, value, keep_ttl, now_ms) {
                     let h = self.map.hash(key);
                     self.unindex(at, h);
                 }
@@ -382,10 +388,7 @@ impl Db {
     fn insert_captured(&mut self, key: &[u8], value: Value, keep_ttl: bool, now_ms: u64) {
         self.before_write(key);
         if let Some(e) = self.map.get_mut(key) {
-            e.value = value;
-            e.touch_lru(now_ms);
-            if !keep_ttl && e.expire_at != 0 {
-                let at = std::mem::replace(&mut e.expire_at, 0);
+            if let Some(at) = overwrite(e, value, keep_ttl, now_ms) {
                 let h = self.map.hash(key);
                 self.unindex(at, h);
             }
