@@ -170,12 +170,7 @@ fn transactions_and_scripts_are_atomic_against_a_hot_board() {
             let mut looks = 0u64;
             while !done.load(Ordering::Relaxed) || looks < 100 {
                 for w in 0..4 {
-                    let got: Vec<Option<f64>> = redis::cmd("ZMSCORE")
-                        .arg("hot")
-                        .arg(format!("pair:{w}:a"))
-                        .arg(format!("pair:{w}:b"))
-                        .query(&mut c)
-                        .expect("ZMSCORE");
+                    let got = pair_scores(&mut c, w);
                     assert_eq!(got[0], got[1], "pair {w} seen half-moved");
                 }
                 looks += 1;
@@ -190,13 +185,7 @@ fn transactions_and_scripts_are_atomic_against_a_hot_board() {
     stop_all(&stop, flooders);
     let mut c = conn(&srv);
     for w in 0..4 {
-        let got: Vec<Option<f64>> = redis::cmd("ZMSCORE")
-            .arg("hot")
-            .arg(format!("pair:{w}:a"))
-            .arg(format!("pair:{w}:b"))
-            .query(&mut c)
-            .unwrap();
-        assert_eq!(got, vec![Some(300.0), Some(300.0)]);
+        assert_eq!(pair_scores(&mut c, w), vec![Some(300.0), Some(300.0)]);
     }
 }
 
@@ -312,4 +301,15 @@ fn aof_replays_to_the_live_data_after_concurrent_writes() {
     assert_eq!(replayed.2, live.2, "DEBUG DIGEST after replay");
     again.terminate();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The scores of writer `w`'s two members on the hot board, which every
+/// transaction and script moves together.
+fn pair_scores(c: &mut redis::Connection, w: usize) -> Vec<Option<f64>> {
+    redis::cmd("ZMSCORE")
+        .arg("hot")
+        .arg(format!("pair:{w}:a"))
+        .arg(format!("pair:{w}:b"))
+        .query(c)
+        .expect("ZMSCORE")
 }
