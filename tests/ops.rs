@@ -540,10 +540,12 @@ fn syslog_lines_carry_facility_level_ident_and_pid_as_redis_server() {
         find(&ours, "Received SIGTERM scheduling shutdown"),
         LOCAL0 | WARNING
     );
-    assert!(ours
-        .iter()
-        .any(|l| l.message.contains("is now ready to exit, bye bye")
-            && l.priority == LOCAL0 | WARNING));
+    assert!(
+        ours.iter()
+            .any(|l| l.message.contains("is now ready to exit, bye bye")
+                && l.priority == LOCAL0 | WARNING),
+        "{ours:#?}"
+    );
 
     // redis-server, the same way: the same priorities for the same lines.
     if std::process::Command::new("redis-server")

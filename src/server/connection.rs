@@ -114,7 +114,7 @@ pub async fn serve<S: Transport>(server: Arc<Server>, stream: S) {
     let needs_auth = crate::commands::acl::default_needs_auth(&server);
     let mut client = ClientState::new(info.clone(), !needs_auth);
     client.await_woken = true;
-    let shutdown = server.shutdown.subscribe();
+    let shutdown = server.shutdown_watch();
     let mut conn = Conn {
         server: server.clone(),
         stream,

@@ -35,7 +35,7 @@ pub fn spawn(server: Arc<Server>) {
 
 /// The task.
 async fn run(server: Arc<Server>) {
-    let mut shutdown = server.shutdown.subscribe();
+    let mut shutdown = server.shutdown_watch();
     loop {
         // Groups made by SUBSCRIBE of a board's channel: their flag
         // goes in the key's WATCH list and their top is read under

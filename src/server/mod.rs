@@ -81,7 +81,7 @@ pub async fn run(server: Arc<Server>, listening: impl FnOnce()) -> std::io::Resu
 async fn serve_listeners(server: Arc<Server>, listeners: Vec<(TcpListener, bool)>) {
     use crate::state::listeners::Kind;
     let mut changes = server.listeners.subscribe();
-    let mut shutdown = server.shutdown.subscribe();
+    let mut shutdown = server.shutdown_watch();
     let mut tasks: Vec<(bool, tokio::task::JoinHandle<()>)> = Vec::new();
     for (l, tls) in listeners {
         tasks.push((tls, tokio::spawn(accept_loop(server.clone(), l, tls))));
@@ -138,7 +138,7 @@ pub fn protected_mode_refuses(protected_mode: bool, default_nopass: bool, peer: 
 /// Accepts clients on `listener` until shutdown; `tls`: the TLS port,
 /// whose handshakes run in each client's own task (see `tls::accept`).
 async fn accept_loop(server: Arc<Server>, listener: TcpListener, tls: bool) {
-    let mut shutdown = server.shutdown.subscribe();
+    let mut shutdown = server.shutdown_watch();
     loop {
         tokio::select! {
             r = listener.accept() => match r {
@@ -219,7 +219,7 @@ fn roll_due_boards(server: &Server, client: &mut ClientState) {
 /// times a second.
 fn spawn_cron(server: Arc<Server>) {
     tokio::spawn(async move {
-        let mut shutdown = server.shutdown.subscribe();
+        let mut shutdown = server.shutdown_watch();
         let info = Arc::new(ClientInfo::new(0, String::new(), String::new(), unix_ms()));
         let mut season_client = ClientState::new(info, true);
         loop {

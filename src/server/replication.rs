@@ -418,7 +418,7 @@ async fn stream_to(
 ) {
     let backlog = &server.aof.backlog;
     let mut offsets = backlog.offset.subscribe();
-    let mut shutdown = server.shutdown.subscribe();
+    let mut shutdown = server.shutdown_watch();
     let hard = replica_hard_limit(server);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -496,7 +496,7 @@ async fn stream_to(
 /// primary's backlog freed after `repl-backlog-ttl` seconds without any.
 pub fn spawn_ping(server: Arc<Server>) {
     tokio::spawn(async move {
-        let mut shutdown = server.shutdown.subscribe();
+        let mut shutdown = server.shutdown_watch();
         let mut last = Instant::now();
         let mut no_replicas_since = Instant::now();
         loop {
@@ -675,7 +675,7 @@ impl Link {
 pub fn spawn_link(server: Arc<Server>) {
     tokio::spawn(async move {
         let mut gen = server.replication.generation.subscribe();
-        let mut shutdown = server.shutdown.subscribe();
+        let mut shutdown = server.shutdown_watch();
         let info = Arc::new(ClientInfo::new(
             server.next_client_id(),
             String::new(),

@@ -283,8 +283,9 @@ pub struct Server {
     pub port: AtomicU64,
     /// Path of the config file, if started with one.
     pub config_file: Option<String>,
-    /// Set to true to stop the server.
-    pub shutdown: watch::Sender<bool>,
+    /// Set to true to stop the server; watched through
+    /// [`Server::shutdown_watch`].
+    shutdown: watch::Sender<bool>,
     /// Whether a shutdown was requested.
     pub shutting_down: AtomicBool,
     /// Unique id of this run (INFO run_id).
@@ -466,6 +467,18 @@ impl Server {
         let _ = self.shutdown.send(true);
     }
 
+    /// A receiver whose `changed()` completes once shutdown is requested,
+    /// including when it already was: a plain `subscribe` marks the
+    /// current value seen, so a loop that subscribed just after a SIGTERM
+    /// would wait forever.
+    pub fn shutdown_watch(&self) -> watch::Receiver<bool> {
+        let mut rx = self.shutdown.subscribe();
+        if *rx.borrow() {
+            rx.mark_changed();
+        }
+        rx
+    }
+
     /// Registers client `id` as waiting on `keys` for a value of type
     /// `kind` (`Value::type_name`: "list", "zset", ...; "" for any).
     /// Called by the blocking handler while it still holds the keys' shard
@@ -600,5 +613,24 @@ impl Server {
         while log.len() > max {
             log.pop_back();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A loop that subscribes after the shutdown request (a SIGTERM just
+    /// after "Ready to accept connections") still sees it.
+    #[test]
+    fn a_watch_taken_after_the_request_still_sees_it() {
+        let server = Server::new(Config::default(), None);
+        let early = server.shutdown_watch();
+        assert!(!early.has_changed().unwrap_or(true));
+        server.request_shutdown();
+        let late = server.shutdown_watch();
+        assert!(early.has_changed().unwrap_or(false));
+        assert!(late.has_changed().unwrap_or(false));
+        assert!(*late.borrow());
     }
 }

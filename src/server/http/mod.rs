@@ -58,7 +58,7 @@ pub async fn spawn(server: Arc<Server>) -> std::io::Result<()> {
     let listener = TcpListener::bind((bind.as_str(), port as u16)).await?;
     tracing::info!("HTTP listener on {}", listener.local_addr()?);
     tokio::spawn(async move {
-        let mut shutdown = server.shutdown.subscribe();
+        let mut shutdown = server.shutdown_watch();
         loop {
             tokio::select! {
                 r = listener.accept() => match r {

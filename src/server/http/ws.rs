@@ -275,7 +275,7 @@ async fn pump(
     sock: &TcpStream,
     jw: &JsonWatcher,
 ) -> Result<(), tungstenite::Error> {
-    let mut shutdown = server.shutdown.subscribe();
+    let mut shutdown = server.shutdown_watch();
     let mut buf = Vec::new();
     loop {
         if jw.killed.load(Ordering::Acquire) {
