@@ -309,6 +309,11 @@ impl HashValue {
         incr: i64,
         limits: HashLimits,
     ) -> Result<i64, HashError> {
+        if let Encoding::Listpack(l) = &mut self.enc {
+            if let Some(done) = l.incr_in_place(field, incr) {
+                return done;
+            }
+        }
         let old = match self.get(field) {
             Some(v) => parse_i64(&v).ok_or(HashError::NotAnInteger)?,
             None => 0,
@@ -695,7 +700,12 @@ fn int_value(value: &[u8]) -> Option<(i64, usize)> {
     }
     // Digits only: this fails only past the i64 range.
     let n = parse_i64(value)?;
-    let w = if i8::try_from(n).is_ok() {
+    Some((n, int_width(n)))
+}
+
+/// The index in [`INT_WIDTHS`] of the narrowest width that holds `n`.
+fn int_width(n: i64) -> usize {
+    if i8::try_from(n).is_ok() {
         0
     } else if i16::try_from(n).is_ok() {
         1
@@ -703,8 +713,7 @@ fn int_value(value: &[u8]) -> Option<(i64, usize)> {
         2
     } else {
         3
-    };
-    Some((n, w))
+    }
 }
 
 /// How a pair's value is written: an integer of a named pair, else bytes.
@@ -1070,6 +1079,30 @@ impl Listpack {
         };
         self.replace(span, &pair);
         false
+    }
+
+    /// HINCRBY of a field whose value is kept as an integer, when the sum
+    /// keeps its width: one scan, and the sum written over the old value
+    /// (what [`Listpack::set`] of its text would do). `None` when the field
+    /// is absent, not kept as an integer, or the sum needs another width:
+    /// the caller takes the general way.
+    fn incr_in_place(&mut self, field: &[u8], incr: i64) -> Option<Result<i64, HashError>> {
+        let (_, p) = self.find(field)?;
+        let RawValue::Int(old) = p.value else {
+            return None;
+        };
+        let Some(new) = old.checked_add(incr) else {
+            return Some(Err(HashError::Overflow));
+        };
+        let w = INT_WIDTHS[int_width(new)];
+        let span = p.value_at..p.end;
+        if span.len() != w {
+            return None;
+        }
+        self.bytes
+            .get_mut(span)?
+            .copy_from_slice(&new.to_le_bytes()[..w]);
+        Some(Ok(new))
     }
 
     /// Rewrites the pair at `span` as `pair`, in one exactly sized new

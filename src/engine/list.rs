@@ -64,6 +64,8 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::engine::zset::alloc_size;
 use crate::protocol::number::parse_i64;
 
@@ -733,29 +735,96 @@ impl Node {
         self.len += 1;
     }
 
-    fn push_front(&mut self, value: &[u8]) {
+    /// Pushes values from `values` at the front in turn (`a b c` gives
+    /// `c b a ...`) while each has room ([`Node::room_for`]); returns how
+    /// many. All of them go in with one move of the node's bytes (one
+    /// LPUSH of many values, or a pipelined run of LPUSHes), and the node
+    /// ends exactly as after pushing them one at a time: same bytes, same
+    /// marks.
+    fn push_front_run<'v, I: Iterator<Item = &'v [u8]>>(
+        &mut self,
+        values: &mut std::iter::Peekable<I>,
+        lim: NodeLimit,
+    ) -> usize {
+        let mut pushed = 0;
         if self.len == 0 {
-            self.push_back(value);
-            return;
+            match values.peek() {
+                Some(&v) if self.room_for(v, lim) => self.push_back(v),
+                _ => return 0,
+            }
+            values.next();
+            pushed = 1;
+        }
+        let mut encs: SmallVec<[Enc<'v>; 16]> = SmallVec::new();
+        let (mut bytes, mut len) = (self.bytes(), self.len());
+        while let Some(&v) = values.peek() {
+            let enc = encode(v, self.base());
+            if !(len < lim.entries && bytes + enc.len() <= lim.bytes) {
+                break;
+            }
+            values.next();
+            bytes += enc.len();
+            len += 1;
+            pushed += 1;
+            encs.push(enc);
+        }
+        if encs.is_empty() {
+            return pushed;
         }
         let start = self.start();
-        self.splice(start, 0, value);
-        let size = self.size_at(start);
-        self.marks.retain_mut(
-            |m| match Mark::at(m.off as usize + size, m.idx as usize + 1) {
-                Some(moved) => {
-                    *m = moved;
-                    true
+        let total = bytes - self.bytes();
+        let old_len = self.buf.len();
+        reserve(&mut self.buf, total);
+        self.buf.resize(old_len + total, 0);
+        self.buf.copy_within(start..old_len, start + total);
+        // The first value pushed ends nearest the old first entry. The
+        // marks one-at-a-time pushes would add (`first` is the distance
+        // from the front entry to the first mark, or the end): a mark on
+        // the entry behind the one pushed when that distance passes the
+        // spacing; `added` collects them back to front.
+        let k = encs.len();
+        let mut first = self.marks.first().map_or(old_len, |m| m.off as usize) - start;
+        let mut at = start + total;
+        let mut added: SmallVec<[Mark; 4]> = SmallVec::new();
+        for (i, enc) in encs.iter().enumerate() {
+            let size = enc.len();
+            first += size;
+            if first > MARK_SPACING {
+                if let Some(m) = Mark::at(at, k - i) {
+                    added.push(m);
+                    first = size;
                 }
-                None => false,
-            },
-        );
-        let first_mark = self.marks.first().map_or(self.end(), |m| m.off as usize);
-        if first_mark - start > MARK_SPACING {
-            if let Some(m) = Mark::at(start + size, 1) {
-                self.marks.insert(0, m);
+            }
+            at -= size;
+            if let Some(slot) = self.buf.get_mut(at..at + size) {
+                let (head, body) = slot.split_at_mut(enc.head_len);
+                head.copy_from_slice(enc.head());
+                body.copy_from_slice(enc.body);
             }
         }
+        self.len += k as u32;
+        if self.buf.len() <= u16::MAX as usize && self.len() <= u16::MAX as usize {
+            // Every mark still fits: a plain shift.
+            for m in &mut self.marks {
+                m.off += total as u16;
+                m.idx += k as u16;
+            }
+        } else {
+            self.marks.retain_mut(
+                |m| match Mark::at(m.off as usize + total, m.idx as usize + k) {
+                    Some(moved) => {
+                        *m = moved;
+                        true
+                    }
+                    None => false,
+                },
+            );
+        }
+        if !added.is_empty() {
+            added.reverse();
+            self.marks.splice(0..0, added);
+        }
+        pushed
     }
 
     /// Replaces the `old` bytes at `at` with the encoding of `value` (marks
@@ -1253,23 +1322,31 @@ impl ListValue {
         limits: ListLimits,
     ) {
         let lim = limits.node();
-        for v in values {
+        let mut values = values.into_iter().peekable();
+        while let Some(&v) = values.peek() {
             if let Layout::Listpack(node) = &mut self.layout {
-                if node.room_for(v, lim) {
-                    node.push_front(v);
+                if node.push_front_run(&mut values, lim) > 0 {
                     continue;
                 }
             }
             let Some(q) = self.convert_to_quicklist() else {
                 return;
             };
-            q.len += 1;
             if let Some(head) = q.nodes.front_mut() {
-                if head.room_for(v, lim) {
-                    Arc::make_mut(head).push_front(v);
+                // A node shared with a snapshot is copied only to take a
+                // value.
+                let n = if Arc::get_mut(head).is_some() || head.room_for(v, lim) {
+                    Arc::make_mut(head).push_front_run(&mut values, lim)
+                } else {
+                    0
+                };
+                if n > 0 {
+                    q.len += n;
                     continue;
                 }
             }
+            values.next();
+            q.len += 1;
             let mut node = Node::default();
             node.push_back(v);
             q.nodes.push_front(Arc::new(node));
