@@ -318,6 +318,48 @@ fn rank_styles_among_and_friends() {
     assert!(err(&mut c, &["LB.FRIENDS", "comp", "friends", "BOGUS"]).contains("unknown option"));
 }
 
+/// Pipelined LB.RANK calls on one key are answered together
+/// (`commands::run`): the same replies as one at a time, for every
+/// ranking, an absent member, an absent key, a board whose period ended
+/// (its new period is empty) and a key of another type.
+#[test]
+fn pipelined_ranks_answer_as_single_calls() {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.conn();
+    board(&mut c, "ord", "ORDINAL");
+    board(&mut c, "comp", "COMPETITION");
+    board(&mut c, "dense", "DENSE");
+    q(&mut c, &["SET", "str", "x"]);
+    q(&mut c, &["LB.CREATE", "ended", "RESET", "EVERY", "50"]);
+    q(&mut c, &["LB.SUBMIT", "ended", "dan", "1"]);
+    std::thread::sleep(Duration::from_millis(120));
+    let members = ["dan", "alice", "nobody", "carl", "bob", "dan"];
+    let mut s = srv.raw();
+    for key in ["ord", "comp", "dense", "missing", "ended", "str"] {
+        let want: String = members
+            .iter()
+            .map(|m| match key {
+                "str" => {
+                    assert!(err(&mut c, &["LB.RANK", key, m]).contains("WRONGTYPE"));
+                    "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+                        .to_string()
+                }
+                _ => match q(&mut c, &["LB.RANK", key, m]).as_str() {
+                    "nil" => "$-1\r\n".to_string(),
+                    n => format!(":{n}\r\n"),
+                },
+            })
+            .collect();
+        let mut batch = Vec::new();
+        for m in members {
+            batch.extend(encode(&["LB.RANK", key, m]));
+        }
+        s.write_all(&batch).expect("write");
+        let got = read_at_least(&mut s, want.len());
+        assert_eq!(String::from_utf8_lossy(&got), want, "{key}");
+    }
+}
+
 #[test]
 fn event_ids_apply_a_write_once() {
     let srv = TestServer::start(&[]);

@@ -44,7 +44,7 @@ use std::collections::HashMap;
 
 use super::args;
 use super::set::read_set;
-use super::table::{flags::*, CommandSpec, Handler, KeySpec};
+use super::table::{flags::*, CommandSpec, Handler, KeySpec, RunHandler};
 use super::{Ctx, Keys};
 use crate::engine::leaderboard::disk::{self, DiskArchive, OwnedEntry, Unavailable};
 use crate::engine::leaderboard::{
@@ -165,7 +165,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         lb_rank,
         "Get a member's rank",
         LOG_N,
-    ),
+    )
+    .batched(RunHandler::Answer(lb_rank_run)),
     lb_cmd(
         "lb.mrank",
         -3,
@@ -477,12 +478,29 @@ fn outcome_reply(out: &mut Reply, o: &SubmitOutcome) {
 // ---------------------------------------------------------------------------
 // Seasons (issue 17)
 
-/// A period's entries, where a read finds them (on the stack for one
-/// command: the size of an empty board in `Cow::Owned` is no concern).
-#[allow(clippy::large_enum_variant)]
+/// A period's entries, where a read finds them.
 enum Period<'k> {
-    Memory(Cow<'k, Leaderboard>),
+    Memory(MemoryPeriod<'k>),
     Disk(&'k DiskArchive),
+}
+
+/// A period held in memory: the board's own, or an empty board made for
+/// a period whose boundary passed but is not applied yet (boxed, so that
+/// a `Period` is two words to move, not a whole board).
+enum MemoryPeriod<'k> {
+    Borrowed(&'k Leaderboard),
+    Empty(Box<Leaderboard>),
+}
+
+impl std::ops::Deref for MemoryPeriod<'_> {
+    type Target = Leaderboard;
+
+    fn deref(&self) -> &Leaderboard {
+        match self {
+            MemoryPeriod::Borrowed(b) => b,
+            MemoryPeriod::Empty(b) => b,
+        }
+    }
 }
 
 /// A read error on a period's file.
@@ -623,10 +641,12 @@ fn read_board_at<'k>(
     Ok(match b.period_at(now, back) {
         None => None,
         Some(p) => Some(match p.source {
-            Source::Board(x) => Period::Memory(Cow::Borrowed(x)),
+            Source::Board(x) => Period::Memory(MemoryPeriod::Borrowed(x)),
             Source::Disk(d) => Period::Disk(d),
             Source::Unavailable(u) => return Err(unavailable_error(key, p.number, u)),
-            Source::Empty => Period::Memory(Cow::Owned(Leaderboard::new(*b.options()))),
+            Source::Empty => Period::Memory(MemoryPeriod::Empty(Box::new(Leaderboard::new(
+                *b.options(),
+            )))),
         }),
     })
 }
@@ -682,7 +702,7 @@ fn roll(ctx: &mut Ctx, key: &[u8]) -> Result<bool, CmdError> {
     let Some(b) = write_board(&mut ctx.keys, key)? else {
         return Ok(false);
     };
-    if b.season().and_then(|s| s.end()).is_none_or(|e| e > now) {
+    if !roll_due(b, now) {
         return Ok(false);
     }
     b.roll_until(now);
@@ -697,6 +717,21 @@ fn roll(ctx: &mut Ctx, key: &[u8]) -> Result<bool, CmdError> {
         now.to_string().into_bytes(),
     ]);
     Ok(true)
+}
+
+/// Whether the board passed its current period's end by `now` (a write
+/// rolls it first).
+fn roll_due(b: &Leaderboard, now: u64) -> bool {
+    b.season().and_then(|s| s.end()).is_some_and(|e| e <= now)
+}
+
+/// Whether this command's changes are recorded (the AOF on or being
+/// rewritten, or a replication backlog: `journal::feeding`): when not, a
+/// write's logged form (with its time) is not built, as the journal would
+/// drop it unread. (A backlog started by a first replica between this
+/// check and the feed gets the command as received, as for XADD.)
+fn logging(ctx: &Ctx) -> bool {
+    crate::state::journal::feeding(&ctx.server.aof)
 }
 
 /// Moves the board's closed periods where its ARCHIVE setting says (to
@@ -1246,15 +1281,28 @@ impl Write<'_> {
 /// absent); a refused write changes nothing, not even the keyspace.
 fn apply_write(ctx: &mut Ctx, key: &[u8], w: &Write<'_>) -> Result<SubmitOutcome, CmdError> {
     let window = write_limits(ctx, w.meta)?;
-    roll(ctx, key)?;
-    let at = w.at.unwrap_or(ctx.keys.now_ms);
-    let (out, recorded) = match write_board(&mut ctx.keys, key)? {
-        Some(b) => w.apply(b, at, window)?,
+    let now = ctx.keys.now_ms;
+    let at = w.at.unwrap_or(now);
+    let replaying = ctx.client.replaying;
+    // The usual case in one lookup: a board with no boundary due (what
+    // `roll` checks first).
+    let applied = match write_board(&mut ctx.keys, key)? {
+        Some(b) if replaying || !roll_due(b, now) => Some(w.apply(b, at, window)?),
+        _ => None,
+    };
+    let (out, recorded) = match applied {
+        Some(r) => r,
         None => {
-            let mut b = Leaderboard::new(default_options());
-            let out = w.apply(&mut b, at, window)?;
-            ctx.keys.set(key, Value::Leaderboard(Box::new(b)), false)?;
-            out
+            roll(ctx, key)?;
+            match write_board(&mut ctx.keys, key)? {
+                Some(b) => w.apply(b, at, window)?,
+                None => {
+                    let mut b = Leaderboard::new(default_options());
+                    let out = w.apply(&mut b, at, window)?;
+                    ctx.keys.set(key, Value::Leaderboard(Box::new(b)), false)?;
+                    out
+                }
+            }
         }
     };
     let changed = out.changed || out.evicted.is_some();
@@ -1264,7 +1312,9 @@ fn apply_write(ctx: &mut Ctx, key: &[u8], w: &Write<'_>) -> Result<SubmitOutcome
     // A write that changed nothing is not logged (the AOF skips it anyway).
     if changed || recorded {
         ctx.keys.modified(key)?;
-        ctx.keys.propagate_as(w.logged(key, at));
+        if logging(ctx) {
+            ctx.keys.propagate_as(w.logged(key, at));
+        }
     }
     Ok(out)
 }
@@ -1431,6 +1481,28 @@ fn lb_rank(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     };
     rank_or_null(ctx.out, rank);
     Ok(())
+}
+
+/// LB.RANK for a run of pipelined calls on one key (`commands::run`): the
+/// board is looked up once. False, having written and counted nothing,
+/// when the key holds no board or a boundary is due (the calls then run
+/// one at a time).
+fn lb_rank_run(ctx: &mut Ctx, key: &[u8], members: &[&[u8]]) -> bool {
+    let now = ctx.keys.now_ms;
+    let Some(Value::Leaderboard(b)) = ctx.keys.value_read_by(key, members.len()) else {
+        return false;
+    };
+    let Some(PeriodView {
+        source: Source::Board(x),
+        ..
+    }) = b.period_at(now, 0)
+    else {
+        return false;
+    };
+    for m in members {
+        rank_or_null(ctx.out, x.rank(m));
+    }
+    true
 }
 
 fn lb_mrank(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {

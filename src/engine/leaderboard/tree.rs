@@ -327,8 +327,8 @@ impl Tree {
         let key = store.key(id);
         let f = self.descend_inner(&|ks, e| store.not_after(ks, e, &key), path);
         let leaf = &self.leaves[f.leaf as usize];
+        let idx = slot_of(&leaf.slots, leaf.len as usize, id)?;
         let slots = &leaf.slots[..leaf.len as usize];
-        let idx = slots.iter().position(|&s| s & ID_MASK == id)?;
         Some(Found {
             idx,
             pos: f.pos + idx as u64,
@@ -449,6 +449,11 @@ impl Tree {
             placed.group_start = a_end;
         }
         let mut split = self.leaf_insert(leaf, idx, slot);
+        if split.is_none() {
+            self.update_counts(store, leaf, &mut path);
+            self.len += 1;
+            return placed;
+        }
         let mut child = leaf;
         let mut child_is_leaf = true;
         while let Some((p, ci)) = path.pop() {
@@ -508,6 +513,9 @@ impl Tree {
         }
         let mut child = leaf;
         let mut child_is_leaf = true;
+        if !self.merges(leaf, &path) {
+            self.update_counts(store, leaf, &mut path);
+        }
         while let Some((p, ci)) = path.pop() {
             let under = if child_is_leaf {
                 (self.leaves[child as usize].len as usize) < LEAF_MIN
@@ -552,6 +560,46 @@ impl Tree {
             self.inners[p as usize].slots[ci] = s;
             child = p;
             child_is_leaf = false;
+        }
+    }
+
+    /// Whether a removal from `leaf`, reached through `path`, leaves a node
+    /// under-full that its parent would merge or refill (the leaf, or an
+    /// inner node below the root).
+    fn merges(&self, leaf: u32, path: &Path) -> bool {
+        (self.leaves[leaf as usize].len as usize) < LEAF_MIN
+            || path.steps[1..path.depth.max(1)]
+                .iter()
+                .any(|&(n, _)| (self.inners[n as usize].len as usize) < FAN_MIN)
+    }
+
+    /// Brings the slots above `leaf` (along `path`, which it empties) up to
+    /// date after a change inside it that split and merged nothing: the
+    /// leaf's summary replaces its slot, and each slot above takes the
+    /// same change of counts (and the leaf's new first entry, while the
+    /// node is its parent's first child). The same slots as
+    /// [`Tree::summary`] level by level, without summing every child.
+    fn update_counts(&mut self, store: &Store, leaf: u32, path: &mut Path) {
+        let Some((p, ci)) = path.pop() else {
+            return;
+        };
+        let s = self.summary(store, leaf, true);
+        let old = std::mem::replace(&mut self.inners[p as usize].slots[ci], s);
+        let count = s.count.wrapping_sub(old.count);
+        let groups = s.groups.wrapping_sub(old.groups);
+        let mut first = (ci == 0 && (s.first, s.first_ks) != (old.first, old.first_ks))
+            .then_some((s.first, s.first_ks));
+        while let Some((p, ci)) = path.pop() {
+            let slot = &mut self.inners[p as usize].slots[ci];
+            slot.count = slot.count.wrapping_add(count);
+            slot.groups = slot.groups.wrapping_add(groups);
+            if let Some((f, ks)) = first {
+                slot.first = f;
+                slot.first_ks = ks;
+            }
+            if ci != 0 {
+                first = None;
+            }
         }
     }
 
@@ -855,10 +903,35 @@ fn node_sizes(n: usize, cap: usize, min: usize) -> Vec<usize> {
     v
 }
 
-/// Number of group end flags among `slots`.
+/// Number of group end flags among `slots` (the top bits summed, which
+/// the compiler turns into vector shifts and adds).
 #[inline]
 fn count_ends(slots: &[u32]) -> u64 {
-    slots.iter().filter(|&&s| s & GROUP_END != 0).count() as u64
+    slots.iter().map(|&s| u64::from(s >> 31)).sum()
+}
+
+/// Slots compared at once by [`slot_of`].
+const SCAN: usize = if LEAF_CAP < 8 { LEAF_CAP } else { 8 };
+
+/// Where entry `id` is among the first `len` of a leaf's `slots`. The
+/// slots are compared `SCAN` at a time over the whole array (each group
+/// one vector compare; slots past `len` hold stale ids, so a match there
+/// is no match), which costs a fraction of a slot-by-slot scan.
+#[inline]
+fn slot_of(slots: &[u32; LEAF_CAP], len: usize, id: u32) -> Option<usize> {
+    let mut start = 0;
+    while start < len {
+        let group = &slots[start..start + SCAN];
+        if group
+            .iter()
+            .fold(false, |hit, &s| hit | (s & ID_MASK == id))
+        {
+            let idx = start + group.iter().position(|&s| s & ID_MASK == id)?;
+            return (idx < len).then_some(idx);
+        }
+        start += SCAN;
+    }
+    None
 }
 
 /// Makes room for `extra` more items, growing by size classes instead of
