@@ -585,13 +585,29 @@ impl Db {
         self.map.get_at(slot).map(|(k, _)| k)
     }
 
-    /// Removes the key in slot `slot`, returning its entry: [`Db::remove`]
-    /// of the key found there.
+    /// Removes the key in slot `slot`, returning its entry: what
+    /// [`Db::remove`] of the key found there does.
     pub fn remove_at(&mut self, slot: usize) -> Option<Entry> {
-        // Through the key, so that a snapshot's walk, the expiry index and
-        // the value's own capture see it as any other removal.
-        let key = self.map.get_at(slot).map(|(k, _)| k.to_vec())?;
-        self.remove(&key)
+        if self.capture.is_some() {
+            // Through the key, so that a snapshot's walk sees it as any
+            // other removal.
+            let key = self.map.get_at(slot).map(|(k, _)| k.to_vec())?;
+            return self.remove(&key);
+        }
+        // No capture to tell: the slot is removed as it is (no copy of the
+        // key, no second lookup); the expiry index needs the key's hash
+        // only when it has an expiry.
+        let indexed = match self.map.get_at(slot)? {
+            (k, e) if e.expire_at != 0 => Some(self.map.hash(k)),
+            _ => None,
+        };
+        let mut e = self.map.remove_at(slot)?;
+        // A snapshot walking the value in steps could not find it again.
+        e.value.end_snapshot();
+        if let Some(h) = indexed {
+            self.unindex(e.expire_at, h);
+        }
+        Some(e)
     }
 
     /// Iterates over every stored key and entry, expired ones included.

@@ -188,6 +188,11 @@ impl<K: NodeKey> Part<K> {
             .map(|n| (n.key.as_bytes(), &n.entry))
     }
 
+    fn remove_at(&mut self, b: usize) -> Option<Entry> {
+        let (node, _) = self.table.get_bucket_entry(b).ok()?.remove();
+        Some(node.entry)
+    }
+
     fn slot_mut(&mut self, b: usize) -> Option<(&[u8], &mut Entry)> {
         self.table.get_bucket_mut(b).map(|n| {
             let n = &mut **n;
@@ -405,6 +410,19 @@ impl KeyTable {
             self.mid.get_at(slot - a)
         } else {
             self.long.get_at(slot - b)
+        }
+    }
+
+    /// Removes the key in slot `slot`, if it holds one, without hashing
+    /// or comparing the key (eviction, which sampled the slot).
+    pub fn remove_at(&mut self, slot: usize) -> Option<Entry> {
+        let (a, b) = self.offsets();
+        if slot < a {
+            self.short.remove_at(slot)
+        } else if slot < b {
+            self.mid.remove_at(slot - a)
+        } else {
+            self.long.remove_at(slot - b)
         }
     }
 
