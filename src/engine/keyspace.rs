@@ -550,18 +550,14 @@ impl Db {
         // removal, and a table that evictions thinned may hold a key in 8
         // slots or fewer. As Redis's walk, it may offer fewer than `n`.
         let slots = self.map.slots();
-        let mut slot = (access::random_u64() % slots as u64) as usize;
+        let start = (access::random_u64() % slots as u64) as usize;
         let mut got = 0;
-        for _ in 0..(want * 32).max(128).min(slots) {
-            if let Some((k, e)) = self.map.get_at(slot) {
+        self.map
+            .walk(start, (want * 32).max(128), &mut |slot, k, e| {
                 offer(e.eviction_score(policy, now_ms), slot, k);
                 got += 1;
-                if got == want {
-                    return;
-                }
-            }
-            slot = if slot + 1 == slots { 0 } else { slot + 1 };
-        }
+                got < want
+            });
         if got > 0 {
             return;
         }
@@ -1053,6 +1049,7 @@ mod tests {
             SetExpire(Vec<u8>, u64),
             Persist(Vec<u8>),
             Remove(Vec<u8>),
+            RemoveAt(Vec<u8>),
             Get(Vec<u8>),
             GetMut(Vec<u8>),
             ExpireCycle(usize),
@@ -1077,6 +1074,7 @@ mod tests {
                 3 => (key(), at).prop_map(|(k, a)| Op::SetExpire(k, a)),
                 1 => key().prop_map(Op::Persist),
                 2 => key().prop_map(Op::Remove),
+                2 => key().prop_map(Op::RemoveAt),
                 3 => key().prop_map(Op::Get),
                 2 => key().prop_map(Op::GetMut),
                 1 => (0usize..4).prop_map(Op::ExpireCycle),
@@ -1134,6 +1132,15 @@ mod tests {
                         }
                         Op::Remove(k) => {
                             let got = db.remove(&k).map(|e| (tag(&e), e.expire_at));
+                            prop_assert_eq!(got, m.remove(&k));
+                        }
+                        Op::RemoveAt(k) => {
+                            // Eviction's removal by slot (no capture: the
+                            // slot goes as it is, the expiry index with it).
+                            let slot = db.map.slot_of(&k).map(|(i, _)| i);
+                            let got = slot
+                                .and_then(|i| db.remove_at(i))
+                                .map(|e| (tag(&e), e.expire_at));
                             prop_assert_eq!(got, m.remove(&k));
                         }
                         Op::Get(k) => {
