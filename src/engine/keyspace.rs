@@ -550,18 +550,14 @@ impl Db {
         // removal, and a table that evictions thinned may hold a key in 8
         // slots or fewer. As Redis's walk, it may offer fewer than `n`.
         let slots = self.map.slots();
-        let mut slot = (access::random_u64() % slots as u64) as usize;
+        let start = (access::random_u64() % slots as u64) as usize;
         let mut got = 0;
-        for _ in 0..(want * 32).max(128).min(slots) {
-            if let Some((k, e)) = self.map.get_at(slot) {
+        self.map
+            .walk(start, (want * 32).max(128), &mut |slot, k, e| {
                 offer(e.eviction_score(policy, now_ms), slot, k);
                 got += 1;
-                if got == want {
-                    return;
-                }
-            }
-            slot = if slot + 1 == slots { 0 } else { slot + 1 };
-        }
+                got < want
+            });
         if got > 0 {
             return;
         }
@@ -585,13 +581,29 @@ impl Db {
         self.map.get_at(slot).map(|(k, _)| k)
     }
 
-    /// Removes the key in slot `slot`, returning its entry: [`Db::remove`]
-    /// of the key found there.
+    /// Removes the key in slot `slot`, returning its entry: what
+    /// [`Db::remove`] of the key found there does.
     pub fn remove_at(&mut self, slot: usize) -> Option<Entry> {
-        // Through the key, so that a snapshot's walk, the expiry index and
-        // the value's own capture see it as any other removal.
-        let key = self.map.get_at(slot).map(|(k, _)| k.to_vec())?;
-        self.remove(&key)
+        if self.capture.is_some() {
+            // Through the key, so that a snapshot's walk sees it as any
+            // other removal.
+            let key = self.map.get_at(slot).map(|(k, _)| k.to_vec())?;
+            return self.remove(&key);
+        }
+        // No capture to tell: the slot is removed as it is (no copy of the
+        // key, no second lookup); the expiry index needs the key's hash
+        // only when it has an expiry.
+        let indexed = match self.map.get_at(slot)? {
+            (k, e) if e.expire_at != 0 => Some(self.map.hash(k)),
+            _ => None,
+        };
+        let mut e = self.map.remove_at(slot)?;
+        // A snapshot walking the value in steps could not find it again.
+        e.value.end_snapshot();
+        if let Some(h) = indexed {
+            self.unindex(e.expire_at, h);
+        }
+        Some(e)
     }
 
     /// Iterates over every stored key and entry, expired ones included.
@@ -1037,6 +1049,7 @@ mod tests {
             SetExpire(Vec<u8>, u64),
             Persist(Vec<u8>),
             Remove(Vec<u8>),
+            RemoveAt(Vec<u8>),
             Get(Vec<u8>),
             GetMut(Vec<u8>),
             ExpireCycle(usize),
@@ -1061,6 +1074,7 @@ mod tests {
                 3 => (key(), at).prop_map(|(k, a)| Op::SetExpire(k, a)),
                 1 => key().prop_map(Op::Persist),
                 2 => key().prop_map(Op::Remove),
+                2 => key().prop_map(Op::RemoveAt),
                 3 => key().prop_map(Op::Get),
                 2 => key().prop_map(Op::GetMut),
                 1 => (0usize..4).prop_map(Op::ExpireCycle),
@@ -1118,6 +1132,15 @@ mod tests {
                         }
                         Op::Remove(k) => {
                             let got = db.remove(&k).map(|e| (tag(&e), e.expire_at));
+                            prop_assert_eq!(got, m.remove(&k));
+                        }
+                        Op::RemoveAt(k) => {
+                            // Eviction's removal by slot (no capture: the
+                            // slot goes as it is, the expiry index with it).
+                            let slot = db.map.slot_of(&k).map(|(i, _)| i);
+                            let got = slot
+                                .and_then(|i| db.remove_at(i))
+                                .map(|e| (tag(&e), e.expire_at));
                             prop_assert_eq!(got, m.remove(&k));
                         }
                         Op::Get(k) => {

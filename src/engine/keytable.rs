@@ -188,6 +188,31 @@ impl<K: NodeKey> Part<K> {
             .map(|n| (n.key.as_bytes(), &n.entry))
     }
 
+    /// Offers `f` the stored buckets among `from..to` (numbered from
+    /// `base` on) until it returns false; returns whether it never did.
+    #[inline]
+    fn scan(
+        &self,
+        from: usize,
+        to: usize,
+        base: usize,
+        f: &mut dyn FnMut(usize, &[u8], &Entry) -> bool,
+    ) -> bool {
+        for b in from..to {
+            if let Some(n) = self.table.get_bucket(b) {
+                if !f(base + b, n.key.as_bytes(), &n.entry) {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    fn remove_at(&mut self, b: usize) -> Option<Entry> {
+        let (node, _) = self.table.get_bucket_entry(b).ok()?.remove();
+        Some(node.entry)
+    }
+
     fn slot_mut(&mut self, b: usize) -> Option<(&[u8], &mut Entry)> {
         self.table.get_bucket_mut(b).map(|n| {
             let n = &mut **n;
@@ -408,6 +433,54 @@ impl KeyTable {
         }
     }
 
+    /// Removes the key in slot `slot`, if it holds one, without hashing
+    /// or comparing the key (eviction, which sampled the slot).
+    pub fn remove_at(&mut self, slot: usize) -> Option<Entry> {
+        let (a, b) = self.offsets();
+        if slot < a {
+            self.short.remove_at(slot)
+        } else if slot < b {
+            self.mid.remove_at(slot - a)
+        } else {
+            self.long.remove_at(slot - b)
+        }
+    }
+
+    /// Offers `f` the stored slots among the `count` slots from `start`
+    /// on (wrapping to slot 0), in order, until it returns false: the
+    /// walk eviction's sampling makes, each part's buckets in one loop.
+    pub fn walk(
+        &self,
+        start: usize,
+        count: usize,
+        f: &mut dyn FnMut(usize, &[u8], &Entry) -> bool,
+    ) {
+        let total = self.slots();
+        if total == 0 {
+            return;
+        }
+        let (a, b) = self.offsets();
+        let mut slot = start % total;
+        let mut left = count.min(total);
+        while left > 0 {
+            let (end, more) = if slot < a {
+                let end = a.min(slot + left);
+                (end, self.short.scan(slot, end, 0, f))
+            } else if slot < b {
+                let end = b.min(slot + left);
+                (end, self.mid.scan(slot - a, end - a, a, f))
+            } else {
+                let end = total.min(slot + left);
+                (end, self.long.scan(slot - b, end - b, b, f))
+            };
+            if !more {
+                return;
+            }
+            left -= end - slot;
+            slot = if end == total { 0 } else { end };
+        }
+    }
+
     /// The key and entry stored in slot `slot`, for change.
     pub fn slot_mut(&mut self, slot: usize) -> Option<(&[u8], &mut Entry)> {
         let (a, b) = self.offsets();
@@ -616,6 +689,41 @@ mod tests {
         let slot = t.slot_of(key(7).as_bytes()).map(|(s, _)| s);
         let changed = slot.and_then(|s| t.slot_mut(s)).map(|(k, _)| k.to_vec());
         assert_eq!(changed, Some(key(7).into_bytes()));
+        // A walk offers what `get_at` holds, in slot order, wrapping to 0,
+        // across the parts, and stops when told.
+        let total = t.slots();
+        for (start, count) in [
+            (0, total),
+            (total - 3, 10),
+            (17, 5000),
+            (total / 2, total + 5),
+        ] {
+            let want: Vec<usize> = (0..count.min(total))
+                .map(|i| (start + i) % total)
+                .filter(|&s| t.get_at(s).is_some())
+                .collect();
+            let mut got = Vec::new();
+            t.walk(start, count, &mut |s, k, e| {
+                assert_eq!(t.get_at(s).map(|(k, e)| (k, tag(e))), Some((k, tag(e))));
+                got.push(s);
+                true
+            });
+            assert_eq!(got, want);
+        }
+        let mut offered = 0;
+        t.walk(0, total, &mut |_, _, _| {
+            offered += 1;
+            offered < 3
+        });
+        assert_eq!(offered, 3);
+        // Removal by slot.
+        for i in [8u64, 9, 10] {
+            let slot = t.slot_of(key(i).as_bytes()).map(|(s, _)| s).unwrap();
+            assert_eq!(t.remove_at(slot).as_ref().map(tag), Some(tag(&entry(i))));
+            assert!(t.get(key(i).as_bytes()).is_none() && t.get_at(slot).is_none());
+            assert!(t.remove_at(slot).is_none());
+        }
+        assert_eq!(t.len(), 4997);
     }
 
     #[derive(Debug, Clone)]

@@ -259,6 +259,8 @@ fn spawn_cron(server: Arc<Server>) {
             // command that spent its eviction time budget may leave memory
             // over maxmemory; the cron carries on while it is, so an idle
             // server does not stay over the limit until the next command.
+            // The allocator is read afresh here, not on the command path.
+            server.memory.refresh_if_due();
             for _ in 0..64 {
                 if server.pause.until().is_some()
                     || memory::perform_evictions(&server) != memory::Outcome::Running

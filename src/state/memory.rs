@@ -5,7 +5,8 @@
 //!   freed blocks the thread caches keep ([`allocator_used`]). Reading it
 //!   costs an epoch advance (a walk over every arena's statistics, some
 //!   360,000 instructions), so the check before a command reads a copy
-//!   ([`Memory::used`]) read afresh at most every [`REFRESH`]; in between,
+//!   ([`Memory::used`]) that the cron reads afresh every [`REFRESH`]
+//!   ([`Memory::refresh_if_due`]: no clock is read per command); in between,
 //!   each thread that checks adds to the copy what it allocated less what
 //!   it freed since it last did (jemalloc's per-thread counters: two loads),
 //!   as Redis keeps `used_memory` up to date on every allocation. What an
@@ -39,7 +40,7 @@ use super::notify::{self, Class, Event};
 use super::pubsub::Own;
 use super::{journal, Config, Server};
 use crate::engine::access::{self, Mode};
-use crate::engine::{Eviction, SHARD_COUNT};
+use crate::engine::{Entry, Eviction, ShardGuard, SHARD_COUNT};
 
 /// Candidates the eviction pool keeps (Redis's EVPOOL_SIZE).
 const POOL_SIZE: usize = 16;
@@ -48,10 +49,12 @@ const POOL_SIZE: usize = 16;
 /// leave the server unreachable (Redis's floor).
 const MIN_CLIENTS_LIMIT: u64 = 128 * 1024;
 
-/// How often the copy of `used_memory` is read afresh from the allocator
-/// at most (between readings the threads' own counters keep it current;
-/// the reading corrects what threads that never check allocated).
-const REFRESH: Duration = Duration::from_millis(100);
+/// How often the cron reads the copy of `used_memory` afresh from the
+/// allocator (between readings the threads' own counters keep it current;
+/// the reading corrects what threads that never check allocated or freed:
+/// little, since every command thread checks and the AOF writer swaps its
+/// buffers rather than freeing them).
+const REFRESH: Duration = Duration::from_secs(1);
 
 /// Net bytes a thread allocates before it adds them to the copy (so that
 /// the shared counter is not written on every command).
@@ -168,7 +171,8 @@ pub struct Memory {
     origin: Instant,
     /// `used_memory` at the last reading, less what evictions freed since.
     used: AtomicU64,
-    /// When it was read, µs after `origin` (+1, 0 for never).
+    /// When it was read, µs after `origin` (+1, 0 for never or for "read
+    /// it again before the next check").
     read_at_us: AtomicU64,
     /// Counts readings: a thread's net allocations from before the last
     /// one are in it already.
@@ -231,6 +235,9 @@ impl Memory {
     pub fn configure(&self, c: &Config) {
         // (The pool is not locked here: the caller may hold the config.)
         let policy = Policy::parse(&c.maxmemory_policy);
+        // Without a limit nothing kept the copy current: the next check
+        // reads the allocator.
+        self.read_at_us.store(0, Ordering::Relaxed);
         self.maxmemory.store(c.maxmemory, Ordering::Relaxed);
         self.clients_limit.store(
             clients_limit(c.maxmemory_clients, c.maxmemory),
@@ -261,23 +268,44 @@ impl Memory {
         self.maxmemory.load(Ordering::Relaxed)
     }
 
-    /// `used_memory` as of at most a millisecond ago.
+    /// `used_memory`: the last reading, kept current by every checking
+    /// thread's own counters (read afresh first if there is none).
+    #[inline]
     pub fn used(&self) -> u64 {
-        let now = self.origin.elapsed().as_micros() as u64 + 1;
         let at = self.read_at_us.load(Ordering::Relaxed);
-        if at == 0 || now.saturating_sub(at) >= REFRESH.as_micros() as u64 {
-            // One thread reads; the others use the copy meanwhile.
-            if self
-                .read_at_us
-                .compare_exchange(at, now, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-            {
-                self.used.store(allocator_used().0, Ordering::Relaxed);
-                self.generation.fetch_add(1, Ordering::Release);
-            }
+        if at == 0 {
+            self.read_if(at);
         }
         self.publish(PUBLISH_AT);
         self.used.load(Ordering::Relaxed)
+    }
+
+    /// Reads the allocator afresh when a limit is set and the last reading
+    /// is [`REFRESH`] old: the cron's call, every tick.
+    pub fn refresh_if_due(&self) {
+        if self.maxmemory() == 0 {
+            return;
+        }
+        let now = self.origin.elapsed().as_micros() as u64 + 1;
+        let at = self.read_at_us.load(Ordering::Relaxed);
+        if at == 0 || now.saturating_sub(at) >= REFRESH.as_micros() as u64 {
+            self.read_if(at);
+        }
+    }
+
+    /// Reads the allocator into the copy unless another thread did since
+    /// the reading of time `at` (the others use the copy meanwhile).
+    #[cold]
+    fn read_if(&self, at: u64) {
+        let now = self.origin.elapsed().as_micros() as u64 + 1;
+        if self
+            .read_at_us
+            .compare_exchange(at, now, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            self.used.store(allocator_used().0, Ordering::Relaxed);
+            self.generation.fetch_add(1, Ordering::Release);
+        }
     }
 
     /// Adds to the copy what this thread allocated less what it freed
@@ -557,41 +585,62 @@ fn next_candidate(
 fn evict(server: &Server, c: Candidate) -> bool {
     let ks = &server.keyspace;
     let idx = c.shard;
-    let mut locked = ks.lock_sorted(&[idx], true);
-    // A rewrite copies the shard before it changes.
-    journal::before_write(
-        &server.aof,
-        || Some([idx].into_iter().collect()),
-        &mut locked,
-    );
-    let Some(part) = locked
-        .guard_mut(idx)
-        .and_then(|g| g.shard_mut())
-        .and_then(|s| s.dbs.get_mut(c.db))
-    else {
+    let mut guard = ks.lock_one(idx, true);
+    let taken = if server.aof.rewriting() {
+        // A rewrite copies the shard before it changes (checked with the
+        // shard held, as the journal does).
+        drop(guard);
+        let mut locked = ks.lock_sorted(&[idx], true);
+        journal::before_write(
+            &server.aof,
+            || Some([idx].into_iter().collect()),
+            &mut locked,
+        );
+        locked.guard_mut(idx).and_then(|g| take(server, g, c))
+    } else {
+        take(server, &mut guard, c)
+    };
+    // (The lock is let go before the entry is freed.)
+    let Some((entry, key)) = taken else {
         return false;
     };
-    let Some(key) = part
-        .key_at(c.slot)
-        .filter(|k| ks.hasher().hash_one(k) == c.hash)
-        .map(Bytes::copy_from_slice)
-    else {
-        return false;
-    };
-    let Some(entry) = part.remove_at(c.slot) else {
-        return false;
-    };
-    part.touch_watched(&key);
-    // In the AOF as a DEL, in order with the commands on this shard.
-    server.removed_expired(c.db, vec![key.clone()]);
-    drop(locked);
     drop(entry);
-    mem_evicted(server, c.db, key);
+    server.memory.evicted_keys.fetch_add(1, Ordering::Relaxed);
+    if let Some(key) = key {
+        mem_evicted(server, c.db, key);
+    }
     true
 }
 
+/// Takes candidate `c` out of its shard (`guard`, held for writing) if
+/// its key is still in its slot: its entry, and a copy of its key when
+/// something must hear of it (the AOF and replicas as a DEL, client-side
+/// caching, the `evicted` event); most evictions copy nothing.
+fn take(
+    server: &Server,
+    guard: &mut ShardGuard<'_>,
+    c: Candidate,
+) -> Option<(Entry, Option<Bytes>)> {
+    let ks = &server.keyspace;
+    let part = guard.shard_mut()?.dbs.get_mut(c.db)?;
+    let key = part
+        .key_at(c.slot)
+        .filter(|k| ks.hasher().hash_one(k) == c.hash)?;
+    part.touch_watched(key);
+    let propagate = journal::feeding(&server.aof) || server.tracking.active();
+    let flags = server.notify_flags.load(Ordering::Relaxed);
+    let copy =
+        (propagate || notify::enabled(flags, Class::EVICTED)).then(|| Bytes::copy_from_slice(key));
+    let entry = part.remove_at(c.slot)?;
+    if let Some(key) = copy.as_ref().filter(|_| propagate) {
+        // In the AOF as a DEL, in order with the commands on this shard.
+        server.removed_expired(c.db, vec![key.clone()]);
+    }
+    Some((entry, copy))
+}
+
+/// The `evicted` keyspace event for `key`, if enabled.
 fn mem_evicted(server: &Server, db: usize, key: Bytes) {
-    server.memory.evicted_keys.fetch_add(1, Ordering::Relaxed);
     let flags = server.notify_flags.load(Ordering::Relaxed);
     if !notify::enabled(flags, Class::EVICTED) {
         return;
