@@ -61,13 +61,15 @@ start_format() {
 }
 
 # Milliseconds until the server on $1 (process $2) answers PING with PONG
-# (polled every 5 ms, at most 10 minutes), counted from $3 (ns).
+# (polled every 5 ms, at most 10 minutes), counted from $3 (ns), and the
+# CPU seconds (user + system, every thread) the process had used by then:
+# less noisy than the wall time on a loaded machine.
 time_to_pong() {
     local port=$1 pid=$2 t0=$3
     for _ in $(seq 1 120000); do
         kill -0 "$pid" 2>/dev/null || { echo "error: server exited" >&2; return 1; }
         if [[ "$(redis-cli -p "$port" PING 2>/dev/null)" == PONG ]]; then
-            echo $((($(date +%s%N) - t0) / 1000000))
+            printf '%s\t%s\n' $((($(date +%s%N) - t0) / 1000000)) "$(cpu_seconds "$pid")"
             return 0
         fi
         sleep 0.005
@@ -88,7 +90,7 @@ files_mb() {
 }
 
 echo "load: $(uptime | sed 's/.*load average/load average/')"
-printf 'members\ttype\tformat\tserver\trestart_ms\tfiles_MB\tmembers_after\n'
+printf 'members\ttype\tformat\tserver\trestart_ms\tcpu_s\tfiles_MB\tmembers_after\n'
 for n in "${sizes[@]}"; do
   for format in "${formats[@]}"; do
     for type in "${types[@]}"; do
@@ -107,7 +109,17 @@ for n in "${sizes[@]}"; do
         if [[ $format == rdb ]]; then
             redis-cli -p "$srv_port" SAVE >/dev/null
         else
-            redis-cli -p "$srv_port" BGREWRITEAOF >/dev/null
+            # The load itself may have started a rewrite (the AOF passed
+            # auto-aof-rewrite-min-size: Rostrum's LB.SUBMITs are logged
+            # with their SUBSCORE and AT, 104 bytes each, so 1M members
+            # pass 64 MB). BGREWRITEAOF is then refused ("already in
+            # progress") and the running rewrite's base ends with what was
+            # loaded after its start as commands: wait for it, then
+            # rewrite everything into the RDB preamble.
+            settle "$srv_port"
+            reply=$(redis-cli -p "$srv_port" BGREWRITEAOF)
+            [[ $reply == *started* ]] ||
+                { echo "error: BGREWRITEAOF: $reply" >&2; exit 1; }
             settle "$srv_port"
         fi
         stop "$srv_pid"

@@ -720,6 +720,132 @@ fn boards_survive_an_aof_restart_and_a_rewrite() {
     );
 }
 
+/// A board big enough to be walked in steps (and loaded with one tree
+/// build), with ties, subscores, times, metadata and a dedup window,
+/// rewritten into the AOF's RDB preamble (`aof-use-rdb-preamble yes`):
+/// the base is the board's own RDB record, not commands, and a restart
+/// from it gives the same board (ranks, times, subscores, metadata,
+/// options, ids) as before, and as the RDB file of SAVE does.
+#[test]
+fn a_big_board_restarts_equal_from_the_rdb_preamble() {
+    let dir = DataDir(temp_dir("lb-preamble"));
+    let d = dir.0.to_str().expect("utf-8 dir");
+    let args = [
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "everysec",
+        "--aof-use-rdb-preamble",
+        "yes",
+        "--dir",
+        d,
+    ];
+    let mut srv = TestServer::start(&args);
+    let mut c = srv.conn();
+    q(&mut c, &["LB.CREATE", "big", "RANKING", "COMPETITION"]);
+    q(
+        &mut c,
+        &[
+            "LB.CREATE",
+            "asc",
+            "ORDER",
+            "ASC",
+            "TIEBREAK",
+            "LATEST",
+            "CAPACITY",
+            "500",
+        ],
+    );
+    let mut p = redis::pipe();
+    for i in 0..5000u64 {
+        let (m, s, ss, t) = (
+            format!("p{i}"),
+            (i * 7919) % 300,
+            i % 3,
+            1_000 + (i * 31) % 977,
+        );
+        let mut c1 = cmd(&["LB.SUBMIT", "big", &m, &s.to_string()]);
+        c1.arg("SUBSCORE").arg(ss).arg("AT").arg(t);
+        if i % 9 == 0 {
+            c1.arg("META").arg(format!("meta-{i}"));
+        }
+        p.add_command(c1).ignore();
+        p.add_command(cmd(&[
+            "LB.SUBMIT",
+            "asc",
+            &m,
+            &s.to_string(),
+            "AT",
+            &t.to_string(),
+        ]))
+        .ignore();
+    }
+    p.query::<()>(&mut c).expect("fill");
+    let mut last = String::new();
+    for id in ["v1", "v2", "v3"] {
+        last = q(&mut c, &["LB.INCR", "big", "voter", "1", "ID", id]);
+    }
+    // The same id again: nothing applied, the same score and rank.
+    let seen = last.replace(" 1]", " 0]");
+    assert!(seen.ends_with(" 0]"), "{last}");
+    let snapshot = |c: &mut Connection| -> Vec<String> {
+        ["big", "asc"]
+            .iter()
+            .map(|k| {
+                let top = q(
+                    c,
+                    &[
+                        "LB.TOP",
+                        k,
+                        "100000",
+                        "WITHSUBSCORE",
+                        "WITHTIME",
+                        "WITHMETA",
+                    ],
+                );
+                let info = q(c, &["LB.INFO", k]);
+                let info = info.rsplit_once(" memory").map(|(a, _)| a.to_string());
+                format!("{k}: {top} {info:?} {}", q(c, &["LB.RANK", k, "p4242"]))
+            })
+            .collect()
+    };
+    let before = snapshot(&mut c);
+    assert_eq!(q(&mut c, &["LB.COUNT", "big"]), "5001");
+    let _: String = cmd(&["BGREWRITEAOF"]).query(&mut c).expect("BGREWRITEAOF");
+    wait_rewrite(&mut c);
+    q(&mut c, &["SAVE"]);
+    drop(c);
+    srv.terminate();
+    let aof = common::aof_bytes(&dir.0);
+    assert!(aof.starts_with(b"REDIS"), "an RDB preamble");
+    let text = String::from_utf8_lossy(&aof);
+    assert!(
+        !text.contains("LB.SUBMIT") && !text.contains("LB.SEEN"),
+        "entries in the preamble, not as commands"
+    );
+
+    // From the AOF (its preamble).
+    let srv = TestServer::start(&args);
+    let mut c = srv.conn();
+    assert_eq!(snapshot(&mut c), before);
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "big", "voter", "1", "ID", "v2"]),
+        seen
+    );
+    drop(c);
+    drop(srv);
+
+    // From SAVE's RDB file, the same board.
+    std::fs::remove_dir_all(dir.0.join("appendonlydir")).expect("remove the AOF");
+    let srv = TestServer::start(&["--appendonly", "no", "--dir", d]);
+    let mut c = srv.conn();
+    assert_eq!(snapshot(&mut c), before);
+    assert_eq!(
+        q(&mut c, &["LB.INCR", "big", "voter", "1", "ID", "v1"]),
+        seen
+    );
+}
+
 #[test]
 fn keyspace_events_and_command_info() {
     let srv = TestServer::start(&[]);

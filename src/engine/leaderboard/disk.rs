@@ -649,18 +649,18 @@ impl DiskArchive {
 
     /// The period as an in-memory board (`opts`: the board's options).
     pub fn to_board(&self, opts: Options) -> io::Result<Leaderboard> {
-        let mut b = Leaderboard::new(opts);
+        let mut b = Leaderboard::builder(opts, self.count() as usize);
         let mut err = None;
         self.for_each(|e| {
             if err.is_none() {
-                if let Err(x) = b.restore(e.as_ref()) {
+                if let Err(x) = b.push(e.as_ref()) {
                     err = Some(x);
                 }
             }
         })?;
         match err {
             Some(e) => Err(io::Error::other(e.to_string())),
-            None => Ok(b),
+            None => Ok(b.finish()),
         }
     }
 }

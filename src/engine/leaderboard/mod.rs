@@ -291,6 +291,75 @@ pub struct Leaderboard {
     cow: CowSlot,
 }
 
+/// Loads a saved board fast ([`Leaderboard::builder`]). The board it
+/// finishes equals the one [`Leaderboard::restore`] of every entry in
+/// turn gives: a member seen twice, or a board reaching its CAPACITY,
+/// turns it into exactly that (the entries so far are placed, the next
+/// ones restored one by one).
+#[derive(Debug)]
+pub struct Builder {
+    board: Leaderboard,
+    /// The entries stored so far and not yet in the tree, in file order.
+    ids: Vec<u32>,
+    /// `ids` is in the board's order.
+    sorted: bool,
+    /// The tree holds every entry; the next ones are restored.
+    slow: bool,
+}
+
+impl Builder {
+    /// Adds one entry (as [`Leaderboard::restore`]).
+    pub fn push(&mut self, e: EntryRef<'_>) -> Result<(), LbError> {
+        if self.slow {
+            return self.board.restore(e).map(|_| ());
+        }
+        let b = &mut self.board;
+        b.check_meta(e.meta)?;
+        let cap = b.opts.capacity;
+        if b.find(e.member).is_some() || (cap > 0 && self.ids.len() as u64 >= cap) {
+            self.place();
+            return self.board.restore(e).map(|_| ());
+        }
+        let id = b
+            .store
+            .alloc(e.member, e.score, e.subscore, e.time)
+            .ok_or(LbError::Full)?;
+        b.index_insert(e.member, id);
+        if let Some(m) = e.meta {
+            b.set_meta(id, m);
+        }
+        if let Some(&last) = self.ids.last() {
+            self.sorted &= b.store.key(last) < b.store.key(id);
+        }
+        self.ids.push(id);
+        Ok(())
+    }
+
+    /// Builds the tree of the entries stored so far (the board had none
+    /// in its tree) and goes on one entry at a time.
+    fn place(&mut self) {
+        let b = &mut self.board;
+        let mut ids = std::mem::take(&mut self.ids);
+        self.slow = true;
+        if ids.is_empty() {
+            return;
+        }
+        if !self.sorted {
+            let store = &b.store;
+            ids.sort_unstable_by(|&x, &y| store.key(x).cmp(&store.key(y)));
+        }
+        b.tree = Tree::from_sorted(&b.store, &ids);
+    }
+
+    /// The board, with its entries in place.
+    pub fn finish(mut self) -> Leaderboard {
+        if !self.slow {
+            self.place();
+        }
+        self.board
+    }
+}
+
 impl Drop for Leaderboard {
     fn drop(&mut self) {
         self.end_snapshot();
@@ -634,6 +703,23 @@ impl Leaderboard {
             changed: true,
             evicted: None,
         })
+    }
+
+    /// A builder for a saved board (RDB record, period file): entries are
+    /// stored as they come and the tree is built once at the end, from
+    /// sorted ids, instead of one insert per entry.
+    pub fn builder(opts: Options, expected: usize) -> Builder {
+        let mut board = Leaderboard::new(opts);
+        // `expected` comes from the file: it sizes the index, up to 16M
+        // entries, and is not relied on.
+        let n = expected.min(1 << 24);
+        board.index = MemberIndex::with_capacity(n);
+        Builder {
+            board,
+            ids: Vec::with_capacity(n),
+            sorted: true,
+            slow: false,
+        }
     }
 
     /// Removes the member; false when absent.

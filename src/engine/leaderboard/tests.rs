@@ -405,3 +405,125 @@ fn compaction_keeps_the_dedup_window() {
     assert_eq!(b.len(), 10);
     assert!(b.ids.contains(b"event"));
 }
+
+/// An entry, owned: member, score, subscore, time, metadata.
+type Owned = (Vec<u8>, i64, i64, u64, Option<Vec<u8>>);
+
+/// Every entry of `b` in order, with its rank.
+fn entries(b: &Leaderboard) -> Vec<(u64, Owned)> {
+    b.iter()
+        .map(|(r, e)| {
+            let meta = e.meta.map(|m| m.to_vec());
+            (r, (e.member.to_vec(), e.score, e.subscore, e.time, meta))
+        })
+        .collect()
+}
+
+/// The builder (a saved board loaded with one tree build) gives the board
+/// that restoring each entry in turn gives: entries in the board's order,
+/// shuffled, with a member repeated, past CAPACITY, with metadata, ties.
+#[test]
+fn builder_equals_restoring_each() {
+    let mut seed = 7u64;
+    let mut next = move || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        seed >> 33
+    };
+    let sample: Vec<Owned> = (0..3000)
+        .map(|i| {
+            let meta = (i % 7 == 0).then(|| format!("m{i}").into_bytes());
+            let member = if i % 50 == 0 {
+                format!("a-long-member-name-over-fifteen-bytes-{i}")
+            } else {
+                format!("p{i}")
+            };
+            (
+                member.into_bytes(),
+                (next() % 40) as i64,
+                (next() % 3) as i64,
+                next() % 5,
+                meta,
+            )
+        })
+        .collect();
+    let mut sorted_order = board(|_| {});
+    for (m, s, ss, t, meta) in &sample {
+        sorted_order
+            .restore(EntryRef {
+                member: m,
+                score: *s,
+                subscore: *ss,
+                time: *t,
+                meta: meta.as_deref(),
+            })
+            .unwrap();
+    }
+    let in_order: Vec<Owned> = entries(&sorted_order).into_iter().map(|(_, e)| e).collect();
+    let mut repeated = sample.clone();
+    repeated.insert(1500, (b"p10".to_vec(), 99, 1, 3, Some(b"again".to_vec())));
+    repeated.push((b"p20".to_vec(), -5, 0, 9, None));
+    let cases: Vec<(&str, Vec<Owned>, u64)> = vec![
+        ("in order", in_order.clone(), 0),
+        ("shuffled", sample.clone(), 0),
+        ("repeated", repeated, 0),
+        ("capacity, in order", in_order, 1000),
+        ("capacity, shuffled", sample.clone(), 1000),
+        ("empty", Vec::new(), 0),
+    ];
+    for order in [Order::Desc, Order::Asc] {
+        for (name, list, capacity) in &cases {
+            let set = |o: &mut Options| {
+                o.order = order;
+                o.capacity = *capacity;
+            };
+            let mut one_by_one = board(set);
+            let mut o = Options::default();
+            set(&mut o);
+            let mut build = Leaderboard::builder(o, list.len());
+            for (m, s, ss, t, meta) in list {
+                let e = EntryRef {
+                    member: m,
+                    score: *s,
+                    subscore: *ss,
+                    time: *t,
+                    meta: meta.as_deref(),
+                };
+                one_by_one.restore(e).unwrap();
+                build.push(e).unwrap();
+            }
+            let built = build.finish();
+            built.check();
+            assert_eq!(entries(&built), entries(&one_by_one), "{name} {order:?}");
+            assert_eq!(built.len(), one_by_one.len(), "{name}");
+            for (m, ..) in list.iter().take(50) {
+                assert_eq!(built.rank(m), one_by_one.rank(m), "{name}");
+            }
+            // The built board goes on taking writes.
+            let mut built = built;
+            built.submit(b"late", 20, 0, 100, None).unwrap();
+            built.remove(b"p3");
+            built.check();
+        }
+    }
+}
+
+/// A metadata value over the board's limit is refused by the builder as
+/// by a restore.
+#[test]
+fn builder_refuses_long_metadata() {
+    let o = Options {
+        max_meta_len: 3,
+        ..Options::default()
+    };
+    let mut build = Leaderboard::builder(o, 1);
+    let e = EntryRef {
+        member: b"a",
+        score: 1,
+        subscore: 0,
+        time: 0,
+        meta: Some(b"long"),
+    };
+    assert!(build.push(e).is_err());
+}

@@ -635,15 +635,19 @@ impl<'a> Reader<'a> {
         let ranking =
             leaderboard::Ranking::from_name(&self.string()?).ok_or_else(|| bad("ranking"))?;
         let capacity = self.length()?;
-        let mut b = Leaderboard::new(leaderboard::Options {
+        let opts = leaderboard::Options {
             order,
             policy,
             tiebreak,
             ranking,
             capacity,
             max_meta_len: lim.lb_max_meta,
-        });
+        };
         let n = self.count(26)?;
+        // Entries are written in the board's order: the tree is built
+        // once from them (any order and repeats are still read as a
+        // restore of each in turn).
+        let mut build = Leaderboard::builder(opts, n);
         for _ in 0..n {
             let member = self.string()?;
             let score = self.u64_le()? as i64;
@@ -654,15 +658,17 @@ impl<'a> Reader<'a> {
                 1 => Some(self.string()?),
                 _ => return Err(bad("metadata flag")),
             };
-            b.restore(EntryRef {
-                member: &member,
-                score,
-                subscore,
-                time,
-                meta: meta.as_deref(),
-            })
-            .map_err(|e| bad(&e.to_string()))?;
+            build
+                .push(EntryRef {
+                    member: &member,
+                    score,
+                    subscore,
+                    time,
+                    meta: meta.as_deref(),
+                })
+                .map_err(|e| bad(&e.to_string()))?;
         }
+        let mut b = build.finish();
         let ids = self.count(1)?;
         for _ in 0..ids {
             let id = self.string()?;
