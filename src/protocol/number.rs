@@ -263,6 +263,9 @@ fn parse_hex_float(s: &[u8]) -> Option<(f64, usize, bool)> {
 /// Parses a double argument as Redis's `getDoubleFromObject`: the whole string
 /// must be read, no leading space, no NaN, no overflow or underflow to zero.
 pub fn parse_f64(s: &[u8]) -> Option<f64> {
+    if let Some(v) = parse_small_integer_f64(s) {
+        return Some(v);
+    }
     if s.is_empty() || s[0].is_ascii_whitespace() {
         return None;
     }
@@ -274,6 +277,30 @@ pub fn parse_f64(s: &[u8]) -> Option<f64> {
         return None;
     }
     Some(r.value)
+}
+
+/// The common score, an integer of at most 15 digits (leading zeros
+/// allowed) with an optional `-`, read without `strtod`: every such value
+/// is exact in a double, so this is the value `strtod` reads, at a tenth
+/// of the instructions. None for anything else.
+fn parse_small_integer_f64(s: &[u8]) -> Option<f64> {
+    let (neg, digits) = match s.first()? {
+        b'-' => (true, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() || digits.len() > 15 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + (c - b'0') as u64;
+    }
+    // Below 10^15 < 2^53: the conversion is exact; -0 stays -0.
+    let v = v as f64;
+    Some(if neg { -v } else { v })
 }
 
 /// Longest output of [`format_double`].
@@ -434,6 +461,41 @@ mod tests {
         assert_eq!(parse_i64(b"9223372036854775808"), None);
         assert_eq!(parse_i64(b""), None);
         assert_eq!(parse_i64(b"-"), None);
+    }
+
+    #[test]
+    fn small_integers_read_as_strtod_reads_them() {
+        for s in [
+            &b"0"[..],
+            b"-0",
+            b"7",
+            b"-7",
+            b"000000012345",
+            b"-000000012345",
+            b"999999999999999",
+            b"-999999999999999",
+            b"123456789012345",
+        ] {
+            let fast = parse_small_integer_f64(s).map(f64::to_bits);
+            let text = std::str::from_utf8(s).unwrap();
+            assert_eq!(fast, Some(strtod(s).value.to_bits()), "{text}");
+            assert_eq!(parse_f64(s).map(f64::to_bits), fast, "{text}");
+        }
+        // Longer, signed with +, or not all digits: left to strtod.
+        for s in [
+            &b"1234567890123456"[..],
+            b"+5",
+            b"-",
+            b"",
+            b"1.5",
+            b"1e3",
+            b"--1",
+            b" 1",
+        ] {
+            assert_eq!(parse_small_integer_f64(s), None);
+        }
+        assert_eq!(parse_f64(b"1234567890123456"), Some(1234567890123456.0));
+        assert_eq!(parse_f64(b"+5"), Some(5.0));
     }
 
     #[test]

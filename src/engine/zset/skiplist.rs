@@ -569,17 +569,17 @@ impl SkipList {
     }
 
     /// Two searches at once ([`SkipList::search`] for each key), one
-    /// comparison of each in turn.
-    fn search_two(&self, a: (f64, &[u8]), b: (f64, &[u8])) -> (Trail, Trail) {
+    /// comparison of each in turn, recorded in `ta` and `tb` (from
+    /// [`Trail::new`]: written in place, as a returned pair of trails would
+    /// be a kilobyte copied per move).
+    fn search_two(&self, a: (f64, &[u8]), b: (f64, &[u8]), ta: &mut Trail, tb: &mut Trail) {
         debug_assert!(!self.unordered, "order read while deferred");
         let top = self.level - 1;
         let (mut wa, mut wb) = (Walk::new(a.0, a.1, top, 0), Walk::new(b.0, b.1, top, 0));
-        let (mut ta, mut tb) = (Trail::new(), Trail::new());
         while !(wa.done && wb.done) {
-            self.step(&mut wa, Some(&mut ta));
-            self.step(&mut wb, Some(&mut tb));
+            self.step(&mut wa, Some(&mut *ta));
+            self.step(&mut wb, Some(&mut *tb));
         }
-        (ta, tb)
     }
 
     /// One comparison of a search: moves forward, or goes down (recording
@@ -622,13 +622,14 @@ impl SkipList {
 
     /// Links the unlinked node at `p` (score, member and level set) in place.
     fn link(&mut self, p: Pos) {
-        let (update, rank) = self.search(self.score_of(p.node), self.member(p.node));
-        self.link_after(p, update, rank);
+        let (mut update, mut rank) = self.search(self.score_of(p.node), self.member(p.node));
+        self.link_after(p, &mut update, &mut rank);
     }
 
     /// Links the unlinked node at `p` after its predecessors `update` (of
     /// ranks `rank`) at every level.
-    fn link_after(&mut self, p: Pos, mut update: Update, mut rank: [usize; MAX_LEVEL]) {
+    /// Levels above the list's are set to the header here (hence `&mut`).
+    fn link_after(&mut self, p: Pos, update: &mut Update, rank: &mut [usize; MAX_LEVEL]) {
         let x = p.node;
         let score = self.score_of(x);
         let level = self.nodes[x as usize].level as usize;
@@ -1047,24 +1048,29 @@ impl SkipList {
     /// removal (x as a predecessor gives way to its own; ranks after x drop
     /// by one).
     fn move_node(&mut self, x: u32, score: f64) {
-        let (del, mut ins) = {
-            let member = self.member(x);
-            let (d, i) = self.search_two((self.score_of(x), member), (score, member));
-            ((d.update, d.rank), (i.update, i.rank))
-        };
-        let p = self.pos_of(x, &del.0);
-        let rank_x = del.1[0] + 1;
-        self.unlink(p, &del.0);
-        for i in 0..MAX_LEVEL {
-            if ins.0[i].node == x {
-                ins.0[i] = del.0[i];
-                ins.1[i] = del.1[i];
-            } else if ins.1[i] > rank_x {
-                ins.1[i] -= 1;
+        let (mut del, mut ins) = (Trail::new(), Trail::new());
+        let member = self.member(x);
+        self.search_two(
+            (self.score_of(x), member),
+            (score, member),
+            &mut del,
+            &mut ins,
+        );
+        // Levels at and above the list's are the header's in both trails.
+        let level = self.level;
+        let p = self.pos_of(x, &del.update);
+        let rank_x = del.rank[0] + 1;
+        self.unlink(p, &del.update);
+        for i in 0..level {
+            if ins.update[i].node == x {
+                ins.update[i] = del.update[i];
+                ins.rank[i] = del.rank[i];
+            } else if ins.rank[i] > rank_x {
+                ins.rank[i] -= 1;
             }
         }
         self.nodes[x as usize].score = score;
-        self.link_after(p, ins.0, ins.1);
+        self.link_after(p, &mut ins.update, &mut ins.rank);
     }
 
     /// Removes `member`; true when it was there.
