@@ -16,11 +16,26 @@
 //! bytes, others as the 8 bytes of the f64. Like Redis's listpack, -0 is
 //! stored as the integer 0 and so reads back as 0. A `m:12345` member with
 //! score 1000 takes 12 bytes.
+//!
+//! A set of a few members leaves the back lengths out (it is *narrow*): a
+//! step backwards then walks forward from the first entry, which over at
+//! most [`NARROW_MAX`] entries costs less than the byte an entry would
+//! spend. Issue 20's million sets of five `playerN` members with scores
+//! 10..50 take 45 bytes each so (a 48-byte jemalloc class) instead of 50
+//! (a 64-byte one). A set gets back lengths when it grows past
+//! [`NARROW_MAX`] entries and loses them when it shrinks to [`NARROW_AT`]
+//! (the gap keeps a set that hovers at the limit from converting on every
+//! change).
 
 use super::range::Bounds;
 
 /// "No entry" offset.
 pub(super) const NONE: usize = usize::MAX;
+
+/// Most entries a narrow listpack (no back lengths) holds.
+pub(super) const NARROW_MAX: usize = 16;
+/// A wide listpack that shrinks to this many entries becomes narrow.
+pub(super) const NARROW_AT: usize = 8;
 
 /// Tags 0..=SMALL_MAX are the score itself.
 const SMALL_MAX: u8 = 0xDF;
@@ -39,8 +54,11 @@ const EXACT_INT: f64 = 9_007_199_254_740_992.0;
 pub(super) struct Listpack {
     buf: Box<[u8]>,
     /// Number of entries; below 2^30 since the buffer is (the caller keeps
-    /// it under `LISTPACK_MAX_BYTES`) and an entry takes at least 3 bytes.
+    /// it under `LISTPACK_MAX_BYTES`) and an entry takes at least 2 bytes.
     len: u32,
+    /// Whether the entries carry back lengths: always above
+    /// [`NARROW_MAX`] entries, never at or below [`NARROW_AT`].
+    wide: bool,
 }
 
 impl std::fmt::Debug for Listpack {
@@ -48,6 +66,7 @@ impl std::fmt::Debug for Listpack {
         f.debug_struct("Listpack")
             .field("len", &self.len)
             .field("bytes", &self.buf.len())
+            .field("wide", &self.wide)
             .finish()
     }
 }
@@ -200,10 +219,24 @@ fn read_score(buf: &[u8], off: usize) -> (f64, usize) {
     }
 }
 
-/// Bytes an entry takes: (without back length, total).
-fn entry_len(member_len: usize, enc: ScoreEnc) -> (usize, usize) {
+/// Bytes an entry takes: (without back length, total with one when `wide`).
+fn entry_len(member_len: usize, enc: ScoreEnc, wide: bool) -> (usize, usize) {
     let body = varint_len(member_len) + member_len + enc.len();
-    (body, body + varint_len(body))
+    (body, if wide { body + varint_len(body) } else { body })
+}
+
+/// The end of the entry at `off` without its back length (its member and
+/// score skipped, not decoded).
+#[inline]
+fn body_end(buf: &[u8], off: usize) -> usize {
+    let (mlen, p) = read_varint(buf, off);
+    let tag_at = p.saturating_add(mlen);
+    let width = match buf.get(tag_at).copied().unwrap_or(0) {
+        0..=SMALL_MAX => 0,
+        FLOAT_TAG => 8,
+        tag => (tag - INT_TAG) as usize + 1,
+    };
+    tag_at.saturating_add(1 + width)
 }
 
 impl Listpack {
@@ -236,7 +269,11 @@ impl Listpack {
         let (mlen, p) = read_varint(&self.buf, off);
         let member = self.buf.get(p..p.checked_add(mlen)?)?;
         let (score, q) = read_score(&self.buf, p + mlen);
-        let end = q + varint_len(q - off);
+        let end = if self.wide {
+            q + varint_len(q - off)
+        } else {
+            q
+        };
         Some(Entry { member, score, end })
     }
 
@@ -256,6 +293,17 @@ impl Listpack {
         if off == 0 || off > self.buf.len() {
             return NONE;
         }
+        if !self.wide {
+            // Narrow: the entry whose end is `off`, walking from the first.
+            let mut at = 0;
+            loop {
+                let end = body_end(&self.buf, at);
+                if end >= off {
+                    return if end == off { at } else { NONE };
+                }
+                at = end;
+            }
+        }
         let (body, n) = read_backlen(&self.buf, off);
         off.checked_sub(n + body).unwrap_or(NONE)
     }
@@ -266,7 +314,7 @@ impl Listpack {
         if index >= len {
             return NONE;
         }
-        if index <= len / 2 {
+        if index <= len / 2 || !self.wide {
             let mut off = 0;
             for _ in 0..index {
                 off = self.next(off);
@@ -302,6 +350,7 @@ impl Listpack {
 
     /// Inserts a member that is not in the set, at its sorted place.
     pub fn insert(&mut self, member: &[u8], score: f64) {
+        self.widen_for_one_more();
         let at = self
             .entries()
             .find(|(_, e)| e.score > score || (e.score == score && e.member > member))
@@ -311,12 +360,61 @@ impl Listpack {
 
     /// Appends an entry that sorts after every other one.
     pub fn push_back(&mut self, member: &[u8], score: f64) {
+        self.widen_for_one_more();
         self.insert_at(self.buf.len(), member, score);
+    }
+
+    /// Gives a narrow listpack back lengths when one more entry would take
+    /// it past [`NARROW_MAX`] (before an insert picks its offset).
+    fn widen_for_one_more(&mut self) {
+        if !self.wide && self.len() >= NARROW_MAX {
+            self.relayout(true);
+        }
+    }
+
+    /// Writes every entry again with (`wide`) or without back lengths, in
+    /// one allocation of the new exact size.
+    fn relayout(&mut self, wide: bool) {
+        if wide == self.wide {
+            return;
+        }
+        let mut bodies: Vec<(usize, usize)> = Vec::with_capacity(self.len());
+        let mut at = 0;
+        while at < self.buf.len() {
+            let body = body_end(&self.buf, at).min(self.buf.len());
+            bodies.push((at, body));
+            at = if self.wide {
+                body + varint_len(body - at)
+            } else {
+                body
+            };
+        }
+        let size: usize = bodies
+            .iter()
+            .map(|&(a, b)| {
+                if wide {
+                    b - a + varint_len(b - a)
+                } else {
+                    b - a
+                }
+            })
+            .sum();
+        let mut buf = Vec::with_capacity(size);
+        for (a, b) in bodies {
+            buf.extend_from_slice(&self.buf[a..b]);
+            if wide {
+                let n = buf.len();
+                buf.resize(n + varint_len(b - a), 0);
+                write_backlen(&mut buf[n..], b - a);
+            }
+        }
+        self.buf = buf.into_boxed_slice();
+        self.wide = wide;
     }
 
     fn insert_at(&mut self, at: usize, member: &[u8], score: f64) {
         let enc = ScoreEnc::of(score);
-        let (body, total) = entry_len(member.len(), enc);
+        let (body, total) = entry_len(member.len(), enc, self.wide);
         let old = self.buf.len();
         let at = at.min(old);
         // One allocation of the new size: the bytes before `at`, the new
@@ -331,7 +429,9 @@ impl Listpack {
         out[p..p + member.len()].copy_from_slice(member);
         let q = p + member.len();
         enc.write(&mut out[q..]);
-        write_backlen(&mut out[body..], body);
+        if self.wide {
+            write_backlen(&mut out[body..], body);
+        }
         self.buf = buf.into_boxed_slice();
         self.len += 1;
     }
@@ -347,6 +447,9 @@ impl Listpack {
         buf.extend_from_slice(&self.buf[end..]);
         self.buf = buf.into_boxed_slice();
         self.len -= u32::try_from(count).unwrap_or(u32::MAX).min(self.len);
+        if self.wide && self.len() <= NARROW_AT {
+            self.relayout(false);
+        }
     }
 
     /// Removes the entry starting at `off`.
@@ -477,9 +580,18 @@ impl Listpack {
         n
     }
 
-    /// Checks order, count and the backward walk (tests only).
+    /// Whether the entries carry back lengths (tests only).
+    #[cfg(test)]
+    pub fn is_wide(&self) -> bool {
+        self.wide
+    }
+
+    /// Checks order, count, the back-length rule and the backward walk
+    /// (tests only).
     #[cfg(test)]
     pub fn check(&self) {
+        assert!(self.len() <= NARROW_MAX || self.wide);
+        assert!(self.len() > NARROW_AT || !self.wide);
         let fwd: Vec<(usize, Entry<'_>)> = self.entries().collect();
         assert_eq!(fwd.len(), self.len());
         assert_eq!(fwd.last().map_or(0, |(_, e)| e.end), self.buf.len());
@@ -583,7 +695,77 @@ mod tests {
     fn compact_size_of_a_typical_entry() {
         let mut lp = Listpack::new();
         lp.insert(b"m:12345", 1000.0);
-        assert_eq!(lp.buf.len(), 12);
+        // Narrow: no back length.
+        assert_eq!(lp.buf.len(), 11);
+        for i in 0..NARROW_MAX as u32 {
+            lp.insert(format!("m:{i:05}").as_bytes(), 2000.0 + i as f64);
+        }
+        // Wide: 12 bytes an entry.
+        assert!(lp.is_wide());
+        assert_eq!(lp.buf.len(), 12 * (NARROW_MAX + 1));
+    }
+
+    /// Issue 20's small set: five `playerN` members, scores 10..50, in 45
+    /// bytes (a 48-byte jemalloc class).
+    #[test]
+    fn five_players_take_45_bytes() {
+        let mut lp = Listpack::new();
+        for i in 1..=5u8 {
+            lp.insert(format!("player{i}").as_bytes(), 10.0 * i as f64);
+        }
+        assert_eq!(lp.bytes(), 45);
+        assert!(!lp.is_wide());
+        lp.check();
+        let back: Vec<&[u8]> = std::iter::successors(Some(lp.last()), |&o| Some(lp.prev(o)))
+            .take_while(|&o| o != NONE)
+            .map(|o| lp.entry(o).unwrap().member)
+            .collect();
+        assert_eq!(
+            back,
+            [
+                &b"player5"[..],
+                b"player4",
+                b"player3",
+                b"player2",
+                b"player1"
+            ]
+        );
+        assert_eq!(lp.offset_of(4), lp.last());
+    }
+
+    /// Back lengths come past NARROW_MAX entries and go at NARROW_AT, and
+    /// the entries read the same on both sides of each change.
+    #[test]
+    fn back_lengths_follow_the_entry_count() {
+        let mut lp = Listpack::new();
+        let mut want = vec![];
+        for i in 0..=NARROW_MAX as i32 {
+            assert!(!lp.is_wide());
+            let m = vec![b'a'; i as usize * 20];
+            lp.insert(&m, -i as f64 * 1000.5);
+            want.insert(0, (m, -i as f64 * 1000.5));
+            lp.check();
+        }
+        assert!(lp.is_wide());
+        assert_eq!(members(&lp), want);
+        let mut n = lp.len();
+        while n > NARROW_AT {
+            assert!(lp.is_wide());
+            lp.pop_max(1, |_, _| {});
+            want.pop();
+            n -= 1;
+            lp.check();
+        }
+        assert!(!lp.is_wide());
+        assert_eq!(members(&lp), want);
+        // Growing again stays narrow up to NARROW_MAX.
+        for i in 0..(NARROW_MAX - NARROW_AT) as i32 {
+            lp.insert(format!("z{i:02}").as_bytes(), 1e9);
+            assert!(!lp.is_wide());
+        }
+        lp.push_back(b"zz", 2e9);
+        assert!(lp.is_wide());
+        lp.check();
     }
 
     mod model {
@@ -700,7 +882,7 @@ mod tests {
                     prop_assert_eq!(got, want);
                     let size: usize = model
                         .iter()
-                        .map(|(m, s)| entry_len(m.len(), ScoreEnc::of(*s)).1)
+                        .map(|(m, s)| entry_len(m.len(), ScoreEnc::of(*s), lp.is_wide()).1)
                         .sum();
                     prop_assert_eq!(lp.bytes(), size);
                     for (i, (m, s)) in model.iter().enumerate() {

@@ -587,6 +587,18 @@ proptest! {
     fn small_limits_lex(ops in prop::collection::vec(op(24, 24), 1..200)) {
         run(&ops, small_limits(), 24, true)?;
     }
+
+    /// Listpacks of up to 24 members: they gain back lengths past 16 and
+    /// lose them at 8 (see `listpack::NARROW_MAX`), so reverse walks run in
+    /// both layouts and across each change.
+    #[test]
+    fn mid_limits_cross_back_lengths(
+        ops in prop::collection::vec(op(32, 24), 1..300),
+        lex in any::<bool>(),
+    ) {
+        let limits = ZSetLimits { max_entries: 24, max_value: 12 };
+        run(&ops, limits, 32, lex)?;
+    }
 }
 
 proptest! {
