@@ -33,9 +33,9 @@ use super::range::Bounds;
 pub(super) const NONE: usize = usize::MAX;
 
 /// Most entries a narrow listpack (no back lengths) holds.
-pub(super) const NARROW_MAX: usize = 16;
+pub(super) const NARROW_MAX: usize = 8;
 /// A wide listpack that shrinks to this many entries becomes narrow.
-pub(super) const NARROW_AT: usize = 8;
+pub(super) const NARROW_AT: usize = 4;
 
 /// Tags 0..=SMALL_MAX are the score itself.
 const SMALL_MAX: u8 = 0xDF;

@@ -63,7 +63,7 @@
 //! - A [`ZSet`] is 24 bytes and lives unboxed in its key's value, so a
 //!   listpack set costs one allocation of exactly its bytes: 5 `playerN`
 //!   members with scores 10 to 50 take 45 bytes (48 allocated: a set of
-//!   up to 16 members leaves out the back lengths, see [`listpack`]), where
+//!   up to 8 members leaves out the back lengths, see [`listpack`]), where
 //!   Redis's listpack and object take 80 (issue 20).
 
 pub(crate) mod arena;
