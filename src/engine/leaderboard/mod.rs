@@ -321,13 +321,8 @@ impl Builder {
             return self.board.restore(e).map(|_| ());
         }
         let id = b
-            .store
-            .alloc(e.member, e.score, e.subscore, e.time)
+            .store_entry(e.member, e.score, e.subscore, e.time, e.meta)
             .ok_or(LbError::Full)?;
-        b.index_insert(e.member, id);
-        if let Some(m) = e.meta {
-            b.set_meta(id, m);
-        }
         if let Some(&last) = self.ids.last() {
             self.sorted &= b.store.key(last) < b.store.key(id);
         }
@@ -828,14 +823,9 @@ impl Leaderboard {
         }
         self.before_change(member, None);
         let id = self
-            .store
-            .alloc(member, score, subscore, at_ms)
+            .store_entry(member, score, subscore, at_ms, meta)
             .ok_or(LbError::Full)?;
-        self.index_insert(member, id);
         let placed = self.tree.insert(&self.store, id);
-        if let Some(m) = meta {
-            self.set_meta(id, m);
-        }
         // Evicting the last entry changes no rank above it.
         let rank = self.rank_placed(id, placed);
         let mut evicted = None;
@@ -881,13 +871,10 @@ impl Leaderboard {
             let member = self.store.member(old);
             // Cannot fail (fewer entries than now); if it did, the board
             // stays as it is.
-            let Some(id) = fresh.store.alloc(member, e.score, e.subscore, e.time) else {
+            let meta = self.meta.get(&old).map(|m| &m[..]);
+            let Some(id) = fresh.store_entry(member, e.score, e.subscore, e.time, meta) else {
                 return;
             };
-            fresh.index_insert(member, id);
-            if let Some(m) = self.meta.get(&old) {
-                fresh.set_meta(id, m);
-            }
             ids.push(id);
         }
         fresh.tree = Tree::from_sorted(&fresh.store, &ids);
@@ -964,6 +951,24 @@ impl Leaderboard {
     }
 
     /// Adds entry `id`, whose member is `member`, to the index.
+    /// Stores a new entry (its record, its member in the index and its
+    /// metadata), not yet placed in the tree. None when the store is full.
+    fn store_entry(
+        &mut self,
+        member: &[u8],
+        score: i64,
+        subscore: i64,
+        time: u64,
+        meta: Option<&[u8]>,
+    ) -> Option<u32> {
+        let id = self.store.alloc(member, score, subscore, time)?;
+        self.index_insert(member, id);
+        if let Some(m) = meta {
+            self.set_meta(id, m);
+        }
+        Some(id)
+    }
+
     fn index_insert(&mut self, member: &[u8], id: u32) {
         let h = self.hasher.hash_one(member);
         let (store, hasher) = (&self.store, &self.hasher);
