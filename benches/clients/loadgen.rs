@@ -15,7 +15,8 @@
 //! reply of the last has come; -n counts requests over all connections.
 //! Prints redis-benchmark's `--csv` lines (a header, then `"COMMAND",rps,
 //! avg, min, p50, p95, p99, max` latency in ms), whether or not `--csv` is
-//! given. Latency is per batch, from its write to its last reply.
+//! given. Latency is per batch, from its write to its last reply
+//! (redis-benchmark's is to the batch's first reply, for every request in it).
 //!
 //! Cheap per request: each connection's batch is encoded once and only the
 //! random digits are rewritten; replies are counted by [`Skipper`], which
