@@ -22,6 +22,20 @@ fi
 [[ -x "$rostrum_bin" ]] || { echo "error: no rostrum binary at $rostrum_bin" >&2; exit 1; }
 read -r -a rostrum_args <<<"${ROSTRUM_ARGS:-}"
 
+# `measure`'s client. `light` takes the same options and prints the same
+# CSV as redis-benchmark at a fraction of its CPU a request, for the rows
+# where redis-benchmark is the bottleneck (its cli% 90 or more).
+case "${LOADGEN:-redis-benchmark}" in
+    redis-benchmark) loadgen=(redis-benchmark) ;;
+    light)
+        echo "building the loadgen client (release)..." >&2
+        cargo build --release --quiet --manifest-path "$root/Cargo.toml" --example loadgen
+        loadgen=("${CARGO_TARGET_DIR:-$root/target}/release/examples/loadgen")
+        ;;
+    *) echo "error: LOADGEN is redis-benchmark or light, not $LOADGEN" >&2; exit 1 ;;
+esac
+loadgen_name=${loadgen[0]##*/}
+
 work=$(mktemp -d -t rostrum-bench.XXXXXX)
 pids=()
 cleanup() {
@@ -146,19 +160,20 @@ load_and_measure() {
 }
 
 # Runs one command on port $1 (server process $4) at pipeline $2 with
-# redis-benchmark ($requests requests, $clients clients, __rand_int__ below
-# $rand_range); prints "rps<TAB>p99 ms<TAB>server CPU us per request<TAB>
-# client busy %". The last is redis-benchmark's own CPU time (user + system)
-# over the run's wall time: at 90% or more, its one thread is the
-# bottleneck and the row compares clients more than servers.
+# redis-benchmark, or loadgen under LOADGEN=light ($requests requests,
+# $clients clients, __rand_int__ below $rand_range); prints "rps<TAB>p99
+# ms<TAB>server CPU us per request<TAB>client busy %". The last is the
+# client's own CPU time (user + system) over the run's wall time: at 90% or
+# more, its one thread is the bottleneck and the row compares clients more
+# than servers.
 measure() {
     local port=$1 pipeline=$2 command=$3 pid=$4 out c0 c1 t0 t1 times
     c0=$(cpu_seconds "$pid")
     t0=$(date +%s.%N)
     # shellcheck disable=SC2086 # the command is split into its words
-    times=$({ TIMEFORMAT='%U %S'; time redis-benchmark -p "$port" -n "$requests" -c "$clients" \
+    times=$({ TIMEFORMAT='%U %S'; time "${loadgen[@]}" -p "$port" -n "$requests" -c "$clients" \
         -r "$rand_range" -P "$pipeline" --csv $command >"$work/bench.out" 2>"$work/bench.err"; } 2>&1) || {
-        echo "  redis-benchmark on port $port failed:" >&2
+        echo "  $loadgen_name on port $port failed:" >&2
         sed 's/^/    /' "$work/bench.err" >&2
         printf -- '-\t-\t-\t-\n'
         return 0
@@ -206,7 +221,7 @@ print_rows() {
                 $4, $(q + 2), rb, qb
         }'
     done
-    echo "(p99 in ms; us = server CPU time, user + system, per request; cli% = redis-benchmark's"
+    echo "(p99 in ms; us = server CPU time, user + system, per request; cli% = $loadgen_name's"
     echo " CPU over wall time, redis then rostrum: at 90% or more the client is the bottleneck)"
 }
 
