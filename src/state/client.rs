@@ -462,3 +462,50 @@ impl ClientState {
         self.info.id
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::{Context, Wake as TaskWake, Waker};
+
+    use super::Wake;
+
+    struct Count(AtomicUsize);
+
+    impl TaskWake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_kick_is_seen_once_and_wakes_the_registered_waiter() {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let cx = Context::from_waker(&waker);
+        let wake = Wake::default();
+        assert!(!wake.poll_kicked(&cx));
+        wake.notify_one();
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert!(wake.poll_kicked(&cx));
+        assert!(!wake.poll_kicked(&cx));
+        // The kick took the Notify's stored call with it: a later wait
+        // does not end at once.
+        let later = std::pin::pin!(wake.notified());
+        assert!(!later.enable());
+    }
+
+    #[test]
+    fn a_kick_before_the_wait_ends_it_at_once() {
+        let waker = Waker::noop();
+        let cx = Context::from_waker(waker);
+        let wake = Wake::default();
+        wake.notify_one();
+        assert!(wake.poll_kicked(&cx));
+        // A Notify wait still sees a call made while it was not waiting.
+        wake.notify_one();
+        let next = std::pin::pin!(wake.notified());
+        assert!(next.enable());
+    }
+}
