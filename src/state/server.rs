@@ -462,9 +462,15 @@ impl Server {
 
     /// Asks every connection and the listener to stop.
     pub fn request_shutdown(&self) {
-        self.shutting_down.store(true, Ordering::Release);
+        self.shutting_down.store(true, Ordering::SeqCst);
         self.scripting.abort();
         let _ = self.shutdown.send(true);
+        // A connection waiting for its next request listens to its own
+        // wake, not to `shutdown` (see `server::connection`); one added
+        // after this walk sees `shutting_down` before it waits.
+        for c in self.clients.iter() {
+            c.wake.notify_one();
+        }
     }
 
     /// A receiver whose `changed()` completes once shutdown is requested,
