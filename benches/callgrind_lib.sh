@@ -11,13 +11,18 @@ done
 # callgrind_start BIN LOG -> $port, $pid, $is_redis: BIN under callgrind
 # (its dumps in $work/cg.PID.*) on a free loopback port, in memory (a
 # redis-server binary, told by its name, is given --save ''), its output
-# in LOG; waits up to 60 s for it to answer.
+# in LOG; waits up to 60 s for it to answer. Rostrum gets $ROSTRUM_ARGS
+# (lib.sh's `rostrum_args`), e.g. "--worker-threads 2".
 callgrind_start() {
     local bin=$1 log=$2
     local -a extra=()
     is_redis=0
     [[ $(basename "$bin") == redis-server* ]] && is_redis=1
-    ((is_redis)) && extra=(--save '' --appendonly no)
+    if ((is_redis)); then
+        extra=(--save '' --appendonly no)
+    else
+        extra=("${rostrum_args[@]}")
+    fi
     port=$(free_port)
     valgrind --tool=callgrind --callgrind-out-file="$work/cg.%p" \
         "$bin" --port "$port" --bind 127.0.0.1 --loglevel warning "${extra[@]}" \

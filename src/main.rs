@@ -151,12 +151,11 @@ fn build_config(config_file: Option<&str>, directives: &str) -> Result<Config, S
     Ok(c)
 }
 
-/// The `worker-threads` parameter. 0 (the default) means one per core but
-/// one, and at least one: the core left over runs the kernel's network
-/// stack, the AOF writer and, often, clients on the same host. Measured on
-/// 2 cores, a second worker costs more in the runtime's cross-thread
-/// park/unpark hand-offs than it gains (the shard locks themselves never
-/// park there).
+/// The `worker-threads` parameter: how many threads serve connections,
+/// each with its own runtime (`server::workers`). 0 (the default) means one
+/// per core but one, and at least one: the core left over runs the
+/// kernel's network stack, the AOF writer and, often, clients on the same
+/// host.
 fn worker_threads(config: &Config) -> usize {
     match config.worker_threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1)),
@@ -418,21 +417,32 @@ fn main() {
     }
     let threads = worker_threads(&config);
     let server = Server::new(config, config_file.clone().filter(|p| p != "-"));
-    let idle = server.clone();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
-        // A worker with nothing left to run: what its clients wrote can go
-        // to disk now (`appendfsync always` groups them in one fsync); then
-        // it may spin a while before sleeping (`park-spin-us`).
-        .on_thread_park(move || {
-            idle.aof.worker_idle();
-            idle.spin_before_park();
-        })
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => fail(&format!("cannot start the runtime: {e}"), pidfile),
+    // One runtime of one worker per `worker-threads` (see
+    // `server::workers`): the first also runs the listeners and the
+    // background tasks; the others only the connections placed on them.
+    let mut runtimes = Vec::with_capacity(threads);
+    for _ in 0..threads {
+        let idle = server.clone();
+        let built = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            // A worker with nothing left to run: what its clients wrote can
+            // go to disk now (`appendfsync always` groups them in one
+            // fsync); then it may spin a while before sleeping
+            // (`park-spin-us`).
+            .on_thread_park(move || {
+                idle.aof.worker_idle();
+                idle.spin_before_park();
+            })
+            .enable_all()
+            .build();
+        match built {
+            Ok(r) => runtimes.push(r),
+            Err(e) => fail(&format!("cannot start the runtime: {e}"), pidfile),
+        }
+    }
+    let workers = server::Workers::new(runtimes.iter().map(|r| r.handle().clone()).collect());
+    let Some(runtime) = runtimes.first() else {
+        fail("cannot start the runtime: no worker threads", pidfile);
     };
     // The TLS certificates, read before anything else can fail late.
     if let Err(e) = server.tls.reload(&server.config.read()) {
@@ -443,7 +453,7 @@ fn main() {
         fail(&e, pidfile);
     }
     let supervised = server.config.read().supervised.clone();
-    let result = runtime.block_on(server::run(server.clone(), || {
+    let result = runtime.block_on(server::run(server.clone(), workers, || {
         tell_parent("OK");
         notify_supervisor(&supervised, "READY=1");
     }));

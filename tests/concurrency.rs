@@ -65,13 +65,25 @@ fn stop_all(stop: &AtomicBool, handles: Vec<thread::JoinHandle<()>>) {
 /// of order would answer 0, an INCR or ZINCRBY a wrong count).
 #[test]
 fn replies_keep_each_connections_order_on_a_hot_board() {
-    let srv = TestServer::start(WORKERS);
+    order_case(WORKERS);
+}
+
+/// The same with two workers, as on a 2-core machine: each connection is
+/// served by one of the two runtimes (`server::workers`), both writing the
+/// board.
+#[test]
+fn replies_keep_each_connections_order_with_two_workers() {
+    order_case(&["--worker-threads", "2"]);
+}
+
+fn order_case(workers: &[&str]) {
+    let srv = TestServer::start(workers);
     let stop = Arc::new(AtomicBool::new(false));
     let flooders = flood(&srv, 2, &stop);
     const CONNS: usize = 8;
     const STEPS: i64 = 400;
     const DEPTH: i64 = 20;
-    let workers: Vec<_> = (0..CONNS)
+    let writers: Vec<_> = (0..CONNS)
         .map(|t| {
             let mut c = conn(&srv);
             thread::spawn(move || {
@@ -101,7 +113,7 @@ fn replies_keep_each_connections_order_on_a_hot_board() {
             })
         })
         .collect();
-    for w in workers {
+    for w in writers {
         w.join().expect("a connection saw a reply out of order");
     }
     stop_all(&stop, flooders);
@@ -114,6 +126,135 @@ fn replies_keep_each_connections_order_on_a_hot_board() {
             .unwrap();
         assert_eq!(s, STEPS as f64);
     }
+}
+
+/// What one connection does to another reaches it whichever worker each
+/// runs on (with two workers, consecutive connections are placed on
+/// different runtimes): a push wakes a blocked BLPOP, a PUBLISH reaches
+/// every subscriber, CLIENT KILL closes a connection, CLIENT PAUSE holds
+/// writers until CLIENT UNPAUSE.
+#[test]
+fn connections_on_different_workers_reach_each_other() {
+    let srv = TestServer::start(&["--worker-threads", "2"]);
+    const N: usize = 4;
+    // Blocking pops, each woken by a push from every other connection.
+    let blocked: Vec<_> = (0..N)
+        .map(|i| {
+            let mut c = conn(&srv);
+            thread::spawn(move || {
+                let got: (String, String) = redis::cmd("BLPOP")
+                    .arg(format!("q:{i}"))
+                    .arg(20)
+                    .query(&mut c)
+                    .expect("BLPOP");
+                got
+            })
+        })
+        .collect();
+    let mut pushers: Vec<_> = (0..N).map(|_| conn(&srv)).collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n: i64 = redis::cmd("INFO")
+            .arg("clients")
+            .query::<String>(&mut pushers[0])
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("blocked_clients:"))
+                    .and_then(|v| v.trim().parse().ok())
+            })
+            .unwrap_or(0);
+        if n == N as i64 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{n} blocked, not {N}");
+        thread::sleep(Duration::from_millis(10));
+    }
+    for (i, c) in pushers.iter_mut().enumerate() {
+        let _: i64 = redis::cmd("RPUSH")
+            .arg(format!("q:{}", (i + 1) % N))
+            .arg(format!("from:{i}"))
+            .query(c)
+            .expect("RPUSH");
+    }
+    for (i, b) in blocked.into_iter().enumerate() {
+        let got = b.join().expect("BLPOP thread");
+        assert_eq!(got, (format!("q:{i}"), format!("from:{}", (i + N - 1) % N)));
+    }
+    // Subscribers on both workers.
+    const SUBSCRIBED: &[u8] = b"*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n";
+    const MESSAGE: &[u8] = b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$5\r\nhello\r\n";
+    let mut subs: Vec<_> = (0..N)
+        .map(|_| {
+            let mut s = srv.raw();
+            s.set_read_timeout(Some(Duration::from_secs(10)))
+                .expect("read timeout");
+            assert_eq!(
+                common::roundtrip(&mut s, b"SUBSCRIBE news\r\n", SUBSCRIBED.len()),
+                SUBSCRIBED
+            );
+            s
+        })
+        .collect();
+    let n: i64 = redis::cmd("PUBLISH")
+        .arg("news")
+        .arg("hello")
+        .query(&mut pushers[1])
+        .expect("PUBLISH");
+    assert_eq!(n, N as i64);
+    for s in &mut subs {
+        assert_eq!(common::read_at_least(s, MESSAGE.len()), MESSAGE);
+    }
+    // CLIENT KILL of connections on either worker.
+    let mut victims: Vec<_> = (0..2).map(|_| conn(&srv)).collect();
+    for v in &mut victims {
+        let id: i64 = redis::cmd("CLIENT").arg("ID").query(v).expect("CLIENT ID");
+        let killed: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("ID")
+            .arg(id)
+            .query(&mut pushers[0])
+            .expect("CLIENT KILL");
+        assert_eq!(killed, 1);
+        assert!(
+            redis::cmd("PING").query::<String>(v).is_err(),
+            "killed client answered"
+        );
+    }
+    // CLIENT PAUSE WRITE from one worker holds writers on both.
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(20000)
+        .arg("WRITE")
+        .query(&mut pushers[0])
+        .expect("CLIENT PAUSE");
+    let held: Vec<_> = pushers
+        .drain(2..)
+        .map(|mut c| {
+            thread::spawn(move || {
+                let t = Instant::now();
+                let _: i64 = redis::cmd("INCR")
+                    .arg("paused")
+                    .query(&mut c)
+                    .expect("INCR");
+                t.elapsed()
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(300));
+    let _: () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query(&mut pushers[1])
+        .expect("CLIENT UNPAUSE");
+    for h in held {
+        let waited = h.join().expect("paused writer");
+        assert!(waited >= Duration::from_millis(250), "not held: {waited:?}");
+    }
+    let n: i64 = redis::cmd("GET")
+        .arg("paused")
+        .query(&mut pushers[0])
+        .expect("GET");
+    assert_eq!(n, 2);
 }
 
 /// Writers move two members of the hot board together, in MULTI / EXEC

@@ -704,6 +704,64 @@ fn busy_script_with_one_worker_thread() {
     busy_script_case(&["--config", "worker-threads=1"]);
 }
 
+/// With two worker threads each connection lives on one of them: the
+/// clients placed on the looping script's worker must be handed to another
+/// thread too. Four clients besides the script's: whatever the placement,
+/// at least one shares its worker; every one gets BUSY, and SCRIPT KILL
+/// from any of them ends the script.
+#[test]
+fn busy_script_answers_every_client_with_two_worker_threads() {
+    let s = TestServer::start(&["--worker-threads", "2"]);
+    let mut others: Vec<redis::Connection> = (0..2).map(|_| s.conn()).collect();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("busy-reply-threshold")
+        .arg("100")
+        .query(&mut others[0])
+        .unwrap();
+    let url = s.url();
+    let looping = std::thread::spawn(move || {
+        let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+        err_line(cmd(
+            &mut c,
+            &["EVAL", "local i = 0 while true do i = i + 1 end", "0"],
+        ))
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = cmd(&mut others[0], &["GET", "x"]);
+        if let Err(e) = &r {
+            if e.code() == Some("BUSY") {
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "never busy: {r:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Connected while the script runs, and before it.
+    others.extend((0..2).map(|_| s.conn()));
+    for (i, c) in others.iter_mut().enumerate() {
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        assert_eq!(
+            err_line(cmd(c, &["PING"])),
+            "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
+            "client {i}"
+        );
+    }
+    assert_eq!(
+        cmd(&mut others[3], &["SCRIPT", "KILL"]).unwrap(),
+        Value::Okay
+    );
+    let e = looping.join().unwrap();
+    assert!(e.starts_with("ERR Script killed by user"), "{e}");
+    for c in &mut others {
+        assert_eq!(
+            cmd(c, &["PING"]).unwrap(),
+            Value::SimpleString("PONG".into())
+        );
+    }
+}
+
 fn busy_script_case(extra: &[&str]) {
     let s = TestServer::start(extra);
     let mut c = s.conn();

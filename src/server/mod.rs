@@ -9,6 +9,7 @@ pub mod logging;
 pub mod replication;
 pub mod tls;
 pub mod transport;
+pub mod workers;
 
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
@@ -23,11 +24,18 @@ use crate::state::client::{ClientInfo, ClientState};
 use crate::state::{journal, memory, notify};
 use crate::state::{unix_ms, Server};
 
+pub use workers::Workers;
+
 /// Binds every configured address, then serves until shutdown (SHUTDOWN,
 /// SIGTERM or Ctrl-C). Returns once every listener has stopped.
 /// `listening` is called once every listener is bound (the daemonized
-/// parent exits then; see `main`).
-pub async fn run(server: Arc<Server>, listening: impl FnOnce()) -> std::io::Result<()> {
+/// parent exits then; see `main`). Accepted clients are served on
+/// `workers` (see [`Workers`]).
+pub async fn run(
+    server: Arc<Server>,
+    workers: Workers,
+    listening: impl FnOnce(),
+) -> std::io::Result<()> {
     let (binds, port, tls_port) = {
         let c = server.config.read();
         (c.bind.clone(), c.port, crate::state::tls::port(&c))
@@ -72,19 +80,26 @@ pub async fn run(server: Arc<Server>, listening: impl FnOnce()) -> std::io::Resu
     replication::spawn_link(server.clone());
     live::spawn(server.clone());
     http::spawn(server.clone()).await?;
-    serve_listeners(server, listeners).await;
+    serve_listeners(server, workers, listeners).await;
     Ok(())
 }
 
 /// Runs an accept loop per listener until shutdown, swapping a kind's
 /// loops when CONFIG SET moves its port (`state::listeners`).
-async fn serve_listeners(server: Arc<Server>, listeners: Vec<(TcpListener, bool)>) {
+async fn serve_listeners(
+    server: Arc<Server>,
+    workers: Workers,
+    listeners: Vec<(TcpListener, bool)>,
+) {
     use crate::state::listeners::Kind;
     let mut changes = server.listeners.subscribe();
     let mut shutdown = server.shutdown_watch();
     let mut tasks: Vec<(bool, tokio::task::JoinHandle<()>)> = Vec::new();
     for (l, tls) in listeners {
-        tasks.push((tls, tokio::spawn(accept_loop(server.clone(), l, tls))));
+        tasks.push((
+            tls,
+            tokio::spawn(accept_loop(server.clone(), workers.clone(), l, tls)),
+        ));
     }
     loop {
         tokio::select! {
@@ -108,7 +123,7 @@ async fn serve_listeners(server: Arc<Server>, listeners: Vec<(TcpListener, bool)
                                 let kind = if tls { "tls" } else { "tcp" };
                                 tracing::info!("Ready to accept connections {kind} on {a}");
                             }
-                            tasks.push((tls, tokio::spawn(accept_loop(server.clone(), l, tls))));
+                            tasks.push((tls, tokio::spawn(accept_loop(server.clone(), workers.clone(), l, tls))));
                         }
                         Err(e) => tracing::warn!("listener: {e}"),
                     }
@@ -137,7 +152,7 @@ pub fn protected_mode_refuses(protected_mode: bool, default_nopass: bool, peer: 
 
 /// Accepts clients on `listener` until shutdown; `tls`: the TLS port,
 /// whose handshakes run in each client's own task (see `tls::accept`).
-async fn accept_loop(server: Arc<Server>, listener: TcpListener, tls: bool) {
+async fn accept_loop(server: Arc<Server>, workers: Workers, listener: TcpListener, tls: bool) {
     let mut shutdown = server.shutdown_watch();
     loop {
         tokio::select! {
@@ -159,21 +174,7 @@ async fn accept_loop(server: Arc<Server>, listener: TcpListener, tls: bool) {
                     if reject.is_some() {
                         server.stats.rejected_connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     }
-                    match (tls, reject) {
-                        (true, reject) => {
-                            tokio::spawn(tls::accept(server.clone(), stream, reject));
-                        }
-                        (false, Some(line)) => {
-                            tokio::spawn(async move {
-                                use tokio::io::AsyncWriteExt;
-                                let mut s = stream;
-                                let _ = s.write_all(line).await;
-                            });
-                        }
-                        (false, None) => {
-                            tokio::spawn(connection::serve(server.clone(), stream));
-                        }
-                    }
+                    workers.spawn(server.clone(), stream, tls, reject);
                 }
                 Err(e) => {
                     tracing::warn!("accept failed: {e}");

@@ -29,8 +29,9 @@ pub struct Config {
     pub loglevel: String,
     pub logfile: String,
     pub databases: usize,
-    /// Threads serving connections (a Rostrum parameter); 0: one per core
-    /// but one (at least one).
+    /// Threads serving connections (a Rostrum parameter), each with its
+    /// own runtime and its own connections (`server::workers`); 0: one per
+    /// core but one (at least one).
     pub worker_threads: usize,
     /// Microseconds an idle worker spins before it sleeps (a Rostrum
     /// parameter); 0: it sleeps at once.
