@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Instructions per request (valgrind's callgrind) of ZADD and ZINCRBY of
+# existing members of a 100k-member and a 1M-member sorted set, and of
+# ZADD growing a set, for any number of servers (Rostrum builds and
+# redis-server side by side). The CPU time of the same rows:
+# benches/zadd_cpu.sh.
+#
+# Usage: benches/zadd_instructions.sh BIN [BIN...] [-n REQUESTS]
+#   e.g. benches/zadd_instructions.sh /usr/bin/redis-server target/release/rostrum
+#   default -n 5000 (per row and pipeline depth; -c 10, -r 100000, so the
+#   1M set's rows touch its first 100k members). The last column is the
+#   last binary's count over the first's.
+set -euo pipefail
+bins=()
+requests=5000
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        -n) requests=$2; shift 2 ;;
+        -h) sed -n '2,12p' "$0"; exit 0 ;;
+        *) bins+=("$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"); shift ;;
+    esac
+done
+[[ ${#bins[@]} -ge 1 ]] || { sed -n '2,12p' "$0"; exit 2; }
+ROSTRUM_BIN=${bins[0]}
+# shellcheck source=benches/lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source=benches/callgrind_lib.sh
+source "$(dirname "$0")/callgrind_lib.sh"
+
+# A set $2 of $1 members as ZADDs of 1,000 (`m:<12-digit id>`), as
+# benches/replication_benchmark.sh builds its board.
+gen_set() {
+    awk -v n="$1" -v key="$2" 'BEGIN {
+        for (first = 0; first < n; first += 1000) {
+            count = (n - first < 1000) ? n - first : 1000
+            printf "*%d\r\n$4\r\nZADD\r\n$%d\r\n%s\r\n", 2 + 2 * count, length(key), key
+            for (i = 0; i < count; i++) {
+                id = first + i; s = (id * 7919) % 1000003; m = sprintf("m:%012d", id)
+                printf "$%d\r\n%d\r\n$%d\r\n%s\r\n", length(s ""), s, length(m), m
+            }
+        }
+    }'
+}
+gen_set 100000 board >"$work/board"
+gen_set 1000000 big >"$work/big"
+
+tests=(
+    "ZADD 100k|ZADD board __rand_int__ m:__rand_int__"
+    "ZINCRBY 100k|ZINCRBY board 1 m:__rand_int__"
+    "ZADD 1M|ZADD big __rand_int__ m:__rand_int__"
+    "ZINCRBY 1M|ZINCRBY big 1 m:__rand_int__"
+    "ZADD grow|ZADD grow __rand_int__ n:__rand_int__"
+)
+
+declare -A ir
+for i in "${!bins[@]}"; do
+    bin=${bins[$i]}
+    callgrind_start "$bin" "$work/$i.log"
+    echo "$bin: loading sets of 100k and 1M members..." >&2
+    redis-cli -p "$port" --pipe <"$work/board" >/dev/null
+    redis-cli -p "$port" --pipe <"$work/big" >/dev/null
+    count_rows "$i"
+    callgrind_stop
+done
+
+last=$((${#bins[@]} - 1))
+printf '%-22s' "instructions/request"
+for i in "${!bins[@]}"; do printf ' %14s' "$(basename "${bins[$i]}")"; done
+printf ' %8s\n' "last/1st"
+for p in 1 16; do
+    for t in "${tests[@]}"; do
+        row="${t%%|*} -P $p"
+        printf '%-22s' "$row"
+        for i in "${!bins[@]}"; do
+            awk -v v="${ir["$i|$row"]}" -v q="$requests" 'BEGIN { printf " %14.0f", v / q }'
+        done
+        awk -v a="${ir["0|$row"]}" -v b="${ir["$last|$row"]}" 'BEGIN { printf " %8.3f\n", (a > 0 ? b / a : 0) }'
+    done
+done
