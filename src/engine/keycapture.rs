@@ -27,7 +27,7 @@
 //!
 //! [`Db`]: super::keyspace::Db
 
-use std::collections::HashSet;
+use hashbrown::HashSet;
 
 use super::keyspace::Entry;
 use super::keytable::KeyTable;
@@ -43,6 +43,11 @@ pub trait KeySink: Send + Sync {
 
     /// A step (or the capture) is over: hand on what was taken so far.
     fn flush(&mut self);
+
+    /// The capture's own bookkeeping (its set of slots to skip) now holds
+    /// `bytes` of memory: INFO's `current_cow_size` counts it. Called when
+    /// the figure changes, and with 0 when the capture ends.
+    fn held(&mut self, _bytes: usize) {}
 }
 
 /// Slots a step may read for each entry it may hand on (a step over a
@@ -60,7 +65,17 @@ pub struct KeyCapture {
     /// Slots at or after the cursor whose entry is not the snapshot
     /// point's: handed on before a write, or filled by a key added since.
     skip: HashSet<usize, ahash::RandomState>,
+    /// The memory of `skip` last told to the sink ([`KeySink::held`]).
+    told: usize,
     sink: Box<dyn KeySink>,
+}
+
+impl Drop for KeyCapture {
+    fn drop(&mut self) {
+        if self.told != 0 {
+            self.sink.held(0);
+        }
+    }
 }
 
 impl std::fmt::Debug for KeyCapture {
@@ -82,6 +97,7 @@ impl KeyCapture {
             slots: map.slots(),
             cursor: 0,
             skip: HashSet::default(),
+            told: 0,
             sink,
         }
     }
@@ -91,10 +107,22 @@ impl KeyCapture {
         self.id
     }
 
+    /// Marks slot `i` to be skipped; tells the sink when the set's memory
+    /// grows (it never shrinks before the capture ends).
+    fn skip(&mut self, i: usize) -> bool {
+        let new = self.skip.insert(i);
+        let bytes = self.skip.allocation_size();
+        if bytes != self.told {
+            self.told = bytes;
+            self.sink.held(bytes);
+        }
+        new
+    }
+
     /// Hands on the entry in slot `i` unless the walk is past it or has
     /// handed it on (or skips it) already.
     fn take_slot(&mut self, map: &mut KeyTable, i: usize) {
-        if i >= self.cursor && self.skip.insert(i) {
+        if i >= self.cursor && self.skip(i) {
             if let Some((k, e)) = map.slot_mut(i) {
                 self.sink.capture(k, e);
             }
@@ -114,7 +142,7 @@ impl KeyCapture {
     pub(super) fn after_insert(&mut self, map: &KeyTable, key: &[u8]) {
         if let Some((i, _)) = map.slot_of(key) {
             if i >= self.cursor {
-                self.skip.insert(i);
+                self.skip(i);
             }
         }
     }

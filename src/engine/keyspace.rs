@@ -1414,6 +1414,48 @@ mod tests {
             assert!(!db.capture_step(1, 100));
             assert_eq!(got.lock().len(), 100);
             // Another snapshot's step finds no walk of its own (and ends this one).
+        /// A sink that keeps only what the capture says it holds.
+        struct HeldSink(Arc<std::sync::atomic::AtomicUsize>);
+
+        impl KeySink for HeldSink {
+            fn capture(&mut self, _: &[u8], _: &mut Entry) {}
+            fn flush(&mut self) {}
+            fn held(&mut self, bytes: usize) {
+                self.0.store(bytes, Ordering::Relaxed);
+            }
+        }
+
+        /// The slots a walk must skip (keys added ahead of it) are memory
+        /// the snapshot holds: the sink is told how much, and 0 at the end.
+        #[test]
+        fn the_set_of_slots_to_skip_is_counted_as_held() {
+            let hasher = KeyHasher::new();
+            let mut db = Db::new(&hasher);
+            for i in 0..20_000 {
+                db.insert(format!("k{i}").as_bytes(), s(b"v"), false, 0);
+            }
+            let held = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            db.begin_capture(1, Box::new(HeldSink(held.clone())));
+            assert_eq!(held.load(Ordering::Relaxed), 0);
+            // Overwrites and new keys ahead of the walk each mark a slot.
+            for i in 0..2000 {
+                db.insert(format!("k{i}").as_bytes(), s(b"w"), false, 0);
+            }
+            let marked = held.load(Ordering::Relaxed);
+            // At least a usize and a control byte per marked slot.
+            assert!(marked >= 2000 * 9, "{marked}");
+            while !db.capture_step(1, 256) {}
+            assert_eq!(held.load(Ordering::Relaxed), 0);
+            // An abandoned capture lets go of its set too.
+            db.begin_capture(2, Box::new(HeldSink(held.clone())));
+            for i in 0..100 {
+                db.insert(format!("k{i}").as_bytes(), s(b"x"), false, 0);
+            }
+            assert!(held.load(Ordering::Relaxed) > 0);
+            db.abandon_capture();
+            assert_eq!(held.load(Ordering::Relaxed), 0);
+        }
+
             assert!(db.capture_step(2, 100));
             assert!(!db.is_capturing());
             db.begin_capture(

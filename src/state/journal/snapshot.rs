@@ -794,9 +794,21 @@ impl KeySink for KeySinkOf {
         if let Some(b) = capture_big(&self.job, self.shard, self.db, key, at, &mut entry.value) {
             self.big.push(b);
             return;
+    /// Bytes the walk's set of slots to skip holds, counted in the job's
+    /// `cow` (INFO `current_cow_size`).
+    held: usize,
         }
         if self.out.is_empty() {
             match (self.job.format, self.sizes.take()) {
+    fn held(&mut self, bytes: usize) {
+        if bytes > self.held {
+            self.job.cow.add(bytes - self.held);
+        } else {
+            self.job.cow.sub(self.held - bytes);
+        }
+        self.held = bytes;
+    }
+
                 (Format::Aof, _) => write_select(&mut self.out, self.db),
                 (Format::Rdb(_), Some((len, expires))) => {
                     rdb::encode::write_db_head(&mut self.out, self.db, len, expires)
@@ -862,6 +874,7 @@ fn capture_big(
     job: &Job,
     shard: usize,
     db: usize,
+            held: 0,
     key: &[u8],
     at: Option<u64>,
     value: &mut Value,
