@@ -16,10 +16,15 @@
 //!   skipped (it was free at the snapshot point, or its entry of then was
 //!   handed on when it was removed);
 //! - the walk hands on every entry of a slot it reaches that is not marked;
-//! - an insertion that would make the table grow (which moves entries to
-//!   other slots), a FLUSHDB / FLUSHALL, or the part being dropped first
-//!   walks the rest of the table in one go (rare: a table grows when its
-//!   key count doubles). SWAPDB moves the capture with the table.
+//! - the table is frozen while the walk runs ([`KeyTable::freeze`]): a key
+//!   added when its part is full (the part would grow, moving every
+//!   entry to another slot) goes into a small spill table numbered after
+//!   the walk's slots, which lookups, removals and iteration see too; the
+//!   walk never reads it (every key there was added after the snapshot
+//!   point); the first insertion after the walk ends moves the spilled
+//!   keys into the table (growing it then, as it would have grown);
+//! - a FLUSHDB / FLUSHALL or the part being dropped first walks the rest
+//!   of the table in one go. SWAPDB moves the capture with the table.
 //!
 //! So the sink gets each key of the snapshot point exactly once, as it was
 //! then, and no key added after it (a proptest against a model checks it:
@@ -58,7 +63,9 @@ const SLOTS_PER_ENTRY: usize = 8;
 pub struct KeyCapture {
     /// Which snapshot this is (a step asked for by another one finds none).
     id: u64,
-    /// Slots in the table when the walk began (it never grows meanwhile).
+    /// Slots in the table when the walk began: the table is frozen
+    /// ([`KeyTable::freeze`]) while it walks, so they keep their keys;
+    /// slots numbered from here on are its spill table's.
     slots: usize,
     /// The next slot the walk reads; every slot before it is done.
     cursor: usize,
@@ -122,7 +129,8 @@ impl KeyCapture {
     /// Hands on the entry in slot `i` unless the walk is past it or has
     /// handed it on (or skips it) already.
     fn take_slot(&mut self, map: &mut KeyTable, i: usize) {
-        if i >= self.cursor && self.skip(i) {
+        // Slots past the walk's are the spill table's: keys added since.
+        if i >= self.cursor && i < self.slots && self.skip(i) {
             if let Some((k, e)) = map.slot_mut(i) {
                 self.sink.capture(k, e);
             }
@@ -141,7 +149,7 @@ impl KeyCapture {
     /// must not hand it on.
     pub(super) fn after_insert(&mut self, map: &KeyTable, key: &[u8]) {
         if let Some((i, _)) = map.slot_of(key) {
-            if i >= self.cursor {
+            if i >= self.cursor && i < self.slots {
                 self.skip(i);
             }
         }
