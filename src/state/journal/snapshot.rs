@@ -364,7 +364,21 @@ fn write_shared(job: &Job, b: &BigKey, v: &Value, put: &mut Put<'_>) -> Result<(
     match job.format {
         Format::Rdb(o) => {
             rdb::encode::write_select_db(&mut buf, b.db);
-            rdb::encode::write_key(&mut buf, &b.key, v, b.expire, o);
+            // A big stream is handed on in pieces as it is encoded: the
+            // file never waits on its whole encoding in memory.
+            rdb::encode::write_key_in_pieces::<String>(
+                &mut buf,
+                &b.key,
+                v,
+                b.expire,
+                o,
+                &mut |piece| {
+                    check_abort(job)?;
+                    put(piece)?;
+                    piece.clear();
+                    Ok(())
+                },
+            )?;
         }
         Format::Aof => {
             write_select(&mut buf, b.db);
@@ -780,9 +794,21 @@ struct KeySinkOf {
     out: Vec<u8>,
     big: Vec<BigKey>,
     keys: u64,
+    /// Bytes the walk's set of slots to skip holds, counted in the job's
+    /// `cow` (INFO `current_cow_size`).
+    held: usize,
 }
 
 impl KeySink for KeySinkOf {
+    fn held(&mut self, bytes: usize) {
+        if bytes > self.held {
+            self.job.cow.add(bytes - self.held);
+        } else {
+            self.job.cow.sub(self.held - bytes);
+        }
+        self.held = bytes;
+    }
+
     fn capture(&mut self, key: &[u8], entry: &mut Entry) {
         if self.job.abort.load(Ordering::Relaxed) {
             return;
@@ -794,21 +820,9 @@ impl KeySink for KeySinkOf {
         if let Some(b) = capture_big(&self.job, self.shard, self.db, key, at, &mut entry.value) {
             self.big.push(b);
             return;
-    /// Bytes the walk's set of slots to skip holds, counted in the job's
-    /// `cow` (INFO `current_cow_size`).
-    held: usize,
         }
         if self.out.is_empty() {
             match (self.job.format, self.sizes.take()) {
-    fn held(&mut self, bytes: usize) {
-        if bytes > self.held {
-            self.job.cow.add(bytes - self.held);
-        } else {
-            self.job.cow.sub(self.held - bytes);
-        }
-        self.held = bytes;
-    }
-
                 (Format::Aof, _) => write_select(&mut self.out, self.db),
                 (Format::Rdb(_), Some((len, expires))) => {
                     rdb::encode::write_db_head(&mut self.out, self.db, len, expires)
@@ -860,6 +874,7 @@ fn capture(job: &Arc<Job>, idx: usize, shard: &mut Shard, now_ms: u64) {
             out: Vec::new(),
             big: Vec::new(),
             keys: 0,
+            held: 0,
         };
         db.begin_capture(job.id, Box::new(sink));
     }
@@ -874,7 +889,6 @@ fn capture_big(
     job: &Job,
     shard: usize,
     db: usize,
-            held: 0,
     key: &[u8],
     at: Option<u64>,
     value: &mut Value,
