@@ -1046,6 +1046,10 @@ mod tests {
                     Op::Remove(k) => {
                         let old = t.remove(&k).as_ref().map(tag);
                         prop_assert_eq!(old, model.remove(&k));
+                        // Added again, it may take any free slot.
+                        if let Some((_, held)) = &mut frozen {
+                            held.retain(|(_, h)| *h != k);
+                        }
                     }
                     Op::GetMut(k, v) => {
                         match (t.get_mut(&k), model.get_mut(&k)) {
@@ -1064,12 +1068,19 @@ mod tests {
                             prop_assert_eq!(t.get_at(s).map(|(k, _)| k.to_vec()), Some(k.clone()));
                             let old = t.remove_at(s).as_ref().map(tag);
                             prop_assert_eq!(old, model.remove(&k));
+                            if let Some((_, held)) = &mut frozen {
+                                held.retain(|(_, h)| *h != k);
+                            }
                         }
                     }
                     Op::Clear => {
                         t.clear();
                         model.clear();
-                        frozen = None;
+                        // A table cleared while frozen stays frozen (its
+                        // parts now empty).
+                        if frozen.is_some() {
+                            frozen = Some((t.part_slots(), Vec::new()));
+                        }
                     }
                     Op::Freeze => {
                         t.freeze();
