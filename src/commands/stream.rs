@@ -1579,10 +1579,10 @@ fn xpending(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     if summary {
         out.array(4);
         out.int(g.pel.len() as i64);
-        match (g.pel.keys().next(), g.pel.keys().next_back()) {
+        match (g.pel.first_key(), g.pel.last_key()) {
             (Some(first), Some(last)) => {
-                id_bulk(out, *first);
-                id_bulk(out, *last);
+                id_bulk(out, first);
+                id_bulk(out, last);
                 let owners: Vec<_> = g
                     .consumers
                     .iter()

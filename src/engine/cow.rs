@@ -351,7 +351,7 @@ mod tests {
     use crate::engine::hash::{HashLimits, HashValue};
     use crate::engine::list::{InsertWhere, ListLimits, ListValue};
     use crate::engine::set::SetValue;
-    use crate::engine::stream::{Stream, StreamId, Trim};
+    use crate::engine::stream::{Group, Stream, StreamId, Trim};
 
     #[derive(Debug, Clone)]
     enum Op {
@@ -512,11 +512,15 @@ mod tests {
             prop_assert_eq!(got, at_start);
         }
 
-        /// A stream's capture shares its blocks the same way.
+        /// A stream's capture shares its blocks the same way, and its
+        /// groups' pending entries lists by chunks: deliveries, claims,
+        /// acknowledgements and consumers deleted after it leave the
+        /// copy's groups as they were.
         #[test]
         fn stream_share_keeps_the_stream_at_the_start(
             n in 1u64..600,
-            ops in proptest::collection::vec((0u8..3, 0u64..700), 0..120),
+            pending in 0u64..600,
+            ops in proptest::collection::vec((0u8..7, 0u64..700), 0..160),
         ) {
             let mut st = Stream::new();
             let mut next = 1u64;
@@ -524,6 +528,34 @@ mod tests {
                 st.append(StreamId::new(next, 0), &[b"f", b"v"]);
                 next += 1;
             }
+            let consumer = |i: u64| format!("c{}", i % 5).into_bytes();
+            for name in [&b"g1"[..], b"g2"] {
+                let mut g = Group::new(StreamId::MIN, None);
+                for i in 0..pending.min(n) {
+                    g.assign(StreamId::new(i + 1, 0), &consumer(i), i, 1);
+                }
+                st.groups.insert(name.to_vec(), g);
+            }
+            type Groups = Vec<(Vec<u8>, Vec<(StreamId, Vec<u8>, u64, u64)>, Vec<(Vec<u8>, u64, Vec<StreamId>)>)>;
+            let groups = |st: &Stream| -> Groups {
+                st.groups
+                    .iter()
+                    .map(|(name, g)| {
+                        let pel = g
+                            .pel
+                            .iter()
+                            .map(|(id, p)| (*id, p.consumer.to_vec(), p.delivery_time, p.delivery_count))
+                            .collect();
+                        let consumers = g
+                            .consumers
+                            .iter()
+                            .map(|(c, x)| (c.to_vec(), x.seen_time, x.pel.iter().copied().collect()))
+                            .collect();
+                        (name.clone(), pel, consumers)
+                    })
+                    .collect()
+            };
+            let groups_at_start = groups(&st);
             let contents = |st: &Stream| {
                 let mut out: Vec<(StreamId, Vec<Vec<u8>>)> = Vec::new();
                 st.for_each_in(StreamId::MIN, StreamId::MAX, false, |id, f| {
@@ -535,14 +567,28 @@ mod tests {
             let at_start = contents(&st);
             let copy = st.share();
             for (kind, i) in ops {
-                match kind {
-                    0 => { st.append(StreamId::new(next, 0), &[b"g", b"w"]); next += 1; }
-                    1 => { st.delete(StreamId::new(i, 0)); }
-                    _ => { st.trim(Trim::MaxLen(i), false, 0); }
+                let id = StreamId::new(i, 0);
+                let g = st.groups.get_mut(&b"g1"[..]);
+                match (kind, g) {
+                    (0, _) => { st.append(StreamId::new(next, 0), &[b"g", b"w"]); next += 1; }
+                    (1, _) => { st.delete(id); }
+                    (2, _) => { st.trim(Trim::MaxLen(i), false, 0); }
+                    // XREADGROUP / XCLAIM: (re)delivered to a consumer.
+                    (3, Some(g)) => g.assign(id, &consumer(i / 3), 1000 + i, 2),
+                    (4, Some(g)) => { g.ack(id); }
+                    // XCLAIM's retry count bumped in place.
+                    (5, Some(g)) => {
+                        if let Some(p) = g.pel.get_mut(&id) {
+                            p.delivery_count += 1;
+                        }
+                    }
+                    (_, Some(g)) => { g.delete_consumer(&consumer(i)); }
+                    (_, None) => {}
                 }
             }
             prop_assert_eq!(contents(&copy), at_start);
             prop_assert_eq!(copy.len(), n);
+            prop_assert_eq!(groups(&copy), groups_at_start);
         }
     }
 }

@@ -16,10 +16,15 @@
 //!   skipped (it was free at the snapshot point, or its entry of then was
 //!   handed on when it was removed);
 //! - the walk hands on every entry of a slot it reaches that is not marked;
-//! - an insertion that would make the table grow (which moves entries to
-//!   other slots), a FLUSHDB / FLUSHALL, or the part being dropped first
-//!   walks the rest of the table in one go (rare: a table grows when its
-//!   key count doubles). SWAPDB moves the capture with the table.
+//! - the table is frozen while the walk runs ([`KeyTable::freeze`]): a key
+//!   added when its part is full (the part would grow, moving every
+//!   entry to another slot) goes into a small spill table numbered after
+//!   the walk's slots, which lookups, removals and iteration see too; the
+//!   walk never reads it (every key there was added after the snapshot
+//!   point); the first insertion after the walk ends moves the spilled
+//!   keys into the table (growing it then, as it would have grown);
+//! - a FLUSHDB / FLUSHALL or the part being dropped first walks the rest
+//!   of the table in one go. SWAPDB moves the capture with the table.
 //!
 //! So the sink gets each key of the snapshot point exactly once, as it was
 //! then, and no key added after it (a proptest against a model checks it:
@@ -27,7 +32,7 @@
 //!
 //! [`Db`]: super::keyspace::Db
 
-use std::collections::HashSet;
+use hashbrown::HashSet;
 
 use super::keyspace::Entry;
 use super::keytable::KeyTable;
@@ -43,6 +48,11 @@ pub trait KeySink: Send + Sync {
 
     /// A step (or the capture) is over: hand on what was taken so far.
     fn flush(&mut self);
+
+    /// The capture's own bookkeeping (its set of slots to skip) now holds
+    /// `bytes` of memory: INFO's `current_cow_size` counts it. Called when
+    /// the figure changes, and with 0 when the capture ends.
+    fn held(&mut self, _bytes: usize) {}
 }
 
 /// Slots a step may read for each entry it may hand on (a step over a
@@ -53,14 +63,26 @@ const SLOTS_PER_ENTRY: usize = 8;
 pub struct KeyCapture {
     /// Which snapshot this is (a step asked for by another one finds none).
     id: u64,
-    /// Slots in the table when the walk began (it never grows meanwhile).
+    /// Slots in the table when the walk began: the table is frozen
+    /// ([`KeyTable::freeze`]) while it walks, so they keep their keys;
+    /// slots numbered from here on are its spill table's.
     slots: usize,
     /// The next slot the walk reads; every slot before it is done.
     cursor: usize,
     /// Slots at or after the cursor whose entry is not the snapshot
     /// point's: handed on before a write, or filled by a key added since.
     skip: HashSet<usize, ahash::RandomState>,
+    /// The memory of `skip` last told to the sink ([`KeySink::held`]).
+    told: usize,
     sink: Box<dyn KeySink>,
+}
+
+impl Drop for KeyCapture {
+    fn drop(&mut self) {
+        if self.told != 0 {
+            self.sink.held(0);
+        }
+    }
 }
 
 impl std::fmt::Debug for KeyCapture {
@@ -82,6 +104,7 @@ impl KeyCapture {
             slots: map.slots(),
             cursor: 0,
             skip: HashSet::default(),
+            told: 0,
             sink,
         }
     }
@@ -91,10 +114,23 @@ impl KeyCapture {
         self.id
     }
 
+    /// Marks slot `i` to be skipped; tells the sink when the set's memory
+    /// grows (it never shrinks before the capture ends).
+    fn skip(&mut self, i: usize) -> bool {
+        let new = self.skip.insert(i);
+        let bytes = self.skip.allocation_size();
+        if bytes != self.told {
+            self.told = bytes;
+            self.sink.held(bytes);
+        }
+        new
+    }
+
     /// Hands on the entry in slot `i` unless the walk is past it or has
     /// handed it on (or skips it) already.
     fn take_slot(&mut self, map: &mut KeyTable, i: usize) {
-        if i >= self.cursor && self.skip.insert(i) {
+        // Slots past the walk's are the spill table's: keys added since.
+        if i >= self.cursor && i < self.slots && self.skip(i) {
             if let Some((k, e)) = map.slot_mut(i) {
                 self.sink.capture(k, e);
             }
@@ -113,8 +149,8 @@ impl KeyCapture {
     /// must not hand it on.
     pub(super) fn after_insert(&mut self, map: &KeyTable, key: &[u8]) {
         if let Some((i, _)) = map.slot_of(key) {
-            if i >= self.cursor {
-                self.skip.insert(i);
+            if i >= self.cursor && i < self.slots {
+                self.skip(i);
             }
         }
     }

@@ -22,6 +22,12 @@
 //! by its expiry time and slot hash ([`KeyTable::hash`]), and finds the key
 //! again through [`KeyTable::find_expiring`] and friends. Watches and the
 //! index itself are the [`Db`](super::Db)'s; this is only the map.
+//!
+//! Slots are numbered (the three parts' buckets one after the other) for
+//! eviction's sampling and a snapshot's walk. While a snapshot walks them
+//! the table is frozen ([`KeyTable::freeze`]): no part grows (growing
+//! moves every entry to another slot); a key added to a full part goes
+//! into a spill table numbered after the parts, moved in when thawed.
 
 use hashbrown::hash_table::Entry as Slot;
 use hashbrown::HashTable;
@@ -228,6 +234,17 @@ impl<K: NodeKey> Part<K> {
     fn full(&self) -> bool {
         self.table.len() >= self.table.capacity()
     }
+
+    /// Moves every node of `other` (whose keys are not here) into this
+    /// part, which grows as it must.
+    fn take_all(&mut self, hasher: &KeyHasher, other: &mut Part<K>) {
+        let rehash = |n: &Node<K>| slot_hash(hasher.hash_one(n.key.as_bytes()));
+        self.table.reserve(other.table.len(), |n| rehash(n));
+        for n in other.table.drain() {
+            let h = rehash(&n);
+            self.table.insert_unique(h, n, |n| rehash(n));
+        }
+    }
 }
 
 /// The map of one database part: keys to entries, one node per key.
@@ -237,6 +254,19 @@ pub struct KeyTable {
     mid: Part<Inline<MID_KEY>>,
     long: Part<Heap>,
     hasher: KeyHasher,
+    /// Set while a snapshot walks the slots ([`KeyTable::freeze`]): no
+    /// part may grow (growing moves every entry to another slot).
+    walking: bool,
+    /// Whether an insertion takes the slow path: while `walking`, or
+    /// after it while spilled keys wait to move into the parts.
+    frozen: bool,
+    /// While frozen, the keys added when their part was full: a small
+    /// table of its own (never frozen, so it grows freely), numbered after
+    /// this table's slots. A key is here or in the parts, never both.
+    /// Moved into the parts by the first insertion after the walk (which
+    /// grows the part then, as it would have with no walk) or by the next
+    /// freeze.
+    spill: Option<Box<KeyTable>>,
 }
 
 /// Which node size holds a key.
@@ -304,7 +334,59 @@ impl KeyTable {
             mid: Part::new(),
             long: Part::new(),
             hasher,
+            walking: false,
+            frozen: false,
+            spill: None,
         }
+    }
+
+    /// From now on until [`KeyTable::thaw`], no slot of the table moves:
+    /// a key added when its part is full (the part would grow) goes into a
+    /// spill table instead, whose slots are numbered after the table's.
+    /// Lookups, removals, iteration and walks by slot see both. A
+    /// snapshot's walk by slot (`keycapture`) freezes the table it walks:
+    /// the keys it spills were added after the snapshot point, so the walk
+    /// never needs them.
+    pub fn freeze(&mut self) {
+        if !self.walking {
+            self.merge_spill();
+        }
+        self.walking = true;
+        self.frozen = true;
+    }
+
+    /// Ends [`KeyTable::freeze`]: the parts may grow again. The spilled
+    /// keys stay where they are until the next insertion, which moves them
+    /// into the parts (growing them: O(spilled keys) and the growth's own
+    /// cost, what those insertions would have cost with no walk), so that
+    /// the end of a snapshot's walk costs nothing.
+    pub fn thaw(&mut self) {
+        self.walking = false;
+        self.frozen = self.spill.is_some();
+    }
+
+    /// Moves the spilled keys, if any, into the parts.
+    fn merge_spill(&mut self) {
+        if let Some(mut sp) = self.spill.take() {
+            let hasher = &self.hasher;
+            self.short.take_all(hasher, &mut sp.short);
+            self.mid.take_all(hasher, &mut sp.mid);
+            self.long.take_all(hasher, &mut sp.long);
+        }
+        self.frozen = self.walking;
+    }
+
+    /// Slots of the spill table (0 unless frozen): the last ones of
+    /// [`KeyTable::slots`].
+    #[cfg(test)]
+    pub fn spilled_slots(&self) -> usize {
+        self.spill.as_deref().map_or(0, KeyTable::part_slots)
+    }
+
+    /// Keys in the spill table (0 unless a walk ran since the last
+    /// insertion).
+    pub fn spilled(&self) -> usize {
+        self.spill.as_deref().map_or(0, KeyTable::len)
     }
 
     /// The slot hash of `key`: what the [`Db`](super::Db)'s expiry index
@@ -316,7 +398,7 @@ impl KeyTable {
 
     /// Keys stored.
     pub fn len(&self) -> usize {
-        self.short.table.len() + self.mid.table.len() + self.long.table.len()
+        self.short.table.len() + self.mid.table.len() + self.long.table.len() + self.spilled()
     }
 
     /// Whether no key is stored.
@@ -328,19 +410,34 @@ impl KeyTable {
     #[inline]
     pub fn get(&self, key: &[u8]) -> Option<&Entry> {
         let h = self.hash(key);
-        by_len!(self, key, |p| p.get(h, key))
+        match by_len!(self, key, |p| p.get(h, key)) {
+            Some(e) => Some(e),
+            None => self.spill.as_deref()?.get(key),
+        }
     }
 
     /// The entry under `key`, for change.
     #[inline]
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
         let h = self.hash(key);
-        by_len!(mut self, key, |p| p.get_mut(h, key))
+        match by_len!(mut self, key, |p| p.get_mut(h, key)) {
+            Some(e) => Some(e),
+            None => self.spill.as_deref_mut()?.get_mut(key),
+        }
     }
 
     /// The entry under `key`, or `Err` with a place to put one: a single
     /// lookup for "change it if present, add it if not".
     pub fn get_or_vacant(&mut self, key: &[u8]) -> Result<&mut Entry, Vacant<'_>> {
+        if self.frozen {
+            return self.get_or_vacant_frozen(key);
+        }
+        self.get_or_vacant_here(key)
+    }
+
+    /// [`KeyTable::get_or_vacant`] in the parts (which may grow).
+    #[inline]
+    fn get_or_vacant_here(&mut self, key: &[u8]) -> Result<&mut Entry, Vacant<'_>> {
         let h = self.hash(key);
         let hasher = &self.hasher;
         match Size::of(key) {
@@ -359,26 +456,101 @@ impl KeyTable {
         }
     }
 
+    /// [`KeyTable::get_or_vacant`] while frozen: the parts do not grow;
+    /// a new key whose part is full gets a place in the spill table.
+    #[cold]
+    fn get_or_vacant_frozen(&mut self, key: &[u8]) -> Result<&mut Entry, Vacant<'_>> {
+        if !self.walking {
+            // The walk is over: the spilled keys move in first.
+            self.merge_spill();
+            return self.get_or_vacant_here(key);
+        }
+        let h = self.hash(key);
+        let in_parts = by_len!(self, key, |p| p.get(h, key).is_some());
+        let spill = self
+            .spill
+            .as_deref()
+            .is_some_and(|sp| sp.get(key).is_some());
+        if spill || (!in_parts && self.grows_on_insert(key)) {
+            let hasher = &self.hasher;
+            let sp = self
+                .spill
+                .get_or_insert_with(|| Box::new(KeyTable::new(hasher.clone())));
+            return sp.get_or_vacant_here(key);
+        }
+        if !in_parts {
+            // A free slot in a part that is not full: it does not grow.
+            return self.get_or_vacant_here(key);
+        }
+        // Present: a lookup for change (an entry lookup of a full part
+        // would grow it first).
+        let KeyTable {
+            short,
+            mid,
+            long,
+            spill,
+            hasher,
+            ..
+        } = self;
+        let found = match Size::of(key) {
+            Size::Short => short.get_mut(h, key),
+            Size::Mid => mid.get_mut(h, key),
+            Size::Long => long.get_mut(h, key),
+        };
+        match found {
+            Some(e) => Ok(e),
+            // Not reached: the key was found above.
+            None => spill
+                .get_or_insert_with(|| Box::new(KeyTable::new(hasher.clone())))
+                .get_or_vacant_here(key),
+        }
+    }
+
     /// Removes `key`, returning its entry.
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
         let h = self.hash(key);
-        by_len!(mut self, key, |p| p.remove(h, key))
+        match by_len!(mut self, key, |p| p.remove(h, key)) {
+            Some(e) => Some(e),
+            None => self.spill.as_deref_mut()?.remove(key),
+        }
     }
 
-    /// Every key and its entry, in table order.
-    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
+    /// Every key and its entry of the parts (not the spill table).
+    fn iter_parts(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
         self.short
             .iter()
             .chain(self.mid.iter())
             .chain(self.long.iter())
     }
 
-    /// Every key and its entry, for change, in table order.
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&[u8], &mut Entry)> {
+    /// Every key and its entry, in table order (the spilled ones last).
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
+        self.iter_parts()
+            .chain(self.spill.iter().flat_map(|sp| sp.iter_parts()))
+    }
+
+    /// [`KeyTable::iter_parts`] for change.
+    fn iter_parts_mut(&mut self) -> impl Iterator<Item = (&[u8], &mut Entry)> {
         self.short
             .iter_mut()
             .chain(self.mid.iter_mut())
             .chain(self.long.iter_mut())
+    }
+
+    /// Every key and its entry, for change, in table order.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&[u8], &mut Entry)> {
+        let KeyTable {
+            short,
+            mid,
+            long,
+            spill,
+            ..
+        } = self;
+        short
+            .iter_mut()
+            .chain(mid.iter_mut())
+            .chain(long.iter_mut())
+            .chain(spill.iter_mut().flat_map(|sp| sp.iter_parts_mut()))
     }
 
     /// A key whose slot hash is `h` and whose expiry time is `at`, if any
@@ -388,6 +560,7 @@ impl KeyTable {
             .find_expiring(h, at)
             .or_else(|| self.mid.find_expiring(h, at))
             .or_else(|| self.long.find_expiring(h, at))
+            .or_else(|| self.spill.as_deref()?.find_expiring(h, at))
     }
 
     /// How many keys have slot hash `h` and expiry time `at`.
@@ -400,7 +573,10 @@ impl KeyTable {
         self.short.visit_hash(h, &mut count);
         self.mid.visit_hash(h, &mut count);
         self.long.visit_hash(h, &mut count);
-        n
+        n + self
+            .spill
+            .as_deref()
+            .map_or(0, |sp| sp.count_expiring(h, at))
     }
 
     /// Bucket numbers where the middle and the long nodes' parts start:
@@ -414,6 +590,12 @@ impl KeyTable {
     /// this less one. A slot names the same key until a part grows (which
     /// renumbers the parts after it) or the table is cleared.
     pub fn slots(&self) -> usize {
+        self.part_slots() + self.spill.as_deref().map_or(0, KeyTable::part_slots)
+    }
+
+    /// Slots of the parts: the spill table's are numbered from here on.
+    #[inline]
+    fn part_slots(&self) -> usize {
         self.short.buckets() + self.mid.buckets() + self.long.buckets()
     }
 
@@ -428,21 +610,33 @@ impl KeyTable {
             self.short.get_at(slot)
         } else if slot < b {
             self.mid.get_at(slot - a)
-        } else {
+        } else if slot - b < self.long.buckets() {
             self.long.get_at(slot - b)
+        } else {
+            self.spilled_at(slot)
         }
+    }
+
+    /// The spill table's slot numbered `slot` here, if it holds a key.
+    #[cold]
+    fn spilled_at(&self, slot: usize) -> Option<(&[u8], &Entry)> {
+        let n = self.part_slots();
+        self.spill.as_deref()?.get_at(slot.checked_sub(n)?)
     }
 
     /// Removes the key in slot `slot`, if it holds one, without hashing
     /// or comparing the key (eviction, which sampled the slot).
     pub fn remove_at(&mut self, slot: usize) -> Option<Entry> {
         let (a, b) = self.offsets();
+        let n = b + self.long.buckets();
         if slot < a {
             self.short.remove_at(slot)
         } else if slot < b {
             self.mid.remove_at(slot - a)
-        } else {
+        } else if slot < n {
             self.long.remove_at(slot - b)
+        } else {
+            self.spill.as_deref_mut()?.remove_at(slot - n)
         }
     }
 
@@ -460,6 +654,7 @@ impl KeyTable {
             return;
         }
         let (a, b) = self.offsets();
+        let n = self.part_slots();
         let mut slot = start % total;
         let mut left = count.min(total);
         while left > 0 {
@@ -469,9 +664,16 @@ impl KeyTable {
             } else if slot < b {
                 let end = b.min(slot + left);
                 (end, self.mid.scan(slot - a, end - a, a, f))
+            } else if slot < n {
+                let end = n.min(slot + left);
+                (end, self.long.scan(slot - b, end - b, b, f))
             } else {
                 let end = total.min(slot + left);
-                (end, self.long.scan(slot - b, end - b, b, f))
+                let more = match self.spill.as_deref() {
+                    Some(sp) => sp.scan_parts(slot - n, end - n, n, f),
+                    None => true,
+                };
+                (end, more)
             };
             if !more {
                 return;
@@ -481,15 +683,39 @@ impl KeyTable {
         }
     }
 
+    /// Offers `f` the stored slots of the parts among `from..to`
+    /// (numbered from `base` on) until it returns false; returns whether
+    /// it never did.
+    fn scan_parts(
+        &self,
+        from: usize,
+        to: usize,
+        base: usize,
+        f: &mut dyn FnMut(usize, &[u8], &Entry) -> bool,
+    ) -> bool {
+        let (a, b) = self.offsets();
+        let n = self.part_slots();
+        let clip = |lo: usize, hi: usize| (from.clamp(lo, hi), to.clamp(lo, hi));
+        let (s0, s1) = clip(0, a);
+        let (m0, m1) = clip(a, b);
+        let (l0, l1) = clip(b, n);
+        self.short.scan(s0, s1, base, f)
+            && self.mid.scan(m0 - a, m1 - a, base + a, f)
+            && self.long.scan(l0 - b, l1 - b, base + b, f)
+    }
+
     /// The key and entry stored in slot `slot`, for change.
     pub fn slot_mut(&mut self, slot: usize) -> Option<(&[u8], &mut Entry)> {
         let (a, b) = self.offsets();
+        let n = b + self.long.buckets();
         if slot < a {
             self.short.slot_mut(slot)
         } else if slot < b {
             self.mid.slot_mut(slot - a)
-        } else {
+        } else if slot < n {
             self.long.slot_mut(slot - b)
+        } else {
+            self.spill.as_deref_mut()?.slot_mut(slot - n)
         }
     }
 
@@ -498,22 +724,40 @@ impl KeyTable {
         let h = self.hash(key);
         let (a, b) = self.offsets();
         let slot = match Size::of(key) {
-            Size::Short => self.short.bucket_of(h, key)?,
-            Size::Mid => a + self.mid.bucket_of(h, key)?,
-            Size::Long => b + self.long.bucket_of(h, key)?,
+            Size::Short => self.short.bucket_of(h, key),
+            Size::Mid => self.mid.bucket_of(h, key).map(|i| a + i),
+            Size::Long => self.long.bucket_of(h, key).map(|i| b + i),
         };
-        self.get_at(slot).map(|(_, e)| (slot, e))
+        match slot {
+            Some(slot) => self.get_at(slot).map(|(_, e)| (slot, e)),
+            None => {
+                let n = self.part_slots();
+                let (i, e) = self.spill.as_deref()?.slot_of(key)?;
+                Some((n + i, e))
+            }
+        }
     }
 
     /// The slot of the `n`th entry in table order (O(n / 16): it skips
     /// empty groups of slots; the fallback for tables too sparse to walk).
     pub fn nth_slot(&self, n: usize) -> Option<usize> {
         let (a, b) = self.offsets();
+        let c = self.part_slots();
+        let spilled = self.spill.iter().flat_map(|sp| {
+            let (sa, sb) = sp.offsets();
+            sp.short
+                .table
+                .iter_buckets()
+                .chain(sp.mid.table.iter_buckets().map(move |i| i + sa))
+                .chain(sp.long.table.iter_buckets().map(move |i| i + sb))
+                .map(move |i| i + c)
+        });
         self.short
             .table
             .iter_buckets()
             .chain(self.mid.table.iter_buckets().map(|i| i + a))
             .chain(self.long.table.iter_buckets().map(|i| i + b))
+            .chain(spilled)
             .nth(n)
     }
 
@@ -532,6 +776,8 @@ impl KeyTable {
         self.short = Part::new();
         self.mid = Part::new();
         self.long = Part::new();
+        self.spill = None;
+        self.frozen = self.walking;
     }
 }
 
@@ -726,6 +972,9 @@ mod tests {
         assert_eq!(t.len(), 4997);
     }
 
+    /// The slots holding a key when the table was frozen, and their keys.
+    type Held = Vec<(usize, Vec<u8>)>;
+
     #[derive(Debug, Clone)]
     enum Op {
         Insert(Vec<u8>, u64),
@@ -733,7 +982,12 @@ mod tests {
         Upsert(Vec<u8>, u64),
         Remove(Vec<u8>),
         GetMut(Vec<u8>, u64),
+        /// Removal by slot (eviction), of the key's slot.
+        RemoveAt(Vec<u8>),
         Clear,
+        /// A snapshot's walk starts: no slot of the parts may move.
+        Freeze,
+        Thaw,
     }
 
     fn key() -> impl Strategy<Value = Vec<u8>> {
@@ -754,7 +1008,10 @@ mod tests {
             4 => (key(), any::<u64>()).prop_map(|(k, v)| Op::Upsert(k, v)),
             4 => key().prop_map(Op::Remove),
             2 => (key(), any::<u64>()).prop_map(|(k, v)| Op::GetMut(k, v)),
+            2 => key().prop_map(Op::RemoveAt),
             1 => Just(Op::Clear),
+            2 => Just(Op::Freeze),
+            1 => Just(Op::Thaw),
         ]
     }
 
@@ -763,7 +1020,11 @@ mod tests {
         fn matches_a_hashmap(ops in proptest::collection::vec(op(), 1..400)) {
             let mut t = KeyTable::new(KeyHasher::new());
             let mut model: HashMap<Vec<u8>, u64> = HashMap::new();
+            // While frozen: the parts' slots and the key each held then
+            // that is still stored (none may move).
+            let mut frozen: Option<(usize, Held)> = None;
             for op in ops {
+                let inserted = matches!(op, Op::Insert(..) | Op::Upsert(..));
                 match op {
                     Op::Insert(k, v) => {
                         let old = insert(&mut t, &k, entry(v)).as_ref().map(tag);
@@ -785,6 +1046,10 @@ mod tests {
                     Op::Remove(k) => {
                         let old = t.remove(&k).as_ref().map(tag);
                         prop_assert_eq!(old, model.remove(&k));
+                        // Added again, it may take any free slot.
+                        if let Some((_, held)) = &mut frozen {
+                            held.retain(|(_, h)| *h != k);
+                        }
                     }
                     Op::GetMut(k, v) => {
                         match (t.get_mut(&k), model.get_mut(&k)) {
@@ -796,13 +1061,70 @@ mod tests {
                             (got, want) => prop_assert!(false, "{:?} vs {:?}", got, want),
                         }
                     }
+                    Op::RemoveAt(k) => {
+                        let slot = t.slot_of(&k).map(|(s, _)| s);
+                        prop_assert_eq!(slot.is_some(), model.contains_key(&k));
+                        if let Some(s) = slot {
+                            prop_assert_eq!(t.get_at(s).map(|(k, _)| k.to_vec()), Some(k.clone()));
+                            let old = t.remove_at(s).as_ref().map(tag);
+                            prop_assert_eq!(old, model.remove(&k));
+                            if let Some((_, held)) = &mut frozen {
+                                held.retain(|(_, h)| *h != k);
+                            }
+                        }
+                    }
                     Op::Clear => {
                         t.clear();
                         model.clear();
+                        // A table cleared while frozen stays frozen (its
+                        // parts now empty).
+                        if frozen.is_some() {
+                            frozen = Some((t.part_slots(), Vec::new()));
+                        }
+                    }
+                    Op::Freeze => {
+                        t.freeze();
+                        // Frozen again while frozen: nothing moves.
+                        if frozen.is_none() {
+                            let held = (0..t.slots())
+                                .filter_map(|s| t.get_at(s).map(|(k, _)| (s, k.to_vec())))
+                                .collect();
+                            frozen = Some((t.slots(), held));
+                        }
+                    }
+                    Op::Thaw => {
+                        t.thaw();
+                        frozen = None;
                     }
                 }
                 prop_assert_eq!(t.len(), model.len());
                 prop_assert_eq!(t.is_empty(), model.is_empty());
+                if let Some((slots, held)) = &frozen {
+                    prop_assert_eq!(t.part_slots(), *slots);
+                    for (s, k) in held {
+                        if model.contains_key(k) {
+                            prop_assert_eq!(t.get_at(*s).map(|(k, _)| k.to_vec()), Some(k.clone()));
+                        }
+                    }
+                } else if inserted {
+                    // The first insertion after a walk moves the spilled
+                    // keys in.
+                    prop_assert_eq!(t.spilled(), 0);
+                }
+                // Every slot holds a stored key, each once.
+                let mut by_slot: Vec<Vec<u8>> = (0..t.slots())
+                    .filter_map(|s| t.get_at(s).map(|(k, _)| k.to_vec()))
+                    .collect();
+                let mut walked = Vec::new();
+                t.walk(0, t.slots(), &mut |_, k, _| {
+                    walked.push(k.to_vec());
+                    true
+                });
+                prop_assert_eq!(&walked, &by_slot);
+                prop_assert_eq!(t.nth_slot(model.len()), None);
+                by_slot.sort();
+                by_slot.dedup();
+                prop_assert_eq!(by_slot.len(), model.len());
             }
             for (k, v) in &model {
                 prop_assert_eq!(t.get(k).map(tag), Some(*v));

@@ -523,15 +523,15 @@ fn write_stream_node(out: &mut Vec<u8>, entries: &[(StreamId, Vec<Vec<u8>>)], o:
     }
 }
 
-/// A stream as Redis 7.0 writes it (`STREAM_LISTPACKS_2`): its entries in
-/// listpack nodes split where Redis's appends would split them (so a
-/// stream written by XADDs alone has Redis's bytes; deleted entries are
-/// not kept), the length, last, first and largest deleted ids,
-/// entries-added, then each group: name, last delivered id, entries-read
-/// (-1 unknown), its pending entries (16-byte id, delivery time, count)
-/// and its consumers (name, seen time, their pending ids).
-fn write_stream(out: &mut Vec<u8>, st: &Stream, o: EncodeOptions) {
-    let mut nodes: Vec<Vec<(StreamId, Vec<Vec<u8>>)>> = Vec::new();
+/// Bytes [`write_key_in_pieces`] gathers before it hands them on.
+pub const PIECE_BYTES: usize = 1 << 16;
+
+/// A stream entry as a node being built holds it: its id and fields.
+type NodeEntry = (StreamId, Vec<Vec<u8>>);
+
+/// Calls `emit` with each listpack node of `st`'s entries, split where
+/// Redis's appends would split them; only the node being filled is held.
+fn stream_nodes(st: &Stream, emit: &mut dyn FnMut(&[NodeEntry])) {
     let mut current: Vec<(StreamId, Vec<Vec<u8>>)> = Vec::new();
     // The node being filled, as Redis sees its size.
     let mut sizer = ListpackWriter::new();
@@ -541,7 +541,8 @@ fn write_stream(out: &mut Vec<u8>, st: &Stream, o: EncodeOptions) {
             && (sizer.bytes() + 1 + totelelen >= STREAM_NODE_MAX_BYTES
                 || current.len() >= STREAM_NODE_MAX_ENTRIES)
         {
-            nodes.push(std::mem::take(&mut current));
+            emit(&current);
+            current.clear();
         }
         let entry: Vec<Vec<u8>> = fields.iter().map(|f| f.to_vec()).collect();
         match current.first() {
@@ -559,11 +560,49 @@ fn write_stream(out: &mut Vec<u8>, st: &Stream, o: EncodeOptions) {
         true
     });
     if !current.is_empty() {
-        nodes.push(current);
+        emit(&current);
     }
-    write_len(out, nodes.len() as u64);
-    for n in &nodes {
+}
+
+/// A stream as Redis 7.0 writes it (`STREAM_LISTPACKS_2`): its entries in
+/// listpack nodes split where Redis's appends would split them (so a
+/// stream written by XADDs alone has Redis's bytes; deleted entries are
+/// not kept), the length, last, first and largest deleted ids,
+/// entries-added, then each group: name, last delivered id, entries-read
+/// (-1 unknown), its pending entries (16-byte id, delivery time, count)
+/// and its consumers (name, seen time, their pending ids).
+fn write_stream(out: &mut Vec<u8>, st: &Stream, o: EncodeOptions) {
+    let _ = write_stream_in::<std::convert::Infallible>(out, st, o, &mut |_| Ok(()));
+}
+
+/// [`write_stream`], calling `flush` whenever `out` holds
+/// [`PIECE_BYTES`] or more (`flush` takes the bytes out of it). The node
+/// count comes first in the format, so the nodes are split twice: once
+/// to count them, once to write them; no more than one node's entries is
+/// held at a time.
+fn write_stream_in<E>(
+    out: &mut Vec<u8>,
+    st: &Stream,
+    o: EncodeOptions,
+    flush: &mut dyn FnMut(&mut Vec<u8>) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut count = 0u64;
+    stream_nodes(st, &mut |_| count += 1);
+    write_len(out, count);
+    let mut failed = None;
+    stream_nodes(st, &mut |n| {
+        if failed.is_some() {
+            return;
+        }
         write_stream_node(out, n, o);
+        if out.len() >= PIECE_BYTES {
+            if let Err(e) = flush(out) {
+                failed = Some(e);
+            }
+        }
+    });
+    if let Some(e) = failed {
+        return Err(e);
     }
     write_len(out, st.len());
     write_id(out, st.last_id);
@@ -580,6 +619,9 @@ fn write_stream(out: &mut Vec<u8>, st: &Stream, o: EncodeOptions) {
             out.extend_from_slice(&raw_id(*id));
             out.extend_from_slice(&p.delivery_time.to_le_bytes());
             write_len(out, p.delivery_count);
+            if out.len() >= PIECE_BYTES {
+                flush(out)?;
+            }
         }
         write_len(out, g.consumers.len() as u64);
         for (cname, c) in &g.consumers {
@@ -588,9 +630,13 @@ fn write_stream(out: &mut Vec<u8>, st: &Stream, o: EncodeOptions) {
             write_len(out, c.pel.len() as u64);
             for id in &c.pel {
                 out.extend_from_slice(&raw_id(*id));
+                if out.len() >= PIECE_BYTES {
+                    flush(out)?;
+                }
             }
         }
     }
+    Ok(())
 }
 
 /// A DUMP payload: the value, the RDB version (2 bytes, little-endian)
@@ -643,6 +689,32 @@ pub fn write_key(
     out.push(object_type(value));
     write_string(out, key, o.compress);
     write_payload(out, value, o);
+}
+
+/// [`write_key`], handing `out` to `flush` (which takes its bytes) each
+/// time it holds [`PIECE_BYTES`] or more while a big stream is encoded, so
+/// that a snapshot writing one never holds its whole encoding; the bytes
+/// are [`write_key`]'s. What is left in `out` at the end is the caller's
+/// to hand on.
+pub fn write_key_in_pieces<E>(
+    out: &mut Vec<u8>,
+    key: &[u8],
+    value: &Value,
+    expire_ms: Option<u64>,
+    o: EncodeOptions,
+    flush: &mut dyn FnMut(&mut Vec<u8>) -> Result<(), E>,
+) -> Result<(), E> {
+    let Value::Stream(st) = value else {
+        write_key(out, key, value, expire_ms, o);
+        return Ok(());
+    };
+    if let Some(t) = expire_ms {
+        out.push(opcodes::EXPIRETIME_MS);
+        out.extend_from_slice(&t.to_le_bytes());
+    }
+    out.push(object_type(value));
+    write_string(out, key, o.compress);
+    write_stream_in(out, st, o, flush)
 }
 
 /// SELECTDB `db` alone (before a key written apart from its shard).
@@ -773,7 +845,75 @@ pub fn write_eof(out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::stream::Group;
     use crate::engine::string::StrValue;
+
+    /// A big stream written in pieces is [`write_key`]'s bytes, handed on
+    /// in pieces of about [`PIECE_BYTES`] (a node's or a pending entry's
+    /// bytes more at most), never whole.
+    #[test]
+    fn a_stream_in_pieces_is_the_same_bytes_in_bounded_pieces() {
+        let mut st = Stream::new();
+        for i in 1..=60_000u64 {
+            let v = format!("value-{}", i % 977);
+            st.append(StreamId::new(i, 0), &[b"field", v.as_bytes(), b"n", b"7"]);
+        }
+        st.delete(StreamId::new(5, 0));
+        let mut g = Group::new(StreamId::new(30_000, 0), Some(30_000));
+        for i in 1..=20_000u64 {
+            g.assign(
+                StreamId::new(i, 0),
+                if i % 3 == 0 { b"a" } else { b"b" },
+                i,
+                1,
+            );
+        }
+        st.groups.insert(b"g".to_vec(), g);
+        let v = Value::Stream(Box::new(st));
+        for o in [
+            EncodeOptions::default(),
+            EncodeOptions {
+                compress: false,
+                ..Default::default()
+            },
+        ] {
+            let mut whole = Vec::new();
+            write_key(&mut whole, b"events", &v, Some(1_700_000_000_000), o);
+            let mut pieces: Vec<Vec<u8>> = Vec::new();
+            let mut out = Vec::new();
+            let r = write_key_in_pieces::<()>(
+                &mut out,
+                b"events",
+                &v,
+                Some(1_700_000_000_000),
+                o,
+                &mut |p| {
+                    pieces.push(std::mem::take(p));
+                    Ok(())
+                },
+            );
+            assert!(r.is_ok());
+            pieces.push(out);
+            assert!(pieces.len() > 10, "{} pieces", pieces.len());
+            assert!(pieces.iter().all(|p| p.len() < PIECE_BYTES + 8192));
+            assert_eq!(pieces.concat(), whole);
+        }
+        // A flush that fails stops the writing.
+        let mut out = Vec::new();
+        let mut calls = 0;
+        let r = write_key_in_pieces(
+            &mut out,
+            b"events",
+            &v,
+            None,
+            EncodeOptions::default(),
+            &mut |_| {
+                calls += 1;
+                Err("disk full")
+            },
+        );
+        assert_eq!((r, calls), (Err("disk full"), 1));
+    }
 
     fn dump(v: Value) -> Vec<u8> {
         dump_payload(&v, EncodeOptions::default())

@@ -1,11 +1,14 @@
 //! Consumer groups: the last delivered id, the entries-read counter, and
 //! the pending entries list (PEL) indexed by id (the group's) and per
-//! consumer (each consumer's set of ids).
+//! consumer (each consumer's set of ids). Both lists are kept in small
+//! chunks shared with copy-on-write ([`super::pel`]), so a snapshot's copy
+//! of a group costs a pointer per chunk, not a copy of each entry.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::id::StreamId;
+use super::pel::{IdSet, PelMap};
 
 /// A delivered, not yet acknowledged entry.
 #[derive(Debug, Clone)]
@@ -24,7 +27,7 @@ pub struct Consumer {
     /// Unix ms it was last seen (read or claimed).
     pub seen_time: u64,
     /// Its pending ids.
-    pub pel: BTreeSet<StreamId>,
+    pub pel: IdSet,
 }
 
 /// A consumer group.
@@ -35,7 +38,7 @@ pub struct Group {
     /// Entries the group has read, when known (`entries-read`).
     pub entries_read: Option<u64>,
     /// Pending entries by id.
-    pub pel: BTreeMap<StreamId, Pending>,
+    pub pel: PelMap<Pending>,
     /// Consumers by name (sorted, as XINFO CONSUMERS lists them).
     pub consumers: BTreeMap<Arc<[u8]>, Consumer>,
 }
@@ -59,7 +62,7 @@ impl Group {
             Arc::from(name),
             Consumer {
                 seen_time: now,
-                pel: BTreeSet::new(),
+                pel: IdSet::new(),
             },
         );
         true
@@ -117,6 +120,17 @@ impl Group {
             self.pel.remove(id);
         }
         Some(c.pel.len())
+    }
+
+    /// Bytes of the PEL chunks this group holds alone (for a snapshot's
+    /// copy: the chunks the group copied before changing them).
+    pub fn unshared_bytes(&self) -> usize {
+        self.pel.unshared_bytes()
+            + self
+                .consumers
+                .values()
+                .map(|c| c.pel.unshared_bytes())
+                .sum::<usize>()
     }
 
     /// Approximate bytes used.

@@ -7,6 +7,7 @@
 pub mod block;
 mod group;
 pub mod id;
+pub mod pel;
 
 #[cfg(test)]
 mod model_tests;
@@ -384,8 +385,9 @@ impl Stream {
         self.clone()
     }
 
-    /// A point-in-time copy for a snapshot: the blocks shared (O(blocks);
-    /// see `engine::cow`), the groups copied.
+    /// A point-in-time copy for a snapshot: the blocks and the groups'
+    /// pending entries lists shared (O(blocks + PEL chunks + consumers);
+    /// see `engine::cow` and [`pel`]).
     pub fn share(&self) -> Stream {
         self.clone()
     }
@@ -393,11 +395,18 @@ impl Stream {
     /// Bytes of the blocks only this value holds (for a snapshot's copy:
     /// what the stream copied or let go of since the copy was made).
     pub fn unshared_bytes(&self) -> usize {
-        self.blocks
+        let blocks: usize = self
+            .blocks
             .values()
             .filter(|b| Arc::strong_count(b) == 1)
             .map(|b| b.capacity() + 48)
-            .sum()
+            .sum();
+        blocks
+            + self
+                .groups
+                .values()
+                .map(Group::unshared_bytes)
+                .sum::<usize>()
     }
 
     /// Approximate bytes used (MEMORY USAGE).

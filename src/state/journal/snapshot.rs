@@ -364,7 +364,21 @@ fn write_shared(job: &Job, b: &BigKey, v: &Value, put: &mut Put<'_>) -> Result<(
     match job.format {
         Format::Rdb(o) => {
             rdb::encode::write_select_db(&mut buf, b.db);
-            rdb::encode::write_key(&mut buf, &b.key, v, b.expire, o);
+            // A big stream is handed on in pieces as it is encoded: the
+            // file never waits on its whole encoding in memory.
+            rdb::encode::write_key_in_pieces::<String>(
+                &mut buf,
+                &b.key,
+                v,
+                b.expire,
+                o,
+                &mut |piece| {
+                    check_abort(job)?;
+                    put(piece)?;
+                    piece.clear();
+                    Ok(())
+                },
+            )?;
         }
         Format::Aof => {
             write_select(&mut buf, b.db);
@@ -780,9 +794,21 @@ struct KeySinkOf {
     out: Vec<u8>,
     big: Vec<BigKey>,
     keys: u64,
+    /// Bytes the walk's set of slots to skip holds, counted in the job's
+    /// `cow` (INFO `current_cow_size`).
+    held: usize,
 }
 
 impl KeySink for KeySinkOf {
+    fn held(&mut self, bytes: usize) {
+        if bytes > self.held {
+            self.job.cow.add(bytes - self.held);
+        } else {
+            self.job.cow.sub(self.held - bytes);
+        }
+        self.held = bytes;
+    }
+
     fn capture(&mut self, key: &[u8], entry: &mut Entry) {
         if self.job.abort.load(Ordering::Relaxed) {
             return;
@@ -848,6 +874,7 @@ fn capture(job: &Arc<Job>, idx: usize, shard: &mut Shard, now_ms: u64) {
             out: Vec::new(),
             big: Vec::new(),
             keys: 0,
+            held: 0,
         };
         db.begin_capture(job.id, Box::new(sink));
     }
