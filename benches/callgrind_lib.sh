@@ -83,6 +83,27 @@ count_rows() {
     done
 }
 
+# print_rows_table WIDTH TITLE: the table of `ir` (filled by count_rows
+# for each binary index of `bins`), instructions per request of each row at
+# -P 1 and -P 16 for every binary, and the last binary's over the first's.
+print_rows_table() {
+    local width=$1 title=$2 last p t row i
+    last=$((${#bins[@]} - 1))
+    printf "%-${width}s" "$title"
+    for i in "${!bins[@]}"; do printf ' %14s' "$(basename "${bins[$i]}")"; done
+    printf ' %8s\n' "last/1st"
+    for p in 1 16; do
+        for t in "${tests[@]}"; do
+            row="${t%%|*} -P $p"
+            printf "%-${width}s" "$row"
+            for i in "${!bins[@]}"; do
+                awk -v v="${ir["$i|$row"]}" -v q="$requests" 'BEGIN { printf " %14.0f", v / q }'
+            done
+            awk -v a="${ir["0|$row"]}" -v b="${ir["$last|$row"]}" 'BEGIN { printf " %8.3f\n", (a > 0 ? b / a : 0) }'
+        done
+    done
+}
+
 # RESP for ZADDs of 100 members each to `board`, 100,000 members in all.
 gen_board() {
     awk 'BEGIN {

@@ -56,17 +56,4 @@ for i in "${!bins[@]}"; do
     callgrind_stop
 done
 
-last=$((${#bins[@]} - 1))
-printf '%-30s' "instructions per request"
-for i in "${!bins[@]}"; do printf ' %14s' "$(basename "${bins[$i]}")"; done
-printf ' %8s\n' "last/1st"
-for p in 1 16; do
-    for t in "${tests[@]}"; do
-        row="${t%%|*} -P $p"
-        printf '%-30s' "$row"
-        for i in "${!bins[@]}"; do
-            awk -v v="${ir["$i|$row"]}" -v q="$requests" 'BEGIN { printf " %14.0f", v / q }'
-        done
-        awk -v a="${ir["0|$row"]}" -v b="${ir["$last|$row"]}" 'BEGIN { printf " %8.3f\n", (a > 0 ? b / a : 0) }'
-    done
-done
+print_rows_table 30 "instructions per request"
