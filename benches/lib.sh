@@ -2,7 +2,7 @@
 # `rostrum_args`, `work` and `pids`, and defines `free_port`, `wait_ready`,
 # `cpu_seconds`, `launch`, `launch_ready`, `start_both`, `settle`,
 # `info_field`, `load_and_measure`, `measure`, `run_rows`, `print_rows`,
-# `gen_profiles` and `gen_list`): checks the Redis tools, builds or takes
+# `gen_zset`, `gen_profiles` and `gen_list`): checks the Redis tools, builds or takes
 # the Rostrum binary ($ROSTRUM_BIN), takes extra server arguments from
 # $ROSTRUM_ARGS (e.g. "--config worker-threads=1"), makes a work folder,
 # and on exit stops every process in `pids` and removes it.
@@ -223,6 +223,22 @@ print_rows() {
     done
     echo "(p99 in ms; us = server CPU time, user + system, per request; cli% = $loadgen_name's"
     echo " CPU over wall time, redis then rostrum: at 90% or more the client is the bottleneck)"
+}
+
+# RESP for ZADDs of 1,000 members each (`m:<12-digit id>`, scores
+# id * 7919 mod 1000003) making sorted set $2 (default `board`) of $1
+# members: the board most benches load.
+gen_zset() {
+    awk -v n="$1" -v key="${2:-board}" 'BEGIN {
+        for (first = 0; first < n; first += 1000) {
+            count = (n - first < 1000) ? n - first : 1000
+            printf "*%d\r\n$4\r\nZADD\r\n$%d\r\n%s\r\n", 2 + 2 * count, length(key), key
+            for (i = 0; i < count; i++) {
+                id = first + i; s = (id * 7919) % 1000003; m = sprintf("m:%012d", id)
+                printf "$%d\r\n%d\r\n$%d\r\n%s\r\n", length(s ""), s, length(m), m
+            }
+        }
+    }'
 }
 
 # RESP for HSETs of $2 profiles from id $1 (10 fields each).

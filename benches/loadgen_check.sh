@@ -38,12 +38,7 @@ start_both
 echo "loading 100000 profiles, a list of 1000 and a sorted set of 100000 into both..." >&2
 gen_profiles 0 100000 >"$work/profiles.resp"
 gen_list recent 1000 >"$work/recent.resp"
-awk 'BEGIN { for (first = 0; first < 100000; first += 1000) {
-    printf "*2002\r\n$4\r\nZADD\r\n$5\r\nboard\r\n"
-    for (id = first; id < first + 1000; id++) {
-        m = sprintf("m:%012d", id); s = (id * 7919) % 1000003
-        printf "$%d\r\n%d\r\n$%d\r\n%s\r\n", length(s ""), s, length(m), m
-    } } }' >"$work/board.resp"
+gen_zset 100000 board >"$work/board.resp"
 for port in "$redis_port" "$rostrum_port"; do
     for f in profiles recent board; do
         redis-cli -p "$port" --pipe <"$work/$f.resp" >/dev/null

@@ -36,20 +36,6 @@ done
 # shellcheck source=benches/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-# A board of $1 members as ZADDs of 1,000 (`m:<12-digit id>`).
-gen_board() {
-    awk -v n="$1" 'BEGIN {
-        for (first = 0; first < n; first += 1000) {
-            count = (n - first < 1000) ? n - first : 1000
-            printf "*%d\r\n$4\r\nZADD\r\n$5\r\nboard\r\n", 2 + 2 * count
-            for (i = 0; i < count; i++) {
-                id = first + i; s = (id * 7919) % 1000003; m = sprintf("m:%012d", id)
-                printf "$%d\r\n%d\r\n$%d\r\n%s\r\n", length(s ""), s, length(m), m
-            }
-        }
-    }'
-}
-
 # start KIND DIR -> sets $port and $pid; a server of KIND (redis or
 # rostrum) in memory, with full syncs starting at once.
 start() {
@@ -114,7 +100,7 @@ print("%.2f %.2f" % (lags[len(lags) // 2], lags[min(len(lags) - 1, int(len(lags)
 EOF
 }
 
-gen_board "$members" >"$work/board"
+gen_zset "$members" board >"$work/board"
 declare -A rate lag
 kinds=(redis rostrum)
 [[ $sync_only == 1 ]] && kinds=()
@@ -178,7 +164,7 @@ done
 fi
 
 # Full sync of a board of $sync_members members.
-gen_board "$sync_members" >"$work/big"
+gen_zset "$sync_members" board >"$work/big"
 printf '\n%-22s %10s %10s\n' "full sync, $sync_members" "redis s" "rostrum s"
 declare -A took
 for kind in redis rostrum; do

@@ -30,21 +30,8 @@ fi
 source "$(dirname "$0")/lib.sh"
 ((${#bins[@]} > 0)) || bins=("$rostrum_bin")
 
-# A set $2 of $1 members as ZADDs of 1,000 (`m:<12-digit id>`).
-gen_set() {
-    awk -v n="$1" -v key="$2" 'BEGIN {
-        for (first = 0; first < n; first += 1000) {
-            count = (n - first < 1000) ? n - first : 1000
-            printf "*%d\r\n$4\r\nZADD\r\n$%d\r\n%s\r\n", 2 + 2 * count, length(key), key
-            for (i = 0; i < count; i++) {
-                id = first + i; s = (id * 7919) % 1000003; m = sprintf("m:%012d", id)
-                printf "$%d\r\n%d\r\n$%d\r\n%s\r\n", length(s ""), s, length(m), m
-            }
-        }
-    }'
-}
-gen_set 100000 board >"$work/board"
-gen_set 1000000 big >"$work/big"
+gen_zset 100000 board >"$work/board"
+gen_zset 1000000 big >"$work/big"
 
 names=(redis)
 ports=()
