@@ -713,31 +713,7 @@ fn busy_script_with_one_worker_thread() {
 fn busy_script_answers_every_client_with_two_worker_threads() {
     let s = TestServer::start(&["--worker-threads", "2"]);
     let mut others: Vec<redis::Connection> = (0..2).map(|_| s.conn()).collect();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("busy-reply-threshold")
-        .arg("100")
-        .query(&mut others[0])
-        .unwrap();
-    let url = s.url();
-    let looping = std::thread::spawn(move || {
-        let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
-        err_line(cmd(
-            &mut c,
-            &["EVAL", "local i = 0 while true do i = i + 1 end", "0"],
-        ))
-    });
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let r = cmd(&mut others[0], &["GET", "x"]);
-        if let Err(e) = &r {
-            if e.code() == Some("BUSY") {
-                break;
-            }
-        }
-        assert!(Instant::now() < deadline, "never busy: {r:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let looping = start_looping_script(&s, &mut others[0]);
     // Connected while the script runs, and before it.
     others.extend((0..2).map(|_| s.conn()));
     for (i, c) in others.iter_mut().enumerate() {
@@ -762,14 +738,18 @@ fn busy_script_answers_every_client_with_two_worker_threads() {
     }
 }
 
-fn busy_script_case(extra: &[&str]) {
-    let s = TestServer::start(extra);
-    let mut c = s.conn();
+/// Sets `busy-reply-threshold` to 100 ms through `c`, starts an endless
+/// script on a connection of its own (the thread returns the error line
+/// that ends it), and waits until `c` is answered BUSY.
+fn start_looping_script(
+    s: &TestServer,
+    c: &mut redis::Connection,
+) -> std::thread::JoinHandle<String> {
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
         .arg("busy-reply-threshold")
         .arg("100")
-        .query(&mut c)
+        .query(c)
         .unwrap();
     let url = s.url();
     let looping = std::thread::spawn(move || {
@@ -781,12 +761,8 @@ fn busy_script_case(extra: &[&str]) {
     });
     // Wait until the script runs past the threshold.
     let deadline = Instant::now() + Duration::from_secs(20);
-    let mut other = s.conn();
-    other
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
     loop {
-        let r = cmd(&mut other, &["GET", "x"]);
+        let r = cmd(c, &["GET", "x"]);
         if let Err(e) = &r {
             if e.code() == Some("BUSY") {
                 break;
@@ -795,6 +771,17 @@ fn busy_script_case(extra: &[&str]) {
         assert!(Instant::now() < deadline, "never busy: {r:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
+    looping
+}
+
+fn busy_script_case(extra: &[&str]) {
+    let s = TestServer::start(extra);
+    let mut c = s.conn();
+    let mut other = s.conn();
+    other
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let looping = start_looping_script(&s, &mut other);
     assert_eq!(
         err_line(cmd(&mut other, &["PING"])),
         "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
