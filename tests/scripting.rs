@@ -776,7 +776,6 @@ fn start_looping_script(
 
 fn busy_script_case(extra: &[&str]) {
     let s = TestServer::start(extra);
-    let mut c = s.conn();
     let mut other = s.conn();
     other
         .set_read_timeout(Some(Duration::from_secs(10)))
