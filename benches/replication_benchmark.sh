@@ -3,7 +3,8 @@
 # redis-server replicas, and a Rostrum primary with 0, 1 and 2 Rostrum
 # replicas, in the same run. For each: the primary's ZINCRBY and ZADD
 # throughput on a board of MEMBERS members at -P 1 and -P 16
-# (redis-benchmark), and, with replicas, the replication lag under the
+# (redis-benchmark, or loadgen under LOADGEN=light), and the primary's
+# CPU time per request (user + system); with replicas, the replication lag under the
 # ZINCRBY -P 16 load (a probe writes a value on the primary and polls
 # the first replica until it reads it: p50 / p99 over the run). Then the
 # full-sync time of a board of SYNC members: a fresh replica's REPLICAOF
@@ -73,11 +74,16 @@ wait_synced() {
     exit 1
 }
 
-rps() { # port pipeline command...
-    local port=$1 p=$2
-    shift 2
-    redis-benchmark -p "$port" -c "$clients" -n "$requests" -r "$members" -P "$p" --csv \
-        "$@" 2>/dev/null | tail -1 | awk -F'"' '{print $4}'
+# Prints "rps cpu": the rate of the command on port $1 at pipeline $2, and
+# the CPU time (user + system) of process $3 per request in us.
+rps() { # port pipeline pid command...
+    local port=$1 p=$2 pid=$3 c0 c1
+    shift 3
+    c0=$(cpu_seconds "$pid")
+    "${loadgen[@]}" -p "$port" -c "$clients" -n "$requests" -r "$members" -P "$p" --csv \
+        "$@" 2>/dev/null | tail -1 | awk -F'"' '{printf "%s ", $4}'
+    c1=$(cpu_seconds "$pid")
+    awk -v a="$c0" -v b="$c1" -v n="$requests" 'BEGIN { printf "%.2f\n", (b - a) * 1e6 / n }'
 }
 
 # The lag probe: until $3 exists, SET a counter on the primary ($1) and
@@ -101,7 +107,7 @@ EOF
 }
 
 gen_zset "$members" board >"$work/board"
-declare -A rate lag
+declare -A rate cpu lag
 kinds=(redis rostrum)
 [[ $sync_only == 1 ]] && kinds=()
 for kind in "${kinds[@]}"; do
@@ -125,8 +131,10 @@ for kind in "${kinds[@]}"; do
                 probe_pid=$!
                 pids+=("$probe_pid")
             fi
-            rate[$kind,$n,ZINCRBY,$p]=$(rps "$primary" "$p" ZINCRBY board 1 m:__rand_int__)
-            rate[$kind,$n,ZADD,$p]=$(rps "$primary" "$p" ZADD board __rand_int__ m:__rand_int__)
+            read -r "rate[$kind,$n,ZINCRBY,$p]" "cpu[$kind,$n,ZINCRBY,$p]" \
+                < <(rps "$primary" "$p" "$primary_pid" ZINCRBY board 1 m:__rand_int__)
+            read -r "rate[$kind,$n,ZADD,$p]" "cpu[$kind,$n,ZADD,$p]" \
+                < <(rps "$primary" "$p" "$primary_pid" ZADD board __rand_int__ m:__rand_int__)
             if [[ $n -gt 0 && $p == 16 ]]; then
                 touch "$work/stop"
                 wait "$probe_pid" || true
@@ -140,8 +148,8 @@ for kind in "${kinds[@]}"; do
 done
 
 if [[ $sync_only == 0 ]]; then
-printf '\n%-22s %11s %11s %7s %9s %9s\n' "primary, replicas" "redis rps" "rostrum rps" ratio \
-    "redis/0" "rost./0"
+printf '\n%-22s %11s %11s %7s %9s %9s %9s %9s\n' "primary, replicas" "redis rps" "rostrum rps" ratio \
+    "redis/0" "rost./0" "redis us" "rost. us"
 for cmd in ZINCRBY ZADD; do
     for p in 1 16; do
         for n in 0 1 2; do
@@ -149,13 +157,15 @@ for cmd in ZINCRBY ZADD; do
             b=${rate[rostrum,$n,$cmd,$p]:-0}
             a0=${rate[redis,0,$cmd,$p]:-0}
             b0=${rate[rostrum,0,$cmd,$p]:-0}
-            awk -v t="$cmd -P $p, $n" -v a="$a" -v b="$b" -v a0="$a0" -v b0="$b0" 'BEGIN {
-                printf "%-22s %11.0f %11.0f %7.2f %9.2f %9.2f\n", t, a, b,
-                    (a > 0 ? b / a : 0), (a0 > 0 ? a / a0 : 0), (b0 > 0 ? b / b0 : 0) }'
+            awk -v t="$cmd -P $p, $n" -v a="$a" -v b="$b" -v a0="$a0" -v b0="$b0" \
+                -v ua="${cpu[redis,$n,$cmd,$p]:-0}" -v ub="${cpu[rostrum,$n,$cmd,$p]:-0}" 'BEGIN {
+                printf "%-22s %11.0f %11.0f %7.2f %9.2f %9.2f %9.2f %9.2f\n", t, a, b,
+                    (a > 0 ? b / a : 0), (a0 > 0 ? a / a0 : 0), (b0 > 0 ? b / b0 : 0), ua, ub }'
         done
     done
 done
-echo "(ratio: rostrum / redis; redis/0, rost./0: the rate over its own with no replica)"
+echo "(ratio: rostrum / redis; redis/0, rost./0: the rate over its own with no replica;"
+echo " us: the primary's CPU time per request, user + system; client: $loadgen_name)"
 
 printf '\n%-22s %16s %16s\n' "lag, -P 16 load" "redis p50/p99 ms" "rostrum p50/p99"
 for n in 1 2; do
