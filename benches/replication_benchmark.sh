@@ -15,7 +15,8 @@
 #   defaults: -m 100000 -n 200000 -c 50 -s 10000000 (the figure)
 #   -f: the full-sync row only (no throughput or lag runs)
 # Environment: ROSTRUM_BIN (a built binary), ROSTRUM_ARGS (extra server
-# arguments), as in benches/lib.sh. Needs python3 with redis-py (the probe).
+# arguments), LOADGEN (redis-benchmark or light), as in benches/lib.sh.
+# Needs python3 with redis-py (the probe).
 set -euo pipefail
 
 members=100000
