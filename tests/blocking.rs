@@ -27,6 +27,32 @@ fn wait_blocked(c: &mut redis::Connection, n: usize) {
     }
 }
 
+/// Waits (at most 10 s) until the server's ends of the connections from
+/// local ports `from` to server port `port` have all received their
+/// peer's FIN (no longer ESTABLISHED in /proc/net/tcp): a close is only
+/// something the server can know of once the kernel has delivered it, and
+/// on a loaded machine loopback packets of one socket may be delivered
+/// after those another socket sent later.
+fn wait_fins_delivered(port: u16, from: &[u16]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let local = format!(":{port:04X}");
+    loop {
+        let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+        let open = table.lines().skip(1).any(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            f.len() > 3
+                && f[1].ends_with(&local)
+                && f[3] == "01"
+                && from.iter().any(|p| f[2].ends_with(&format!(":{p:04X}")))
+        });
+        if !open {
+            return;
+        }
+        assert!(Instant::now() < deadline, "FINs never delivered");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// A RESP request for `args`.
 fn request(args: &[&str]) -> Vec<u8> {
     let mut v = format!("*{}\r\n", args.len()).into_bytes();
@@ -103,8 +129,11 @@ fn blpop_waiters_served_in_arrival_order() {
 /// there or still in the key. (The hang-ups come before the push, so a
 /// server that gives one of them an element has handed it to a client it
 /// could know was gone.)
+/// Three workers: the gone and live waiters and the pusher are spread over
+/// them, as on a machine with more cores (the default is one less than the
+/// cores).
 fn nothing_to_the_gone(block: &str, push: &str, key: &str, remaining: &str) {
-    let srv = TestServer::start(&[]);
+    let srv = TestServer::start(&["--worker-threads", "3"]);
     let mut c = srv.conn();
     let mut pushed = 0usize;
     let mut received = 0usize;
@@ -124,7 +153,12 @@ fn nothing_to_the_gone(block: &str, push: &str, key: &str, remaining: &str) {
                 live.push(s);
             }
         }
+        let ports: Vec<u16> = gone
+            .iter()
+            .map(|s| s.local_addr().unwrap().port())
+            .collect();
         drop(gone);
+        wait_fins_delivered(srv.port, &ports);
         let n = 6;
         let mut p = redis::pipe();
         for _ in 0..n {
@@ -138,11 +172,13 @@ fn nothing_to_the_gone(block: &str, push: &str, key: &str, remaining: &str) {
         }
         let _: () = p.query(&mut c).unwrap();
         pushed += n;
-        // The live waiters take what there is, in order; the rest time out
-        // on our side and hang up too.
+        // The live waiters take what there is, in order. There are at most
+        // 5 of them for 6 elements, so each gets one whoever else is served:
+        // the timeout only bounds a failing run (a short one would count a
+        // reply late on a loaded machine as lost).
+        assert!(live.len() <= n);
         for mut s in live {
-            s.set_read_timeout(Some(Duration::from_millis(300)))
-                .unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
             let mut buf = [0u8; 256];
             if let Ok(k) = s.read(&mut buf) {
                 if k > 0 && buf[0] == b'*' {
@@ -519,7 +555,12 @@ fn xreadgroup_gives_nothing_to_clients_that_left() {
                 live.push(s);
             }
         }
+        let ports: Vec<u16> = gone
+            .iter()
+            .map(|s| s.local_addr().unwrap().port())
+            .collect();
         drop(gone);
+        wait_fins_delivered(srv.port, &ports);
         let _: String = redis::cmd("XADD")
             .arg(&["s", "*", "f", "v"])
             .query(&mut c)
