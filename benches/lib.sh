@@ -4,7 +4,8 @@
 # `info_field`, `load_and_measure`, `measure`, `run_rows`, `print_rows`,
 # `gen_zset`, `gen_profiles` and `gen_list`): checks the Redis tools, builds or takes
 # the Rostrum binary ($ROSTRUM_BIN), takes extra server arguments from
-# $ROSTRUM_ARGS (e.g. "--config worker-threads=1"), makes a work folder,
+# $ROSTRUM_ARGS (e.g. "--config worker-threads=1"), takes `measure`'s
+# client from $LOADGEN (and a built loadgen from $LOADGEN_BIN), makes a work folder,
 # and on exit stops every process in `pids` and removes it.
 root=$(cd "$(dirname "$0")/.." && pwd)
 for tool in redis-server redis-benchmark redis-cli awk; do
@@ -28,9 +29,15 @@ read -r -a rostrum_args <<<"${ROSTRUM_ARGS:-}"
 case "${LOADGEN:-redis-benchmark}" in
     redis-benchmark) loadgen=(redis-benchmark) ;;
     light)
-        echo "building the loadgen client (release)..." >&2
-        cargo build --release --quiet --manifest-path "$root/Cargo.toml" --example loadgen
-        loadgen=("${CARGO_TARGET_DIR:-$root/target}/release/examples/loadgen")
+        if [[ -n "${LOADGEN_BIN:-}" ]]; then
+            # One already built (a release build of the example takes the
+            # library's LTO build with it).
+            loadgen=("$(realpath "$LOADGEN_BIN")")
+        else
+            echo "building the loadgen client (release)..." >&2
+            cargo build --release --quiet --manifest-path "$root/Cargo.toml" --example loadgen
+            loadgen=("${CARGO_TARGET_DIR:-$root/target}/release/examples/loadgen")
+        fi
         ;;
     *) echo "error: LOADGEN is redis-benchmark or light, not $LOADGEN" >&2; exit 1 ;;
 esac

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One hot board on any machine, measured the same way (issue 20): the server
-# pinned to some cores and redis-benchmark (--threads) to the others with
+# pinned to some cores and redis-benchmark (--threads; loadgen under
+# LOADGEN=light) to the others with
 # taskset, Rostrum at several worker counts side by side with redis-server
 # 7.0 and, when valkey-server is on PATH, Valkey with --io-threads. Each
 # server gets the same board `lb` of BOARD members (`m:%012d`, loaded by one
@@ -26,7 +27,12 @@
 #   -r  first words of the rows to keep, e.g. "ZINCRBY ZADD" (default all)
 #   -x  servers: any of redis valkey rostrum (default all; valkey only when
 #       valkey-server is on PATH)
-# Environment: ROSTRUM_BIN, ROSTRUM_ARGS, CARGO_TARGET_DIR (as benches/lib.sh);
+# Environment: ROSTRUM_BIN, ROSTRUM_ARGS, CARGO_TARGET_DIR, LOADGEN, LOADGEN_BIN (as
+# benches/lib.sh: LOADGEN=light drives the rows with benches/clients/loadgen.rs,
+# same options and CSV, at 0.3-0.6 of redis-benchmark's CPU a request, so
+# the client takes less of cores it shares with the server; the default
+# stays redis-benchmark); CLIENT_THREADS (the client's --threads; default
+# the client's cores, at most 8);
 # VALKEY_BIN (default: valkey-server on PATH); S, C, BOARD, ROWS as the
 # kit's run.sh reads them (server cores 0..S-1, clients, board, rows).
 #
@@ -58,7 +64,7 @@ while getopts "s:b:w:c:n:m:r:x:h" opt; do
         m) board=$OPTARG ;;
         r) rows_kept=$OPTARG ;;
         x) servers=$OPTARG ;;
-        *) sed -n '2,37p' "$0"; exit 2 ;;
+        *) sed -n '2,42p' "$0"; exit 2 ;;
     esac
 done
 if [[ -z "$server_cores" ]]; then
@@ -77,7 +83,7 @@ count_cores() {
 }
 nserver=$(count_cores "$server_cores")
 nclient=$(count_cores "$client_cores")
-client_threads=$((nclient > 8 ? 8 : nclient))
+client_threads=${CLIENT_THREADS:-$((nclient > 8 ? 8 : nclient))}
 if [[ -z "$workers" ]]; then
     for w in 1 2 4 7; do
         [[ $w -le $nserver || $w -eq 1 ]] && workers="$workers $w"
@@ -90,7 +96,7 @@ source "$(dirname "$0")/lib.sh"
 command -v taskset >/dev/null || { echo "error: taskset is not in PATH" >&2; exit 1; }
 valkey_bin=${VALKEY_BIN:-$(command -v valkey-server || true)}
 
-echo "host: $ncores cores; server cores $server_cores ($nserver), redis-benchmark cores" \
+echo "host: $ncores cores; server cores $server_cores ($nserver), $loadgen_name cores" \
     "$client_cores (--threads $client_threads); -c $clients; board $board; load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 # Starts server $1 (redis | valkey | rostrum:W) pinned to the server cores;
@@ -169,7 +175,7 @@ run_server_rows() {
         echo "  $label -P $p $title..." >&2
         c0=$(cpu_seconds "$pid")
         # shellcheck disable=SC2086 # the command is split into its words
-        line=$(taskset -c "$client_cores" redis-benchmark -p "$port" -c "$clients" -P "$p" -n "$n" \
+        line=$(taskset -c "$client_cores" "${loadgen[@]}" -p "$port" -c "$clients" -P "$p" -n "$n" \
             -r "$board" --threads "$client_threads" --csv $command 2>"$work/bench.err" |
             sed -n 2p) || line=""
         c1=$(cpu_seconds "$pid")

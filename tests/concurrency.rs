@@ -454,3 +454,99 @@ fn pair_scores(c: &mut redis::Connection, w: usize) -> Vec<Option<f64>> {
         .query(c)
         .expect("ZMSCORE")
 }
+
+/// Two workers writing one member of one board in pipelined runs (16
+/// ZINCRBYs on one key are handled together, `commands::run`), while
+/// MULTI / EXEC and EVAL add to the same member from other connections:
+/// no increment is lost (the final score is the sum of all), each
+/// connection's replies come in its order (its own member counts 1, 2, 3,
+/// ...; the shared one only grows), and a transaction's or script's two
+/// increments are never split by another connection's.
+#[test]
+fn two_workers_pipelining_one_member_lose_no_increment() {
+    let srv = TestServer::start(&["--worker-threads", "2"]);
+    const PIPELINERS: usize = 4;
+    const ROUNDS: i64 = 60;
+    const DEPTH: i64 = 32;
+    const ATOMIC_ROUNDS: i64 = 150;
+    let pipeliners: Vec<_> = (0..PIPELINERS)
+        .map(|t| {
+            let mut c = conn(&srv);
+            thread::spawn(move || {
+                let mut last_shared = 0.0f64;
+                for round in 0..ROUNDS {
+                    let mut p = redis::pipe();
+                    for _ in 0..DEPTH {
+                        p.cmd("ZINCRBY").arg("hot").arg(1).arg("shared");
+                        p.cmd("ZINCRBY").arg("hot").arg(1).arg(format!("own:{t}"));
+                    }
+                    let got: Vec<(f64, f64)> = p.query(&mut c).expect("pipeline");
+                    for (k, (shared, own)) in got.into_iter().enumerate() {
+                        let n = round * DEPTH + k as i64 + 1;
+                        assert_eq!(own, n as f64, "ZINCRBY own:{t} at call {n}");
+                        assert!(
+                            shared > last_shared,
+                            "shared went {last_shared} -> {shared}"
+                        );
+                        last_shared = shared;
+                    }
+                }
+            })
+        })
+        .collect();
+    let script = "local a = redis.call('ZINCRBY', KEYS[1], 1, 'shared') \
+                  local b = redis.call('ZINCRBY', KEYS[1], 1, 'shared') return {a, b}";
+    let atomics: Vec<_> = (0..2)
+        .map(|w| {
+            let mut c = conn(&srv);
+            thread::spawn(move || {
+                for _ in 0..ATOMIC_ROUNDS {
+                    let (a, b): (f64, f64) = if w == 0 {
+                        redis::pipe()
+                            .atomic()
+                            .cmd("ZINCRBY")
+                            .arg("hot")
+                            .arg(1)
+                            .arg("shared")
+                            .cmd("ZINCRBY")
+                            .arg("hot")
+                            .arg(1)
+                            .arg("shared")
+                            .query(&mut c)
+                            .expect("MULTI/EXEC")
+                    } else {
+                        let v: Vec<String> = redis::cmd("EVAL")
+                            .arg(script)
+                            .arg(1)
+                            .arg("hot")
+                            .query(&mut c)
+                            .expect("EVAL");
+                        let num = |s: &str| s.parse::<f64>().expect("a score");
+                        (num(&v[0]), num(&v[1]))
+                    };
+                    assert_eq!(b, a + 1.0, "a transaction's increments split");
+                }
+            })
+        })
+        .collect();
+    for h in pipeliners.into_iter().chain(atomics) {
+        h.join()
+            .expect("a connection saw a lost or reordered increment");
+    }
+    let mut c = conn(&srv);
+    let total = PIPELINERS as i64 * ROUNDS * DEPTH + 2 * 2 * ATOMIC_ROUNDS;
+    let s: f64 = redis::cmd("ZSCORE")
+        .arg("hot")
+        .arg("shared")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(s, total as f64);
+    for t in 0..PIPELINERS {
+        let own: f64 = redis::cmd("ZSCORE")
+            .arg("hot")
+            .arg(format!("own:{t}"))
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(own, (ROUNDS * DEPTH) as f64);
+    }
+}
