@@ -83,7 +83,21 @@ commands=(
     "ZREVRANGE board 0 9|ZREVRANGE board 0 9 WITHSCORES"
     "SET new key (evicts)|SET new:__rand_int__:__rand_int__ ____________________________________________________________________________________________________"
 )
-run_rows
+# Each depth's SETs get keys of their own (`n01:...`, `n16:...`, as long
+# as `new:...`): loadgen draws the same numbers on every run, so the
+# second depth's SETs would otherwise overwrite the keys the first one
+# added, and evict almost nothing.
+depths=$pipelines
+all_rows=()
+for depth in $depths; do
+    pipelines=$depth
+    commands[4]=${commands[4]//new:/$(printf 'n%02d:' "$depth")}
+    run_rows
+    all_rows+=("${rows[@]}")
+    commands[4]=${commands[4]//$(printf 'n%02d:' "$depth")/new:}
+done
+rows=("${all_rows[@]}")
+pipelines=$depths
 print_rows
 
 echo

@@ -162,6 +162,38 @@ fn volatile_policies_evict_only_keys_with_an_expiry() {
 }
 
 #[test]
+fn keys_of_every_database_are_evicted_swapped_ones_too() {
+    // Eviction samples only the databases that have held keys: one first
+    // written after the limit is set, and one that got its keys by SWAPDB
+    // alone, must be among them.
+    let (_s, mut c, limit) = limited("allkeys-lru", 4);
+    let _: () = redis::cmd("SELECT").arg(9).query(&mut c).unwrap();
+    set_keys(&mut c, "nine:", 0..40_000, 300, |_| None);
+    assert_within_limit(&mut c, limit, "db 9");
+    let ev = evicted(&mut c);
+    assert!(ev > 20_000, "db 9: {ev} evicted");
+    let _: () = redis::cmd("SELECT").arg(0).query(&mut c).unwrap();
+    let in_0: u64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(in_0, 0);
+    // Database 12 never took a key itself: its keys come from db 9. Then
+    // a write to db 12 while over the limit evicts among them.
+    let _: () = redis::cmd("SWAPDB").arg(9).arg(12).query(&mut c).unwrap();
+    let before = evicted(&mut c);
+    config_set(&mut c, "maxmemory", &(limit - 2 * MB).to_string());
+    let _: () = redis::cmd("SELECT").arg(12).query(&mut c).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("twelve")
+        .arg("v")
+        .query(&mut c)
+        .unwrap();
+    assert_within_limit(&mut c, limit - 2 * MB, "db 12");
+    assert!(evicted(&mut c) > before + 1000, "db 12's keys were evicted");
+    let _: () = redis::cmd("SELECT").arg(9).query(&mut c).unwrap();
+    let in_9: u64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(in_9, 0, "db 9 holds nothing after the swap");
+}
+
+#[test]
 fn a_zadd_load_is_held_under_the_limit() {
     let (_s, mut c, limit) = limited("allkeys-lru", 4);
     // 150 members a board: past the listpack, in the skiplist.

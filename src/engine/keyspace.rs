@@ -163,6 +163,45 @@ pub struct Db {
     /// A snapshot's walk over `map` in steps (`keycapture`): every write
     /// to an entry tells it first.
     capture: Option<Box<KeyCapture>>,
+    /// The keyspace's record of databases that have held keys, and this
+    /// database's bit in it.
+    in_use: Arc<DbsInUse>,
+    bit: u64,
+}
+
+/// The databases of a keyspace that have held a key since it was made:
+/// bit `i` for database `i`, bit 63 for every database from 63 on. A
+/// superset of the non-empty ones (a bit is never cleared), set by the
+/// first key a database of any shard takes, under that shard's write lock
+/// (so a reader holding the shard's lock sees it). Eviction's sampling
+/// reads it rather than each database's table in every shard it samples
+/// (16 databases by default, a cache line or two each).
+#[derive(Debug, Default)]
+pub struct DbsInUse(AtomicU64);
+
+impl DbsInUse {
+    /// The bit of database `db`.
+    fn bit(db: usize) -> u64 {
+        1 << db.min(63)
+    }
+
+    /// Notes that a database of bit `bit` holds a key (a load when it is
+    /// known already).
+    #[inline]
+    fn note(&self, bit: u64) {
+        if self.0.load(Ordering::Relaxed) & bit == 0 {
+            self.0.fetch_or(bit, Ordering::Relaxed);
+        }
+    }
+
+    /// The numbers, ascending, of the databases among `0..databases` that
+    /// may hold keys: those that ever did.
+    pub fn dbs(&self, databases: usize) -> impl Iterator<Item = usize> {
+        let mask = self.0.load(Ordering::Relaxed);
+        let low = (0..databases.min(63)).filter(move |&i| mask & (1 << i) != 0);
+        let high = if mask >> 63 != 0 { 63..databases } else { 0..0 };
+        low.chain(high)
+    }
 }
 
 impl Drop for Db {
@@ -182,7 +221,9 @@ fn overwrite(e: &mut Entry, value: Value, keep_ttl: bool, now_ms: u64) -> Option
 }
 
 impl Db {
-    fn new(hasher: &KeyHasher) -> Self {
+    /// Database `index` of a keyspace whose record of databases in use is
+    /// `in_use`.
+    fn new(hasher: &KeyHasher, index: usize, in_use: &Arc<DbsInUse>) -> Self {
         Db {
             map: KeyTable::new(hasher.clone()),
             expires: BTreeSet::new(),
@@ -191,6 +232,8 @@ impl Db {
             expired_count: 0,
             expired_log: Vec::new(),
             capture: None,
+            in_use: in_use.clone(),
+            bit: DbsInUse::bit(index),
         }
     }
 
@@ -387,6 +430,7 @@ impl Db {
             }
             Err(slot) => {
                 slot.insert(key, Entry::new(value, now_ms));
+                self.in_use.note(self.bit);
             }
         }
     }
@@ -407,6 +451,7 @@ impl Db {
         }
         if let Err(slot) = self.map.get_or_vacant(key) {
             slot.insert(key, Entry::new(value, now_ms));
+            self.in_use.note(self.bit);
         }
         if let Some(c) = &mut self.capture {
             c.after_insert(&self.map, key);
@@ -741,6 +786,11 @@ impl Shard {
         std::mem::swap(&mut x.expiring, &mut y.expiring);
         // A capture walks its table wherever the table goes.
         std::mem::swap(&mut x.capture, &mut y.capture);
+        for db in [x, y] {
+            if !db.map.is_empty() {
+                db.in_use.note(db.bit);
+            }
+        }
         true
     }
 }
@@ -756,6 +806,7 @@ pub struct Keyspace {
     hasher: KeyHasher,
     databases: usize,
     lazy_expired: AtomicU64,
+    in_use: Arc<DbsInUse>,
 }
 
 /// A held shard lock.
@@ -848,10 +899,13 @@ impl Keyspace {
     /// An empty keyspace with `databases` databases.
     pub fn new(databases: usize) -> Self {
         let hasher = KeyHasher::new();
+        let in_use = Arc::new(DbsInUse::default());
         let shards = (0..SHARD_COUNT)
             .map(|_| {
                 Padded(RwLock::new(Shard {
-                    dbs: (0..databases).map(|_| Db::new(&hasher)).collect(),
+                    dbs: (0..databases)
+                        .map(|i| Db::new(&hasher, i, &in_use))
+                        .collect(),
                 }))
             })
             .collect();
@@ -860,12 +914,21 @@ impl Keyspace {
             hasher,
             databases,
             lazy_expired: AtomicU64::new(0),
+            in_use,
         }
     }
 
     /// Number of databases.
     pub fn databases(&self) -> usize {
         self.databases
+    }
+
+    /// The numbers of the databases that may hold keys in some shard (a
+    /// superset of the non-empty ones: every database that ever held a
+    /// key). Read while holding a shard's lock, it includes every
+    /// database that shard has keys in.
+    pub fn dbs_in_use(&self) -> impl Iterator<Item = usize> {
+        self.in_use.dbs(self.databases)
     }
 
     /// The hasher keys are placed with.
@@ -1014,6 +1077,39 @@ mod tests {
     }
 
     #[test]
+    fn dbs_in_use_are_those_that_took_a_key() {
+        let ks = Keyspace::new(70);
+        let in_use = |ks: &Keyspace| ks.dbs_in_use().collect::<Vec<_>>();
+        assert_eq!(in_use(&ks), Vec::<usize>::new());
+        let put = |db: usize, key: &[u8]| {
+            let mut g = ks.lock_one(ks.shard_of(key), true);
+            g.shard_mut().unwrap().dbs[db].insert(key, s(b"v"), false, 1000);
+        };
+        put(3, b"a");
+        put(3, b"b");
+        assert_eq!(in_use(&ks), [3]);
+        // Every database from 63 on shares a bit: all of them are offered.
+        put(65, b"c");
+        assert_eq!(in_use(&ks), [3, 63, 64, 65, 66, 67, 68, 69]);
+        // A database that takes keys by SWAPDB alone is in use too; one
+        // emptied stays in (a superset).
+        let ks = Keyspace::new(16);
+        let key = &b"k"[..];
+        let i = ks.shard_of(key);
+        ks.lock_one(i, true).shard_mut().unwrap().dbs[1].insert(key, s(b"v"), false, 1000);
+        for idx in 0..SHARD_COUNT {
+            ks.lock_one(idx, true)
+                .shard_mut()
+                .unwrap()
+                .swap_dbs(1, 7, 1000);
+        }
+        assert_eq!(in_use(&ks), [1, 7]);
+        assert!(ks.lock_one(i, false).shard().dbs[7]
+            .get(key, 1000)
+            .is_some());
+    }
+
+    #[test]
     fn insert_clears_or_keeps_ttl() {
         let ks = Keyspace::new(1);
         let mut g = ks.lock_one(ks.shard_of(b"k"), true);
@@ -1107,7 +1203,7 @@ mod tests {
         proptest! {
             #[test]
             fn db_matches_a_model(ops in proptest::collection::vec(op(), 1..300)) {
-                let mut db = Db::new(&KeyHasher::new());
+                let mut db = Db::new(&KeyHasher::new(), 0, &Arc::default());
                 let mut m: HashMap<Vec<u8>, (u8, u64)> = HashMap::new();
                 let mut now = 1000u64;
                 for op in ops {
@@ -1306,7 +1402,8 @@ mod tests {
                 ops in proptest::collection::vec(op(), 0..120),
             ) {
                 let hasher = KeyHasher::new();
-                let mut shard = Shard { dbs: vec![Db::new(&hasher), Db::new(&hasher)] };
+                let in_use = Arc::default();
+                let mut shard = Shard { dbs: vec![Db::new(&hasher, 0, &in_use), Db::new(&hasher, 1, &in_use)] };
                 let now = 1000;
                 for (d, n) in [sizes.0, sizes.1].into_iter().enumerate() {
                     for i in 0..n {
@@ -1430,7 +1527,7 @@ mod tests {
         #[test]
         fn the_set_of_slots_to_skip_is_counted_as_held() {
             let hasher = KeyHasher::new();
-            let mut db = Db::new(&hasher);
+            let mut db = Db::new(&hasher, 0, &Arc::default());
             for i in 0..20_000 {
                 db.insert(format!("k{i}").as_bytes(), s(b"v"), false, 0);
             }
@@ -1459,7 +1556,7 @@ mod tests {
         #[test]
         fn a_step_reads_a_bounded_part_and_a_dropped_part_hands_on_the_rest() {
             let hasher = KeyHasher::new();
-            let mut db = Db::new(&hasher);
+            let mut db = Db::new(&hasher, 0, &Arc::default());
             for i in 0..5000 {
                 db.insert(format!("k{i}").as_bytes(), s(b"v"), false, 0);
             }
