@@ -12,7 +12,8 @@ done
 # (its dumps in $work/cg.PID.*) on a free loopback port, in memory (a
 # redis-server binary, told by its name, is given --save ''), its output
 # in LOG; waits up to 60 s for it to answer. Rostrum gets $ROSTRUM_ARGS
-# (lib.sh's `rostrum_args`), e.g. "--worker-threads 2".
+# (lib.sh's `rostrum_args`), e.g. "--worker-threads 2"; valgrind gets
+# $CALLGRIND_OPTS (e.g. "--cache-sim=yes --instr-atstart=no").
 callgrind_start() {
     local bin=$1 log=$2
     local -a extra=()
@@ -24,7 +25,9 @@ callgrind_start() {
         extra=("${rostrum_args[@]}")
     fi
     port=$(free_port)
-    valgrind --tool=callgrind --callgrind-out-file="$work/cg.%p" \
+    local -a opts
+    read -r -a opts <<<"${CALLGRIND_OPTS:-}"
+    valgrind --tool=callgrind --callgrind-out-file="$work/cg.%p" "${opts[@]}" \
         "$bin" --port "$port" --bind 127.0.0.1 --loglevel warning "${extra[@]}" \
         >"$log" 2>&1 &
     pid=$!
@@ -41,16 +44,18 @@ callgrind_stop() {
     wait "$pid" 2>/dev/null || true
 }
 
-# Instructions of the dump just written by process $1.
+# The counters of the dump just written by process $1: instructions first,
+# then (with --cache-sim=yes) the other events of its `events:` line.
 last_dump() {
     local f
     f=$(ls -t "$work"/cg."$1".* | head -1)
-    awk '/^(summary|totals):/ { print $2; exit }' "$f"
+    awk '/^(summary|totals):/ { $1 = ""; print substr($0, 2); exit }' "$f"
 }
 
-# count_instructions PID COMMAND... -> $instructions: runs COMMAND (its
-# output dropped) between two dumps of process PID's counters, so the
-# second dump holds what the server did for that command alone.
+# count_instructions PID COMMAND... -> $instructions, $counters: runs
+# COMMAND (its output dropped) between two dumps of process PID's
+# counters, so the second dump holds what the server did for that command
+# alone ($counters: every event of it, see last_dump).
 count_instructions() {
     local pid=$1
     shift
@@ -58,13 +63,16 @@ count_instructions() {
     "$@" >/dev/null
     callgrind_control -d after "$pid" >/dev/null 2>&1
     sleep 0.3
-    instructions=$(last_dump "$pid")
+    counters=$(last_dump "$pid")
+    instructions=${counters%% *}
 }
 
 # count_rows KEY: each entry of `tests` ("title|command", or
 # "title|command|the recipe on redis-server, where it differs") sent by
-# redis-benchmark (-n $requests, -c 10, -r 100000) at -P 1 and -P 16 to the
-# server callgrind_start started; ir[KEY|title -P p] = its instructions.
+# redis-benchmark (-n $requests, -c 10, -r ${rand_range:-100000}) at -P 1
+# and -P 16 to the server callgrind_start started; ir[KEY|title -P p] = its
+# instructions, and, when the caller declared the array `cnt`,
+# cnt[KEY|title -P p] = all its counters.
 count_rows() {
     local key=$1 p t title line recipe
     local -a cmd
@@ -77,8 +85,12 @@ count_rows() {
             read -r -a cmd <<<"$line"
             set +f
             count_instructions "$pid" \
-                redis-benchmark -p "$port" -n "$requests" -c 10 -r 100000 -P "$p" "${cmd[@]}"
+                redis-benchmark -p "$port" -n "$requests" -c 10 -r "${rand_range:-100000}" \
+                -P "$p" "${cmd[@]}"
             ir["$key|$title -P $p"]=$instructions
+            if declare -p cnt >/dev/null 2>&1; then
+                cnt["$key|$title -P $p"]=$counters
+            fi
         done
     done
 }

@@ -47,39 +47,9 @@ driver="${CARGO_TARGET_DIR:-$root/target}/release/examples/lb_recipe"
 
 start_both
 
-# RESP for the board: $1 = zset (ZADD of packed scores into `board`) or lb
-# (LB.MSUBMIT into `lb`, AT the same times), 1,000 entries a command, plus
-# the player `m:me`.
-gen_board() {
-    awk -v n="$members" -v kind="$1" '
-        function entry(id, m,    s, t) {
-            s = (id * 7919) % 1000003
-            t = 1700000000 + (id * 104729) % 50000000
-            if (kind == "zset") {
-                v = sprintf("%.17g", s + (317242022400 - t) / 317242022400)
-                printf "$%d\r\n%s\r\n$%d\r\n%s\r\n", length(v), v, length(m), m
-            } else {
-                printf "$2\r\nlb\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", length(m), m, length(s ""), s
-            }
-        }
-        BEGIN {
-            for (first = 0; first <= n; first += 1000) {
-                count = (n + 1 - first < 1000) ? n + 1 - first : 1000
-                if (kind == "zset")
-                    printf "*%d\r\n$4\r\nZADD\r\n$5\r\nboard\r\n", 2 + 2 * count
-                else
-                    printf "*%d\r\n$10\r\nLB.MSUBMIT\r\n", 1 + 3 * count
-                for (i = 0; i < count; i++) {
-                    id = first + i
-                    entry(id, (id == n) ? "m:me" : sprintf("m:%012d", id))
-                }
-            }
-        }'
-}
-
 echo "generating a board of $members entries..." >&2
-gen_board zset >"$work/zset.resp"
-gen_board lb >"$work/lb.resp"
+gen_lb_board "$members" zset >"$work/zset.resp"
+gen_lb_board "$members" lb >"$work/lb.resp"
 redis_mem=$(load_and_measure "$redis_port" "$work/zset.resp" "$members")
 rostrum_mem=$(load_and_measure "$rostrum_port" "$work/lb.resp" "$members")
 rm -f "$work/zset.resp" "$work/lb.resp"

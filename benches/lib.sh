@@ -2,11 +2,12 @@
 # `rostrum_args`, `work` and `pids`, and defines `free_port`, `wait_ready`,
 # `cpu_seconds`, `launch`, `launch_ready`, `start_both`, `settle`,
 # `info_field`, `load_and_measure`, `measure`, `run_rows`, `print_rows`,
-# `gen_zset`, `gen_profiles` and `gen_list`): checks the Redis tools, builds or takes
-# the Rostrum binary ($ROSTRUM_BIN), takes extra server arguments from
-# $ROSTRUM_ARGS (e.g. "--config worker-threads=1"), takes `measure`'s
-# client from $LOADGEN (and a built loadgen from $LOADGEN_BIN), makes a work folder,
-# and on exit stops every process in `pids` and removes it.
+# `gen_zset`, `gen_lb_board`, `gen_profiles` and `gen_list`): checks the
+# Redis tools, builds or takes the Rostrum binary ($ROSTRUM_BIN), takes
+# extra server arguments from $ROSTRUM_ARGS (e.g. "--config
+# worker-threads=1"), takes `measure`'s client from $LOADGEN (and a built
+# loadgen from $LOADGEN_BIN), makes a work folder, and on exit stops every
+# process in `pids` and removes it.
 root=$(cd "$(dirname "$0")/.." && pwd)
 for tool in redis-server redis-benchmark redis-cli awk; do
     command -v "$tool" >/dev/null || { echo "error: $tool is not in PATH" >&2; exit 1; }
@@ -246,6 +247,37 @@ gen_zset() {
             }
         }
     }'
+}
+
+# RESP for the leaderboard benches' board of $1 entries (`m:<12 digits>`,
+# scores id * 7919 mod 1000003, plus the player `m:me`), 1,000 entries a
+# command: $2 = zset (ZADD into `board`, time packed into the score as the
+# scenarios' recipe does) or lb (LB.MSUBMIT into `lb`, at the server's time).
+gen_lb_board() {
+    awk -v n="$1" -v kind="$2" '
+        function entry(id, m,    s, t) {
+            s = (id * 7919) % 1000003
+            t = 1700000000 + (id * 104729) % 50000000
+            if (kind == "zset") {
+                v = sprintf("%.17g", s + (317242022400 - t) / 317242022400)
+                printf "$%d\r\n%s\r\n$%d\r\n%s\r\n", length(v), v, length(m), m
+            } else {
+                printf "$2\r\nlb\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", length(m), m, length(s ""), s
+            }
+        }
+        BEGIN {
+            for (first = 0; first <= n; first += 1000) {
+                count = (n + 1 - first < 1000) ? n + 1 - first : 1000
+                if (kind == "zset")
+                    printf "*%d\r\n$4\r\nZADD\r\n$5\r\nboard\r\n", 2 + 2 * count
+                else
+                    printf "*%d\r\n$10\r\nLB.MSUBMIT\r\n", 1 + 3 * count
+                for (i = 0; i < count; i++) {
+                    id = first + i
+                    entry(id, (id == n) ? "m:me" : sprintf("m:%012d", id))
+                }
+            }
+        }'
 }
 
 # RESP for HSETs of $2 profiles from id $1 (10 fields each).

@@ -583,8 +583,9 @@ impl Tree {
         let Some((p, ci)) = path.pop() else {
             return;
         };
-        let s = self.summary(store, leaf, true);
-        let old = std::mem::replace(&mut self.inners[p as usize].slots[ci], s);
+        let old = self.inners[p as usize].slots[ci];
+        let s = self.leaf_summary(store, leaf, Some(&old));
+        self.inners[p as usize].slots[ci] = s;
         let count = s.count.wrapping_sub(old.count);
         let groups = s.groups.wrapping_sub(old.groups);
         let mut first = (ci == 0 && (s.first, s.first_ks) != (old.first, old.first_ks))
@@ -606,20 +607,7 @@ impl Tree {
     /// What node `node` holds, for its parent.
     fn summary(&self, store: &Store, node: u32, is_leaf: bool) -> Slot {
         if is_leaf {
-            let l = &self.leaves[node as usize];
-            let slots = &l.slots[..l.len as usize];
-            let first = slots.first().map_or(0, |s| s & ID_MASK);
-            Slot {
-                child: node,
-                count: l.len,
-                groups: count_ends(slots) as u32,
-                first,
-                first_ks: if slots.is_empty() {
-                    0
-                } else {
-                    store.order_score(first)
-                },
-            }
+            self.leaf_summary(store, node, None)
         } else {
             let n = &self.inners[node as usize];
             let slots = &n.slots[..n.len as usize];
@@ -631,6 +619,30 @@ impl Tree {
                 first: first.first,
                 first_ks: first.first_ks,
             }
+        }
+    }
+
+    /// What leaf `leaf` holds, for its parent. `was`: its parent's slot for
+    /// it before one insertion or removal inside it; when its first entry
+    /// is still the same one, that entry's score is taken from there
+    /// instead of from the store (an entry's score never changes while it
+    /// is in the tree, and an inserted entry was not in it before), which
+    /// spares a removal from a random leaf a cache miss on its first entry.
+    fn leaf_summary(&self, store: &Store, leaf: u32, was: Option<&Slot>) -> Slot {
+        let l = &self.leaves[leaf as usize];
+        let slots = &l.slots[..l.len as usize];
+        let first = slots.first().map_or(0, |s| s & ID_MASK);
+        let first_ks = match was {
+            _ if slots.is_empty() => 0,
+            Some(w) if w.count > 0 && w.first == first => w.first_ks,
+            _ => store.order_score(first),
+        };
+        Slot {
+            child: leaf,
+            count: l.len,
+            groups: count_ends(slots) as u32,
+            first,
+            first_ks,
         }
     }
 
