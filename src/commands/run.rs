@@ -19,7 +19,8 @@ use super::table::{flags, Command, RunHandler};
 use super::{
     account, admit, execute_cached, execute_resolved, invoke, resolve, run_admitted, LockCache,
 };
-use crate::protocol::Reply;
+use crate::engine::keyspace::MAX_PREFETCH;
+use crate::protocol::{request, Reply};
 use crate::state::client::{ClientState, ReplyMode};
 use crate::state::journal;
 use crate::state::notify::{self, Class};
@@ -253,4 +254,21 @@ fn run_calls<'s>(
 /// after each change, no key noted for client-side caching.
 fn unobserved(ctx: &Ctx<'_, '_>) -> bool {
     ctx.keys.notify_flags == 0 && !ctx.keys.track_ready && ctx.keys.tracked.is_none()
+}
+
+/// Reads ahead the keys of the complete commands at the start of `buf`
+/// (the one about to run and those pipelined behind it, up to
+/// [`MAX_PREFETCH`]), in the client's database, when there are two or more
+/// (`Keyspace::prefetch`): a pipeline of calls on different keys then
+/// waits for their cache misses together instead of one after another.
+/// Only a hint (the first key of most commands; any second argument is
+/// taken for one): nothing changes. Returns how many commands it covered,
+/// which the caller runs before reading ahead again.
+pub fn read_ahead(server: &Server, client: &ClientState, buf: &[u8]) -> usize {
+    let mut keys = SmallVec::new();
+    let n = request::peek_keys(buf, MAX_PREFETCH, &mut keys);
+    if n > 1 {
+        server.keyspace.prefetch(client.db, &keys);
+    }
+    n
 }
