@@ -388,3 +388,121 @@ fn pipelined_pushes_wake_a_blocked_pop_and_lose_nothing() {
     want.sort();
     assert_eq!(all, want);
 }
+
+/// The calls of `pipelined_calls_on_many_keys_match_single_calls`: a
+/// different key at almost every call (the server reads a pipeline's keys
+/// ahead, `commands::read_ahead`), hashes and strings read and written,
+/// absent keys, WRONGTYPE, a field that is not an integer, an unknown
+/// command, a wrong arity, an expired key, SELECT and MULTI/EXEC (with an
+/// error queued) in the middle.
+fn many_key_calls() -> Vec<Vec<String>> {
+    let mut calls = Vec::new();
+    let mut call = |args: &[&str]| calls.push(args.iter().map(|a| a.to_string()).collect());
+    for i in 0..400usize {
+        let p = |k: usize| format!("profile:{k}");
+        let s = |k: usize| format!("s:{k}");
+        match i % 13 {
+            0 => call(&["HGET", &p(i * 7 % 250), "visits"]),
+            1 => call(&["HINCRBY", &p(i * 11 % 250), "visits", "3"]),
+            2 => call(&["HINCRBY", &p(i % 200), "name", "1"]),
+            3 => call(&["GET", &s(i % 250)]),
+            4 => call(&["SET", &s(i * 3 % 250), &format!("v{i}")]),
+            5 => call(&["HGET", if i % 2 == 0 { "list" } else { "s:1" }, "f"]),
+            6 => call(&["HSET", &p(i % 250), &format!("f{i}"), &i.to_string()]),
+            7 => call(&["GET", "gone"]),
+            8 => call(&["NOSUCH", &p(i), "x"]),
+            9 => call(&["HGET", &p(i % 200)]),
+            10 => {
+                call(&["SELECT", "1"]);
+                call(&["HINCRBY", &p(i % 200), "visits", "1"]);
+                call(&["HGET", &p(i % 200), "visits"]);
+                call(&["SELECT", "0"]);
+            }
+            11 => {
+                call(&["MULTI"]);
+                call(&["HINCRBY", &p(i * 5 % 200), "visits", "1"]);
+                call(&["GET", &s(i % 250)]);
+                call(&["HGET", "list", "x"]);
+                call(&["EXEC"]);
+            }
+            _ => call(&["HGETALL", &p(i * 13 % 250)]),
+        }
+    }
+    calls
+}
+
+#[test]
+fn pipelined_calls_on_many_keys_match_single_calls() {
+    let server = TestServer::start(&[]);
+    let mut c = server.conn();
+    let calls = many_key_calls();
+    let packed = |args: &[String]| {
+        let mut cmd = redis::cmd(&args[0]);
+        for a in &args[1..] {
+            cmd.arg(a);
+        }
+        cmd.get_packed_command()
+    };
+    let load = |c: &mut redis::Connection| {
+        let _: () = redis::cmd("FLUSHALL").query(c).expect("FLUSHALL");
+        let mut p = redis::pipe();
+        for i in 0..200 {
+            p.cmd("HSET")
+                .arg(format!("profile:{i}"))
+                .arg("name")
+                .arg(format!("n{i}"))
+                .arg("visits")
+                .arg(i)
+                .ignore();
+            p.cmd("SET").arg(format!("s:{i}")).arg(i).ignore();
+        }
+        p.cmd("RPUSH").arg("list").arg("a").ignore();
+        p.cmd("PSETEX").arg("gone").arg(1).arg("x").ignore();
+        p.query::<()>(c).expect("load");
+        thread::sleep(Duration::from_millis(20));
+    };
+    // Every key of both databases and its value.
+    let dump = |c: &mut redis::Connection| -> Vec<(i64, String, redis::Value)> {
+        let mut all = Vec::new();
+        for db in [0i64, 1] {
+            let _: () = redis::cmd("SELECT").arg(db).query(c).expect("SELECT");
+            let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(c).expect("KEYS");
+            keys.sort();
+            for k in keys {
+                let kind: String = redis::cmd("TYPE").arg(&k).query(c).expect("TYPE");
+                let name = if kind == "hash" { "HGETALL" } else { "DUMP" };
+                let v: redis::Value = redis::cmd(name).arg(&k).query(c).expect("read");
+                all.push((db, k, v));
+            }
+        }
+        let _: () = redis::cmd("SELECT").arg(0).query(c).expect("SELECT");
+        all
+    };
+
+    load(&mut c);
+    let single: Vec<redis::Value> = calls
+        .iter()
+        .map(|a| {
+            let mut r = c.req_packed_commands(&packed(a), 0, 1).expect("single");
+            r.pop().expect("a reply")
+        })
+        .collect();
+    let single_state = dump(&mut c);
+
+    load(&mut c);
+    let all: Vec<u8> = calls.iter().flat_map(|a| packed(a)).collect();
+    let piped = c
+        .req_packed_commands(&all, 0, calls.len())
+        .expect("pipeline");
+    assert_eq!(piped.len(), single.len());
+    for (i, (p, s)) in piped.iter().zip(&single).enumerate() {
+        assert_eq!(p, s, "call {i} {:?}", calls[i]);
+    }
+    assert_eq!(dump(&mut c), single_state);
+    // The errors are there to compare.
+    let errors = single
+        .iter()
+        .filter(|v| matches!(v, redis::Value::ServerError(_)))
+        .count();
+    assert!(errors > 100, "{errors} errors");
+}

@@ -35,7 +35,7 @@ use std::time::Instant;
 use smallvec::SmallVec;
 
 pub use crate::state::{Ctx, Keys};
-pub use run::{execute_pipelined, execute_run, PipelineRun};
+pub use run::{execute_pipelined, execute_run, read_ahead, PipelineRun};
 use table::{flags, table, Command, CommandSpec, KeySpec, Lookup};
 
 use crate::engine::Locked;

@@ -19,7 +19,8 @@ use super::table::{flags, Command, RunHandler};
 use super::{
     account, admit, execute_cached, execute_resolved, invoke, resolve, run_admitted, LockCache,
 };
-use crate::protocol::Reply;
+use crate::engine::keyspace::MAX_PREFETCH;
+use crate::protocol::{request, Reply};
 use crate::state::client::{ClientState, ReplyMode};
 use crate::state::journal;
 use crate::state::notify::{self, Class};
@@ -253,4 +254,78 @@ fn run_calls<'s>(
 /// after each change, no key noted for client-side caching.
 fn unobserved(ctx: &Ctx<'_, '_>) -> bool {
     ctx.keys.notify_flags == 0 && !ctx.keys.track_ready && ctx.keys.tracked.is_none()
+}
+
+/// Reads ahead the keys of the complete commands at the start of `buf`
+/// (the one about to run and those pipelined behind it, up to
+/// [`MAX_PREFETCH`]), in the client's database, when there are two or more
+/// (`Keyspace::prefetch`): a pipeline of calls on different keys then
+/// waits for their cache misses together instead of one after another.
+/// Only a hint (the first key of most commands; any second argument is
+/// taken for one): nothing changes. Returns how many commands the caller
+/// runs before reading ahead again: those it covered, or, when they all
+/// name one key (a pipeline on one board, whose misses there is nothing
+/// to overlap with), [`ONE_KEY_BACKOFF`] times as many, so that such a
+/// pipeline pays for looking ahead only now and then.
+pub fn read_ahead(server: &Server, client: &ClientState, buf: &[u8]) -> usize {
+    let mut keys = SmallVec::new();
+    let n = request::peek_keys(buf, MAX_PREFETCH, &mut keys);
+    if n < 2 {
+        return n;
+    }
+    if keys.iter().all(|k| *k == keys[0]) {
+        return n * ONE_KEY_BACKOFF;
+    }
+    server.keyspace.prefetch(client.db, &keys);
+    n
+}
+
+/// How many windows of commands on one key [`read_ahead`] lets pass before
+/// looking ahead again.
+const ONE_KEY_BACKOFF: usize = 4;
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::state::client::ClientInfo;
+    use crate::state::config::Config;
+
+    fn resp(calls: &[&[&str]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for args in calls {
+            out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+            for a in *args {
+                out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+            }
+        }
+        out
+    }
+
+    /// `read_ahead` covers the complete commands in the buffer (at most
+    /// MAX_PREFETCH), lets a run on one key pass for longer, and changes
+    /// nothing in the keyspace.
+    #[test]
+    fn read_ahead_counts_the_commands_it_covers() {
+        let server = Server::new(Config::default(), None);
+        let info = Arc::new(ClientInfo::new(1, "test".into(), "test".into(), 0));
+        let client = ClientState::new(info, true);
+        let many: Vec<String> = (0..40).map(|i| format!("k{i}")).collect();
+        let calls: Vec<[&str; 2]> = many.iter().map(|k| ["GET", k.as_str()]).collect();
+        let calls: Vec<&[&str]> = calls.iter().map(|c| &c[..]).collect();
+        assert_eq!(read_ahead(&server, &client, &resp(&calls)), MAX_PREFETCH);
+        assert_eq!(read_ahead(&server, &client, &resp(&calls[..3])), 3);
+        assert_eq!(read_ahead(&server, &client, &resp(&calls[..1])), 1);
+        let mut buf = resp(&calls[..2]);
+        buf.extend_from_slice(b"*2\r\n$3\r\nGET");
+        assert_eq!(read_ahead(&server, &client, &buf), 2);
+        assert_eq!(read_ahead(&server, &client, b"GET k1\r\n"), 0);
+        let one: Vec<&[&str]> = vec![&["ZADD", "board", "1", "m"]; 5];
+        assert_eq!(
+            read_ahead(&server, &client, &resp(&one)),
+            5 * ONE_KEY_BACKOFF
+        );
+        assert_eq!(server.keyspace.db_sizes()[0], (0, 0));
+    }
 }

@@ -241,6 +241,16 @@ impl HashValue {
         }
     }
 
+    /// Starts loading what a field lookup reads first (a `listpack`'s
+    /// first cache lines; nothing for a `hashtable`, whose lookup goes
+    /// straight to one bucket). Changes nothing.
+    #[inline]
+    pub fn prefetch(&self) {
+        if let Encoding::Listpack(l) = &self.enc {
+            super::prefetch::read_bytes(l.bytes.as_ptr(), l.bytes.len(), 4);
+        }
+    }
+
     /// Whether `field` is in the hash (HEXISTS).
     pub fn contains(&self, field: &[u8]) -> bool {
         self.get(field).is_some()

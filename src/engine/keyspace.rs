@@ -37,6 +37,8 @@ use super::value::Value;
 
 /// Number of shards (a power of two).
 pub const SHARD_COUNT: usize = 64;
+/// Most keys [`Keyspace::prefetch`] reads ahead at once.
+pub const MAX_PREFETCH: usize = 16;
 pub(super) const SHARD_SHIFT: u32 = 64 - SHARD_COUNT.trailing_zeros();
 
 /// The hasher used for keys, shared by shard selection and the maps.
@@ -348,6 +350,21 @@ impl Db {
         }
         e.touch_lru(now_ms);
         Some(e)
+    }
+
+    /// First step of reading `key` ahead ([`Keyspace::prefetch`]), whose
+    /// keyspace hash is `h`: starts loading the nodes it could be in.
+    fn prefetch_node(&self, key: &[u8], h: u64) {
+        self.map.prefetch_node(key, h);
+    }
+
+    /// Second step of reading `key` ahead: starts loading what a command
+    /// reads first from its value, if the key is here. Touches nothing
+    /// (not the access time, not expiry).
+    fn prefetch_value(&self, key: &[u8], h: u64) {
+        if let Some(e) = self.map.get_hashed(key, h) {
+            e.value.prefetch();
+        }
     }
 
     /// The live entry under `key` without touching its access time (TYPE,
@@ -945,8 +962,11 @@ impl Keyspace {
     /// they are locked.
     pub fn shards_of<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) -> SmallVec<[usize; 4]> {
         let mut idx: SmallVec<[usize; 4]> = keys.map(|k| self.shard_of(k)).collect();
-        idx.sort_unstable();
-        idx.dedup();
+        // Most commands name one key: nothing to order.
+        if idx.len() > 1 {
+            idx.sort_unstable();
+            idx.dedup();
+        }
         idx
     }
 
@@ -968,6 +988,59 @@ impl Keyspace {
             .map(|i| (i, self.lock_one(i, write)))
             .collect();
         Locked { guards, all: true }
+    }
+
+    /// Reads ahead `keys` of database `db` (a connection's next pipelined
+    /// commands, in different shards as often as not): starts loading each
+    /// key's node and then its value's first bytes, all keys' loads at
+    /// once, so that their cache misses overlap here instead of coming one
+    /// after another as the commands run. Only a hint: changes nothing, and
+    /// skips a shard whose lock is not free at once (it never waits, so it
+    /// may be called holding other shards' locks). Reads at most
+    /// [`MAX_PREFETCH`] keys.
+    pub fn prefetch(&self, db: usize, keys: &[&[u8]]) {
+        let keys = &keys[..keys.len().min(MAX_PREFETCH)];
+        let mut guards: SmallVec<[RwLockReadGuard<'_, Shard>; MAX_PREFETCH]> = SmallVec::new();
+        // Each shard's place in `guards`: NONE until tried, BUSY if its
+        // lock was not free (and for a key that repeats the one before).
+        const NONE: u8 = u8::MAX;
+        const BUSY: u8 = u8::MAX - 1;
+        let mut place = [NONE; SHARD_COUNT];
+        // Each key's hash and its shard's place.
+        let mut placed: SmallVec<[(u64, u8); MAX_PREFETCH]> = SmallVec::new();
+        let mut last: Option<&[u8]> = None;
+        for key in keys {
+            // A run of calls on one key (a pipeline of ZADDs to one board)
+            // reads it ahead once.
+            if last == Some(*key) {
+                placed.push((0, BUSY));
+                continue;
+            }
+            last = Some(key);
+            let h = self.hasher.hash_one(key);
+            let idx = (h >> SHARD_SHIFT) as usize % SHARD_COUNT;
+            if place[idx] == NONE {
+                place[idx] = match self.shards[idx].0.try_read() {
+                    Some(g) => {
+                        guards.push(g);
+                        (guards.len() - 1) as u8
+                    }
+                    None => BUSY,
+                };
+            }
+            placed.push((h, place[idx]));
+        }
+        let part = |at: u8| guards.get(at as usize)?.dbs.get(db);
+        for (key, &(h, at)) in keys.iter().zip(&placed) {
+            if let Some(p) = part(at) {
+                p.prefetch_node(key, h);
+            }
+        }
+        for (key, &(h, at)) in keys.iter().zip(&placed) {
+            if let Some(p) = part(at) {
+                p.prefetch_value(key, h);
+            }
+        }
     }
 
     /// Locks one shard; only for callers holding no other shard.
@@ -1048,6 +1121,63 @@ mod tests {
 
     fn s(v: &[u8]) -> Value {
         Value::Str(crate::engine::string::StrValue::from_bytes(v))
+    }
+
+    /// Reading keys ahead changes nothing: not the values, not their
+    /// access time, not an expired key; it skips a shard locked for
+    /// writing (never waits) and keys of other types, absent keys and
+    /// keys of another database.
+    #[test]
+    fn prefetch_changes_nothing_and_never_waits() {
+        let ks = Keyspace::new(2);
+        let keys: Vec<Vec<u8>> = (0..40).map(|i| format!("key:{i}").into_bytes()).collect();
+        let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+        {
+            let mut l = ks.lock_shards(refs.iter().copied(), true);
+            for (i, key) in refs.iter().enumerate() {
+                let db = &mut l
+                    .guard_mut(ks.shard_of(key))
+                    .unwrap()
+                    .shard_mut()
+                    .unwrap()
+                    .dbs[0];
+                let value = match i % 3 {
+                    0 => s(b"short"),
+                    1 => s(&vec![b'x'; 500]),
+                    _ => {
+                        let mut h = crate::engine::hash::HashValue::new();
+                        h.set(b"f", b"v", Default::default());
+                        Value::Hash(h)
+                    }
+                };
+                db.insert(key, value, false, 1000);
+                if i == 5 {
+                    db.set_expire(key, 1500);
+                }
+            }
+        }
+        let idle = |k: &[u8]| {
+            let g = ks.lock_one(ks.shard_of(k), false);
+            g.shard().dbs[0].peek(k, 0).map(|e| e.idle_secs(1_000_000))
+        };
+        let before: Vec<_> = refs.iter().map(|k| idle(k)).collect();
+        let mut asked = refs.clone();
+        asked.push(b"absent");
+        ks.prefetch(0, &asked);
+        ks.prefetch(1, &asked);
+        ks.prefetch(0, &[refs[2], refs[2], refs[3], refs[3], refs[2]]);
+        // A shard held for writing by this thread is skipped, not waited for.
+        {
+            let _held = ks.lock_one(ks.shard_of(refs[0]), true);
+            ks.prefetch(0, &refs);
+        }
+        let after: Vec<_> = refs.iter().map(|k| idle(k)).collect();
+        assert_eq!(before, after);
+        let g = ks.lock_one(ks.shard_of(refs[5]), false);
+        assert!(g.shard().dbs[0].holds_expired(refs[5], 2000));
+        drop(g);
+        assert_eq!(ks.db_sizes()[0].0, 40);
+        assert_eq!(ks.db_sizes()[1].0, 0);
     }
 
     #[test]

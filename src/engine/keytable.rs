@@ -33,6 +33,7 @@ use hashbrown::hash_table::Entry as Slot;
 use hashbrown::HashTable;
 
 use super::keyspace::{Entry, KeyHasher};
+use super::prefetch;
 
 /// Longest key stored in a 64-byte node.
 pub const SHORT_KEY: usize = 15;
@@ -122,6 +123,17 @@ impl<K: NodeKey> Part<K> {
         self.table
             .find(h, |n| n.key.as_bytes() == key)
             .map(|n| &n.entry)
+    }
+
+    /// Starts loading the nodes a lookup of slot hash `h` would compare
+    /// (those whose tag matches in its bucket group) without reading them:
+    /// the lookup's own misses on the control bytes and slots happen here.
+    #[inline]
+    fn prefetch(&self, h: u64) {
+        let _ = self.table.find(h, |n| {
+            prefetch::read::<Node<K>>(&**n);
+            false
+        });
     }
 
     #[inline]
@@ -414,6 +426,25 @@ impl KeyTable {
             Some(e) => Some(e),
             None => self.spill.as_deref()?.get(key),
         }
+    }
+
+    /// First step of reading `key` ahead (see
+    /// [`Keyspace::prefetch`](super::Keyspace::prefetch)): loads its
+    /// bucket's control bytes and slots and starts loading the nodes it
+    /// could be in; `ks_hash` is the keyspace's hash of `key`. Not the
+    /// spill table (a snapshot's, rarely used). Changes nothing.
+    #[inline]
+    pub fn prefetch_node(&self, key: &[u8], ks_hash: u64) {
+        let h = slot_hash(ks_hash);
+        by_len!(self, key, |p| p.prefetch(h))
+    }
+
+    /// [`KeyTable::get`] for a key whose keyspace hash is `ks_hash`, not
+    /// in the spill table: the second step of reading it ahead.
+    #[inline]
+    pub fn get_hashed(&self, key: &[u8], ks_hash: u64) -> Option<&Entry> {
+        let h = slot_hash(ks_hash);
+        by_len!(self, key, |p| p.get(h, key))
     }
 
     /// The entry under `key`, for change.

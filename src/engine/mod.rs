@@ -13,6 +13,7 @@ pub mod keyspace;
 mod keytable;
 pub mod leaderboard;
 pub mod list;
+pub mod prefetch;
 pub mod rdb;
 pub mod set;
 pub mod stream;

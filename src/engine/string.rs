@@ -179,6 +179,15 @@ impl StrValue {
         }
     }
 
+    /// Starts loading the bytes of a string kept outside the value (an
+    /// inline one is in the value already). Changes nothing.
+    #[inline]
+    pub fn prefetch(&self) {
+        if let Repr::Bytes(b) = &self.repr {
+            super::prefetch::read_bytes(b.as_ptr(), b.len(), 2);
+        }
+    }
+
     /// Length in bytes.
     pub fn len(&self) -> usize {
         match self.repr.view() {

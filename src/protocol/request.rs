@@ -324,6 +324,96 @@ fn fast_bulk_len(buf: &[u8], at: usize) -> Option<(usize, usize)> {
     None
 }
 
+/// Most arguments a command may have for [`peek_keys`] to look past it.
+const PEEK_MAX_ARGS: usize = 64;
+
+/// The second argument (the first key of most commands) of each of the
+/// first complete commands in `buf`, at most `max`, pushed to `out` (an
+/// empty one for a command of one argument); returns how many were
+/// found. Only a hint for reading keys ahead, never what runs: it stops,
+/// early or at once, at anything but a complete multibulk of short-form
+/// lengths (`*N`, `$N` of one to nine digits) with at most
+/// [`PEEK_MAX_ARGS`] arguments, and never scans a bulk's bytes, so its
+/// cost is bounded whatever the buffer holds.
+pub fn peek_keys<'b>(
+    buf: &'b [u8],
+    max: usize,
+    out: &mut smallvec::SmallVec<[&'b [u8]; 16]>,
+) -> usize {
+    let mut at = 0;
+    let mut found = 0;
+    while found < max {
+        match peek_command(buf, at) {
+            Some((key, end)) => {
+                out.push(key);
+                found += 1;
+                at = end;
+            }
+            None => break,
+        }
+    }
+    found
+}
+
+/// The second argument (or nothing) and the end of the complete command
+/// at `at`, as [`peek_keys`] reads it.
+fn peek_command(buf: &[u8], at: usize) -> Option<(&[u8], usize)> {
+    let (argc, mut p) = peek_len(buf, at, b'*')?;
+    if argc == 0 || argc > PEEK_MAX_ARGS {
+        return None;
+    }
+    let mut key: &[u8] = &[];
+    for i in 0..argc {
+        let (len, start) = peek_len(buf, p, b'$')?;
+        let end = start + len;
+        // The bulk and its line end must be there.
+        if end + 2 > buf.len() {
+            return None;
+        }
+        if i == 1 {
+            key = &buf[start..end];
+        }
+        p = end + 2;
+    }
+    Some((key, p))
+}
+
+/// `prefix`, one to nine digits and a line end at `at`: the number and
+/// where the line after it starts.
+#[inline]
+fn peek_len(buf: &[u8], at: usize, prefix: u8) -> Option<(usize, usize)> {
+    let line = buf.get(at..)?;
+    if line.first() != Some(&prefix) {
+        return None;
+    }
+    // One or two digits (most lengths), read at once.
+    if let Some(&[a, b, c, _, ..]) = line.get(1..) {
+        let (a, b) = (a.wrapping_sub(b'0'), b.wrapping_sub(b'0'));
+        if a <= 9 && b == b'\r'.wrapping_sub(b'0') {
+            return Some((a as usize, at + 4));
+        }
+        if a <= 9 && b <= 9 && c == b'\r' && line.len() > 4 {
+            return Some((a as usize * 10 + b as usize, at + 5));
+        }
+    }
+    let mut n = 0usize;
+    let mut i = 1;
+    loop {
+        let d = *line.get(i)?;
+        if d == b'\r' {
+            break;
+        }
+        let v = d.wrapping_sub(b'0');
+        if v > 9 || i > 9 {
+            return None;
+        }
+        n = n * 10 + v as usize;
+        i += 1;
+    }
+    // At least one digit, and a byte after the `\r`.
+    (i > 1 && i + 1 < line.len()).then_some((n, at + i + 2))
+}
+
 /// Parses a length line as Redis's `string2ll` does (no leading `+`, no
 /// leading zeros, no spaces).
 fn parse_len(s: &[u8]) -> Option<i64> {
@@ -438,6 +528,59 @@ fn hex(c: u8) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `peek_keys` finds the second argument of each complete command,
+    /// as the parser reads them, and stops at what it does not read.
+    #[test]
+    fn peek_keys_finds_each_complete_commands_second_argument() {
+        let peek = |buf: &[u8], max: usize| {
+            let mut out = smallvec::SmallVec::new();
+            let n = peek_keys(buf, max, &mut out);
+            assert_eq!(n, out.len());
+            out.iter().map(|k| k.to_vec()).collect::<Vec<_>>()
+        };
+        let three = b"*3\r\n$4\r\nHGET\r\n$3\r\np:1\r\n$2\r\nxp\r\n\
+*1\r\n$4\r\nPING\r\n*2\r\n$3\r\nGET\r\n$11\r\nkey:\r\n\x00long\r\n";
+        let keys = peek(three, 16);
+        assert_eq!(
+            keys,
+            vec![b"p:1".to_vec(), vec![], b"key:\r\n\x00long".to_vec()]
+        );
+        // The same commands as the parser reads them.
+        let parsed = parse_all(three).unwrap();
+        for (args, key) in parsed.iter().zip(&keys) {
+            assert_eq!(args.get(1).cloned().unwrap_or_default(), *key);
+        }
+        assert_eq!(peek(three, 2).len(), 2);
+        // Every cut of the buffer: only the commands complete before it.
+        let mut ends = Vec::new();
+        let mut parser = RequestParser::new();
+        while let Ok(Some(Parsed::Command { consumed })) = parser.parse(
+            &three[ends.last().copied().unwrap_or(0)..],
+            &Limits::default(),
+        ) {
+            ends.push(ends.last().copied().unwrap_or(0) + consumed);
+        }
+        assert_eq!(ends.last(), Some(&three.len()));
+        for cut in 0..three.len() {
+            let complete = ends.iter().filter(|&&e| e <= cut).count();
+            assert_eq!(peek(&three[..cut], 16).len(), complete, "cut at {cut}");
+        }
+        // Stops at an inline command, `*0`, a long length, a bad digit.
+        assert!(peek(b"GET a\r\n", 16).is_empty());
+        assert!(peek(b"*0\r\n*2\r\n$3\r\nGET\r\n$1\r\na\r\n", 16).is_empty());
+        assert!(peek(b"*2\r\n$3\r\nGET\r\n$1234567890\r\na\r\n", 16).is_empty());
+        assert!(peek(b"*2\r\n$3\r\nGET\r\n$-1\r\n", 16).is_empty());
+        assert!(peek(b"*2\r\n$3\r\nGET\r\n$\r\n", 16).is_empty());
+        // More arguments than it looks past.
+        let mut big = format!("*{}\r\n", PEEK_MAX_ARGS + 1).into_bytes();
+        for _ in 0..=PEEK_MAX_ARGS {
+            big.extend_from_slice(b"$1\r\nx\r\n");
+        }
+        assert!(peek(&big, 16).is_empty());
+        // A bulk's line end missing: not complete.
+        assert!(peek(b"*2\r\n$3\r\nGET\r\n$1\r\na", 16).is_empty());
+    }
 
     fn parse_all(input: &[u8]) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
         let mut p = RequestParser::new();

@@ -92,6 +92,9 @@ struct Conn<S: Transport> {
     outbox_taken: usize,
     /// Commands run since the last read (see `Conn::run`).
     batch_len: usize,
+    /// Commands at the front of the read buffer whose keys were read ahead
+    /// (`commands::read_ahead`) and that have not run yet.
+    read_ahead: usize,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -129,6 +132,7 @@ pub async fn serve<S: Transport>(server: Arc<Server>, stream: S) {
         run: commands::PipelineRun::new(),
         outbox_taken: 0,
         batch_len: 0,
+        read_ahead: 0,
         shutdown,
     };
     let stop = conn.run().await;
@@ -425,6 +429,12 @@ impl<S: Transport> Conn<S> {
                 Ok(Some(Parsed::Skip { consumed })) => self.rbuf.advance(consumed),
                 Ok(Some(Parsed::Command { consumed })) => {
                     self.batch_len += 1;
+                    // More commands behind this one: read their keys
+                    // ahead, a window at a time.
+                    if self.read_ahead == 0 && consumed < self.rbuf.len() {
+                        self.read_ahead = commands::read_ahead(server, &self.client, &self.rbuf);
+                    }
+                    self.read_ahead = self.read_ahead.saturating_sub(1);
                     {
                         let args = self.parser.args(&self.rbuf);
                         commands::execute_pipelined(
