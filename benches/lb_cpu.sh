@@ -47,26 +47,13 @@ gen_lb_board "$members" lb >"$work/lb.resp"
 names=(redis)
 ports=()
 spids=()
-start_server() { # name file cmd...
-    local name=$1 file=$2 port
-    shift 2
-    port=$(free_port)
-    mkdir -p "$work/$name"
-    (cd "$work/$name" && exec "$@" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-        >"$work/$name/log" 2>&1) &
-    pids+=("$!")
-    spids+=("$!")
-    ports+=("$port")
-    wait_ready "$port" "$!" || { echo "error: $name did not start" >&2; exit 1; }
-    redis-cli -p "$port" --pipe <"$file" >/dev/null
-}
 echo "loading redis-server..." >&2
-start_server redis "$work/zset.resp" redis-server
+start_loaded redis "$work/zset.resp" redis-server
 i=0
 for b in "${bins[@]}"; do
     echo "loading $b..." >&2
     names+=("r$i:$(basename "$b")")
-    start_server "r$i" "$work/lb.resp" "$(realpath "$b")" --loglevel warning
+    start_loaded "r$i" "$work/lb.resp" "$(realpath "$b")" --loglevel warning
     i=$((i + 1))
 done
 rm -f "$work/zset.resp" "$work/lb.resp"
@@ -95,7 +82,6 @@ for ((run = 0; run < runs; run++)); do
     done
 done
 
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 echo "server CPU µs per request, median of $runs ($loadgen_name -c $clients, board of $members;"
 echo "redis: ZADD GT with a packed score, rostrum: LB.SUBMIT; x = over redis)"
 printf "%-14s" "row"

@@ -2,6 +2,7 @@
 # `rostrum_args`, `work` and `pids`, and defines `free_port`, `wait_ready`,
 # `cpu_seconds`, `launch`, `launch_ready`, `start_both`, `settle`,
 # `info_field`, `load_and_measure`, `measure`, `run_rows`, `print_rows`,
+# `start_loaded`, `median`,
 # `gen_zset`, `gen_lb_board`, `gen_profiles` and `gen_list`): checks the
 # Redis tools, builds or takes the Rostrum binary ($ROSTRUM_BIN), takes
 # extra server arguments from $ROSTRUM_ARGS (e.g. "--config
@@ -130,6 +131,36 @@ launch_ready() {
 start_both() {
     launch_ready redis "$work" "$work/redis.log" --save '' --appendonly no
     launch_ready rostrum "$work" "$work/rostrum.log"
+}
+
+# start_loaded NAME FILES CMD...: starts CMD... (redis-server, or a Rostrum
+# binary and its arguments) in memory on a free loopback port, in
+# $work/NAME, loads each RESP file of FILES (space-separated) into it, and
+# appends its port to `ports` and its PID to `spids` (and `pids`). For the
+# scripts that compare several Rostrum binaries with redis-server.
+start_loaded() {
+    local name=$1 files=$2 port f
+    shift 2
+    port=$(free_port)
+    mkdir -p "$work/$name"
+    (cd "$work/$name" && exec "$@" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+        >"$work/$name/log" 2>&1) &
+    pids+=("$!")
+    spids+=("$!")
+    ports+=("$port")
+    wait_ready "$port" "$!" || { echo "error: $name did not start" >&2; exit 1; }
+    for f in $files; do
+        redis-cli -p "$port" --pipe <"$f" >/dev/null
+    done
+}
+
+# The median of the numbers on standard input, one a line or several to a
+# line ("-" when there are none; the mean of the middle two of an even
+# count).
+median() {
+    tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END {
+        if (NR == 0) { print "-"; exit }
+        if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
 # Waits until the server on $1 has no snapshot running (BGSAVE or AOF

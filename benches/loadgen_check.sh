@@ -85,11 +85,6 @@ run_once() {
             $2, (b[1] + b[2]) * 100 / (t1 - t0) }' "$work/bench.out"
 }
 
-# The median of the numbers on stdin.
-median() {
-    sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'
-}
-
 printf '%-44s %-7s %-5s %8s %8s %8s %9s %5s\n' row server client calls "cli us" "srv us" rps "cli%"
 bad=0
 for p in $pipelines; do

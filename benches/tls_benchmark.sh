@@ -146,13 +146,6 @@ commands=(
     "ZREVRANK|ZREVRANK board m:__rand_int__"
     "ZREVRANGE 0 9 WITHSCORES|ZREVRANGE board 0 9 WITHSCORES"
 )
-# The median of the numbers on standard input ("-" when there are none).
-median() {
-    sort -g | awk '{ v[NR] = $1 } END {
-        if (NR == 0) { print "-"; exit }
-        if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
 # lib.sh's `run_rows`, with `rounds` runs per row (the two servers taking
 # turns, so that a burst of load on the machine falls on both) and the
 # median of each column.

@@ -36,25 +36,11 @@ gen_zset 1000000 big >"$work/big"
 names=(redis)
 ports=()
 spids=()
-start_server() { # name cmd...
-    local name=$1 port
-    shift
-    port=$(free_port)
-    mkdir -p "$work/$name"
-    (cd "$work/$name" && exec "$@" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-        >"$work/$name/log" 2>&1) &
-    pids+=("$!")
-    spids+=("$!")
-    ports+=("$port")
-    wait_ready "$port" "$!" || { echo "error: $name did not start" >&2; exit 1; }
-    redis-cli -p "$port" --pipe <"$work/board" >/dev/null
-    redis-cli -p "$port" --pipe <"$work/big" >/dev/null
-}
-start_server redis redis-server
+start_loaded redis "$work/board $work/big" redis-server
 i=0
 for b in "${bins[@]}"; do
     names+=("r$i:$(basename "$b")")
-    start_server "r$i" "$(realpath "$b")" --loglevel warning
+    start_loaded "r$i" "$work/board $work/big" "$(realpath "$b")" --loglevel warning
     i=$((i + 1))
 done
 
@@ -83,7 +69,6 @@ for ((run = 0; run < runs; run++)); do
         done
     done
 done
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 printf "%-18s" "µs/request (median of $runs)"
 for nm in "${names[@]}"; do printf " %22s" "$nm"; done
 echo
