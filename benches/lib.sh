@@ -29,12 +29,15 @@ read -r -a rostrum_args <<<"${ROSTRUM_ARGS:-}"
 # CSV as redis-benchmark at a fraction of its CPU a request, for the rows
 # where redis-benchmark is the bottleneck (its cli% 90 or more).
 case "${LOADGEN:-redis-benchmark}" in
+    # (LOADGEN_BIN, a built loadgen, only matters to LOADGEN=light.)
     redis-benchmark) loadgen=(redis-benchmark) ;;
     light)
         if [[ -n "${LOADGEN_BIN:-}" ]]; then
             # One already built (a release build of the example takes the
             # library's LTO build with it).
             loadgen=("$(realpath "$LOADGEN_BIN")")
+            [[ -x "${loadgen[0]}" ]] ||
+                { echo "error: LOADGEN_BIN $LOADGEN_BIN is not an executable" >&2; exit 1; }
         else
             echo "building the loadgen client (release)..." >&2
             cargo build --release --quiet --manifest-path "$root/Cargo.toml" --example loadgen
