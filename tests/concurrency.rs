@@ -550,3 +550,175 @@ fn two_workers_pipelining_one_member_lose_no_increment() {
         assert_eq!(own, (ROUNDS * DEPTH) as f64);
     }
 }
+
+/// INFO stats `rostrum_hot_shard_moves`.
+fn hot_moves(c: &mut redis::Connection) -> u64 {
+    common::info(c, "stats")
+        .get("rostrum_hot_shard_moves")
+        .and_then(|v| v.parse().ok())
+        .expect("rostrum_hot_shard_moves in INFO stats")
+}
+
+/// Connections pipelining to one board from two workers gather on one
+/// worker (`server::workers`: a connection that keeps taking the board's
+/// shard over from the other worker moves to the shard's home), and a
+/// moved connection is the same client: its id, name, database and
+/// WATCH stay, its replies keep their order, it can still block and be
+/// woken. Lone commands (`-P 1`) to the same board never move.
+#[test]
+fn pipelining_writers_of_one_board_gather_on_one_worker_as_the_same_clients() {
+    let srv = TestServer::start(&["--worker-threads", "2"]);
+    let mut main = conn(&srv);
+    // Lone commands: no moves, however often the board changes workers.
+    let lone: Vec<_> = (0..4)
+        .map(|t| {
+            let mut c = conn(&srv);
+            thread::spawn(move || {
+                for n in 1..=400 {
+                    let got: f64 = redis::cmd("ZINCRBY")
+                        .arg("lone")
+                        .arg(1)
+                        .arg(format!("m:{t}"))
+                        .query(&mut c)
+                        .expect("ZINCRBY");
+                    assert_eq!(got, n as f64);
+                }
+            })
+        })
+        .collect();
+    for h in lone {
+        h.join().expect("lone writer");
+    }
+    assert_eq!(hot_moves(&mut main), 0, "lone commands moved");
+
+    const CONNS: usize = 6;
+    const DEPTH: i64 = 16;
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..CONNS)
+        .map(|t| {
+            let mut c = conn(&srv);
+            let stop = stop.clone();
+            thread::spawn(move || {
+                let name = format!("w{t}");
+                let _: () = redis::cmd("SELECT").arg(5).query(&mut c).unwrap();
+                let _: () = redis::cmd("CLIENT")
+                    .arg("SETNAME")
+                    .arg(&name)
+                    .query(&mut c)
+                    .unwrap();
+                let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut c).unwrap();
+                let _: () = redis::cmd("WATCH")
+                    .arg(format!("watched:{t}"))
+                    .query(&mut c)
+                    .unwrap();
+                let mut n = 0i64;
+                // Bounded: 30 s at most, or until told to stop.
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                    let mut p = redis::pipe();
+                    for _ in 0..DEPTH {
+                        p.cmd("ZINCRBY").arg("hot").arg(1).arg(format!("own:{t}"));
+                    }
+                    let got: Vec<f64> = p.query(&mut c).expect("pipeline");
+                    for (k, score) in got.into_iter().enumerate() {
+                        assert_eq!(score, (n + k as i64 + 1) as f64, "own:{t} out of order");
+                    }
+                    n += DEPTH;
+                }
+                let id_now: i64 = redis::cmd("CLIENT").arg("ID").query(&mut c).unwrap();
+                assert_eq!(id_now, id, "the same client id");
+                let name_now: String = redis::cmd("CLIENT").arg("GETNAME").query(&mut c).unwrap();
+                assert_eq!(name_now, name);
+                let score: f64 = redis::cmd("ZSCORE")
+                    .arg("hot")
+                    .arg(format!("own:{t}"))
+                    .query(&mut c)
+                    .unwrap();
+                assert_eq!(score, n as f64, "its writes went to database 5");
+                // The main connection has changed the watched key since.
+                let exec: Option<Vec<i64>> = redis::pipe()
+                    .atomic()
+                    .cmd("INCR")
+                    .arg(format!("ctr:{t}"))
+                    .query(&mut c)
+                    .unwrap();
+                assert_eq!(exec, None, "WATCH kept across the move");
+                let popped: Option<(String, String)> = redis::cmd("BLPOP")
+                    .arg(format!("q:{t}"))
+                    .arg(20)
+                    .query(&mut c)
+                    .unwrap();
+                assert_eq!(popped, Some((format!("q:{t}"), "v".to_string())));
+                n
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(25);
+    while hot_moves(&mut main) == 0 && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(50));
+    }
+    // A little longer, so that moved connections run on their new worker.
+    thread::sleep(Duration::from_millis(300));
+    let _: () = redis::cmd("SELECT").arg(5).query(&mut main).unwrap();
+    for t in 0..CONNS {
+        let _: () = redis::cmd("SET")
+            .arg(format!("watched:{t}"))
+            .arg(1)
+            .query(&mut main)
+            .unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    // Every writer blocks on its list; wake them all.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let blocked: i64 = common::info(&mut main, "clients")
+            .get("blocked_clients")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        if blocked == CONNS as i64 || Instant::now() > deadline {
+            break;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    // Each listed once, blocked in database 5.
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut main).unwrap();
+    for t in 0..CONNS {
+        let line = list
+            .lines()
+            .filter(|l| l.contains(&format!(" name=w{t} ")))
+            .collect::<Vec<_>>();
+        assert_eq!(line.len(), 1, "{list}");
+        assert!(
+            line[0].contains(" db=5 ") && line[0].contains(" flags=b "),
+            "{list}"
+        );
+    }
+    for t in 0..CONNS {
+        let _: () = redis::cmd("RPUSH")
+            .arg(format!("q:{t}"))
+            .arg("v")
+            .query(&mut main)
+            .unwrap();
+    }
+    let total: i64 = writers
+        .into_iter()
+        .map(|h| h.join().expect("a moved connection misbehaved"))
+        .sum();
+    let moves = hot_moves(&mut main);
+    assert!(moves > 0, "no connection moved to the board's worker");
+    assert!(moves <= 2 * CONNS as u64, "{moves} moves: at most two each");
+    let _: () = redis::cmd("SELECT").arg(0).query(&mut main).unwrap();
+    let in_db0: i64 = redis::cmd("EXISTS").arg("hot").query(&mut main).unwrap();
+    assert_eq!(in_db0, 0);
+    let _: () = redis::cmd("SELECT").arg(5).query(&mut main).unwrap();
+    let card: Vec<f64> = (0..CONNS)
+        .map(|t| {
+            redis::cmd("ZSCORE")
+                .arg("hot")
+                .arg(format!("own:{t}"))
+                .query(&mut main)
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(card.iter().sum::<f64>(), total as f64);
+}

@@ -40,6 +40,29 @@ pub const SHARD_COUNT: usize = 64;
 /// Most keys [`Keyspace::prefetch`] reads ahead at once.
 pub const MAX_PREFETCH: usize = 16;
 pub(super) const SHARD_SHIFT: u32 = 64 - SHARD_COUNT.trailing_zeros();
+// `take_handoff` keeps a shard's index plus one in a byte.
+const _: () = assert!(SHARD_COUNT < u8::MAX as usize);
+
+thread_local! {
+    /// The last shard this thread write-locked ([`Keyspace::lock_one`])
+    /// after another thread had, plus one (0: none since
+    /// [`take_handoff`] last looked).
+    static HANDOFF: std::cell::Cell<u8> = const { std::cell::Cell::new(0) };
+    /// This thread's mark in [`Padded::writer`] (never 0).
+    static WRITER_MARK: u32 = NEXT_WRITER_MARK.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The next thread's [`WRITER_MARK`].
+static NEXT_WRITER_MARK: AtomicU32 = AtomicU32::new(1);
+
+/// The last shard this thread write-locked after another thread had
+/// written it (a hand-off: the shard's cache lines move to this core),
+/// since the last call, if any. The server moves connections that keep
+/// taking one shard over from another worker onto one worker
+/// (`server::workers`).
+pub fn take_handoff() -> Option<usize> {
+    HANDOFF.with(|c| c.replace(0).checked_sub(1).map(usize::from))
+}
 
 /// The hasher used for keys, shared by shard selection and the maps.
 pub type KeyHasher = ahash::RandomState;
@@ -812,9 +835,11 @@ impl Shard {
     }
 }
 
+/// A shard's lock, and the mark of the thread that write-locked it last
+/// (written only under the write lock, whose cache line it shares).
 #[repr(align(128))]
 #[derive(Debug)]
-struct Padded(RwLock<Shard>);
+struct Padded(RwLock<Shard>, AtomicU32);
 
 /// The whole keyspace: all databases, all shards.
 #[derive(Debug)]
@@ -919,11 +944,14 @@ impl Keyspace {
         let in_use = Arc::new(DbsInUse::default());
         let shards = (0..SHARD_COUNT)
             .map(|_| {
-                Padded(RwLock::new(Shard {
-                    dbs: (0..databases)
-                        .map(|i| Db::new(&hasher, i, &in_use))
-                        .collect(),
-                }))
+                Padded(
+                    RwLock::new(Shard {
+                        dbs: (0..databases)
+                            .map(|i| Db::new(&hasher, i, &in_use))
+                            .collect(),
+                    }),
+                    AtomicU32::new(0),
+                )
             })
             .collect();
         Keyspace {
@@ -1043,11 +1071,19 @@ impl Keyspace {
         }
     }
 
-    /// Locks one shard; only for callers holding no other shard.
+    /// Locks one shard; only for callers holding no other shard. A write
+    /// lock that another thread held last is noted for [`take_handoff`].
     pub fn lock_one(&self, idx: usize, write: bool) -> ShardGuard<'_> {
-        let lock = &self.shards[idx % SHARD_COUNT].0;
+        let idx = idx % SHARD_COUNT;
+        let Padded(lock, writer) = &self.shards[idx];
         if write {
-            ShardGuard::Write(lock.write())
+            let guard = lock.write();
+            let me = WRITER_MARK.with(|m| *m);
+            if writer.load(Ordering::Relaxed) != me {
+                writer.store(me, Ordering::Relaxed);
+                HANDOFF.with(|c| c.set(idx as u8 + 1));
+            }
+            ShardGuard::Write(guard)
         } else {
             ShardGuard::Read(lock.read())
         }
@@ -1121,6 +1157,32 @@ mod tests {
 
     fn s(v: &[u8]) -> Value {
         Value::Str(crate::engine::string::StrValue::from_bytes(v))
+    }
+
+    /// A write lock taken after another thread's is a hand-off, noted
+    /// once per taking; taken again by the same thread, or read, it is not.
+    #[test]
+    fn handoff_is_a_write_lock_taken_after_another_threads() {
+        let ks = Keyspace::new(1);
+        let idx = ks.shard_of(b"board");
+        let other = (idx + 1) % SHARD_COUNT;
+        take_handoff();
+        drop(ks.lock_one(idx, true));
+        assert_eq!(take_handoff(), Some(idx), "first writer of the shard");
+        drop(ks.lock_one(idx, true));
+        drop(ks.lock_one(idx, false));
+        assert_eq!(take_handoff(), None, "same thread again, and a read");
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                drop(ks.lock_one(idx, false));
+                assert_eq!(take_handoff(), None, "a read is no hand-off");
+                drop(ks.lock_one(idx, true));
+                assert_eq!(take_handoff(), Some(idx), "taken over by another thread");
+            });
+        });
+        drop(ks.lock_sorted(&[other, idx], true));
+        assert_eq!(take_handoff(), Some(idx), "the last shard taken over");
+        assert_eq!(take_handoff(), None, "taken once");
     }
 
     /// Reading keys ahead changes nothing: not the values, not their

@@ -21,5 +21,5 @@ pub mod string;
 pub mod value;
 pub mod zset;
 
-pub use keyspace::{Db, Entry, Eviction, Keyspace, Locked, ShardGuard, SHARD_COUNT};
+pub use keyspace::{take_handoff, Db, Entry, Eviction, Keyspace, Locked, ShardGuard, SHARD_COUNT};
 pub use value::Value;

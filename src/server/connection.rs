@@ -17,6 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
 use super::transport::Transport;
+use super::workers::Seat;
 use crate::commands;
 use crate::protocol::{Limits, Parsed, Reply, RequestParser};
 use crate::state::client::{ClientInfo, ClientState, Unblock};
@@ -71,14 +72,17 @@ enum Ended {
     Unblock(Unblock),
 }
 
-/// Why the connection ends.
+/// Why the connection ends (here).
 enum Stop {
     Close,
     /// SYNC / PSYNC: the connection becomes a replica's.
     Replica,
+    /// It goes on on another worker (`Seat::wants_move`).
+    Move,
 }
 
-struct Conn<S: Transport> {
+/// A connection: `S` its transport, `()` while it moves to another worker.
+struct Conn<S> {
     server: Arc<Server>,
     stream: S,
     info: Arc<ClientInfo>,
@@ -96,11 +100,15 @@ struct Conn<S: Transport> {
     /// (`commands::read_ahead`) and that have not run yet.
     read_ahead: usize,
     shutdown: watch::Receiver<bool>,
+    /// Where it runs, for a plain TCP connection on one of several workers.
+    seat: Option<Seat>,
 }
 
 /// Serves one client until it quits, is killed, breaks the protocol or the
-/// server shuts down. `stream` is plain TCP or TLS (after the handshake).
-pub async fn serve<S: Transport>(server: Arc<Server>, stream: S) {
+/// server shuts down. `stream` is plain TCP or TLS (after the handshake);
+/// `seat`, its place among several workers, lets a plain one move to
+/// another (see [`Seat`]).
+pub async fn serve<S: Transport>(server: Arc<Server>, stream: S, seat: Option<Seat>) {
     let tcp = stream.tcp();
     let _ = tcp.set_nodelay(true);
     let addr = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_default();
@@ -121,7 +129,7 @@ pub async fn serve<S: Transport>(server: Arc<Server>, stream: S) {
     let mut client = ClientState::new(info.clone(), !needs_auth);
     client.await_woken = true;
     let shutdown = server.shutdown_watch();
-    let mut conn = Conn {
+    let conn = Conn {
         server: server.clone(),
         stream,
         info,
@@ -134,24 +142,90 @@ pub async fn serve<S: Transport>(server: Arc<Server>, stream: S) {
         batch_len: 0,
         read_ahead: 0,
         shutdown,
+        seat,
     };
+    drive(conn).await;
+}
+
+/// Runs the connection's loop until it ends, or hands it to the worker it
+/// moves to.
+async fn drive<S: Transport>(mut conn: Conn<S>) {
     let stop = conn.run().await;
+    let (stream, mut conn) = conn.split();
+    match stop {
+        Err(Stop::Move) => {
+            let Some(seat) = conn.seat.take() else {
+                return finish(conn).await;
+            };
+            // A tokio stream belongs to the driver that registered it: the
+            // socket goes over as a plain one, registered again there.
+            match stream.detach() {
+                Ok(socket) => {
+                    conn.server
+                        .stats
+                        .hot_shard_moves
+                        .fetch_add(1, Ordering::Relaxed);
+                    seat.move_on(move |seat| resume(conn, socket, seat));
+                }
+                Err(e) => {
+                    tracing::warn!(client = conn.info.id, "cannot move the connection: {e}");
+                    finish(conn).await;
+                }
+            }
+        }
+        Err(Stop::Replica) => {
+            if let Some(req) = conn.client.repl.sync.take() {
+                crate::server::replication::serve_replica(
+                    conn.server.clone(),
+                    stream,
+                    conn.info.clone(),
+                    &conn.client,
+                    req,
+                )
+                .await;
+            }
+            finish(conn).await;
+        }
+        _ => finish(conn).await,
+    }
+}
+
+/// A moved connection, taken up again on the worker it moved to (its
+/// socket registered with that worker's driver). Boxed: its future holds
+/// [`drive`]'s, which may move it again.
+fn resume(
+    conn: Conn<()>,
+    socket: std::net::TcpStream,
+    seat: Seat,
+) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        match tokio::net::TcpStream::from_std(socket) {
+            Ok(stream) => {
+                let mut conn = conn.join(stream);
+                conn.seat = Some(seat);
+                drive(conn).await;
+            }
+            Err(e) => {
+                tracing::warn!(
+                    client = conn.info.id,
+                    "cannot register the moved connection: {e}"
+                );
+                finish(conn).await;
+            }
+        }
+    })
+}
+
+/// What a connection leaves behind when it ends: its blocked keys, pause,
+/// pub/sub, tracking and watches, its entry in the client list.
+async fn finish(conn: Conn<()>) {
     let Conn {
-        stream,
+        server,
         info,
         mut client,
         ..
     } = conn;
-    if let (Err(Stop::Replica), Some(req)) = (stop, client.repl.sync.take()) {
-        crate::server::replication::serve_replica(
-            server.clone(),
-            stream,
-            info.clone(),
-            &client,
-            req,
-        )
-        .await;
-    }
+    let id = info.id;
     if let Some(b) = client.blocked.take() {
         server.unblock_client(id, &b.keys);
         server.signal_ready(&b.keys);
@@ -162,6 +236,79 @@ pub async fn serve<S: Transport>(server: Arc<Server>, stream: S) {
     info.outbox.close();
     server.memory.forget_client(&info);
     server.clients.remove(&id);
+}
+
+impl<S> Conn<S> {
+    /// The transport, and the connection without it.
+    fn split(self) -> (S, Conn<()>) {
+        let Conn {
+            server,
+            stream,
+            info,
+            client,
+            rbuf,
+            parser,
+            out,
+            run,
+            outbox_taken,
+            batch_len,
+            read_ahead,
+            shutdown,
+            seat,
+        } = self;
+        let rest = Conn {
+            server,
+            stream: (),
+            info,
+            client,
+            rbuf,
+            parser,
+            out,
+            run,
+            outbox_taken,
+            batch_len,
+            read_ahead,
+            shutdown,
+            seat,
+        };
+        (stream, rest)
+    }
+}
+
+impl Conn<()> {
+    /// The connection on `stream`.
+    fn join<T>(self, stream: T) -> Conn<T> {
+        let Conn {
+            server,
+            info,
+            client,
+            rbuf,
+            parser,
+            out,
+            run,
+            outbox_taken,
+            batch_len,
+            read_ahead,
+            shutdown,
+            seat,
+            ..
+        } = self;
+        Conn {
+            server,
+            stream,
+            info,
+            client,
+            rbuf,
+            parser,
+            out,
+            run,
+            outbox_taken,
+            batch_len,
+            read_ahead,
+            shutdown,
+            seat,
+        }
+    }
 }
 
 /// [`Conn::output_over`], for a caller that has lent out other parts of
@@ -233,8 +380,23 @@ impl<S: Transport> Conn<S> {
                 self.wait_unpaused().await?;
                 continue;
             }
+            if self.moves_now() {
+                return Err(Stop::Move);
+            }
             self.read_more().await?;
         }
+    }
+
+    /// Whether the connection is to move to another worker now: its seat
+    /// wants to, and it is idle between requests, with nothing that ties
+    /// it to this worker's tasks (a transaction may move; it is state in
+    /// the client). Pushes (subscribers, tracking, MONITOR) keep it here.
+    fn moves_now(&self) -> bool {
+        self.seat.as_ref().is_some_and(|s| s.wants_move().is_some())
+            && self.out.is_empty()
+            && self.client.woken.is_empty()
+            && self.client.aof_wait == 0
+            && !self.receives_pushes()
     }
 
     /// Whether messages may come through the outbox: while the client
@@ -383,7 +545,12 @@ impl<S: Transport> Conn<S> {
         // replies.
         self.collect_outbox();
         loop {
-            match self.run_parsed(&limits) {
+            let ran = self.batch_len;
+            let batch = self.run_parsed(&limits);
+            if let Some(seat) = &mut self.seat {
+                seat.after_batch(crate::engine::take_handoff(), self.batch_len - ran);
+            }
+            match batch {
                 Batch::Done => return Ok(()),
                 Batch::Flush => {
                     self.send().await?;

@@ -38,7 +38,7 @@ pub async fn accept(server: Arc<Server>, stream: TcpStream, reject: Option<&'sta
                 let _ = tls.write_all(line).await;
                 let _ = tls.shutdown().await;
             }
-            None => connection::serve(server, tls).await,
+            None => connection::serve(server, tls, None).await,
         },
         // Redis logs these at `verbose`: not shown at the default level,
         // so that a stream of bad clients does not flood the log.

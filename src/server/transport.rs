@@ -36,6 +36,10 @@ pub trait Transport: AsyncRead + AsyncWrite + Unpin + Send + 'static {
     /// readiness (which may not have seen a close yet): `Ok(0)` when the
     /// peer has closed, `WouldBlock` when nothing can be said or read.
     fn read_now(&mut self, chunk: &mut [u8]) -> io::Result<usize>;
+
+    /// The socket, let go by this worker's driver, for another worker's
+    /// to take (`TcpStream::from_std`). A TLS session does not move.
+    fn detach(self) -> io::Result<std::net::TcpStream>;
 }
 
 impl Transport for TcpStream {
@@ -62,6 +66,10 @@ impl Transport for TcpStream {
     fn read_now(&mut self, chunk: &mut [u8]) -> io::Result<usize> {
         let sock = socket2::SockRef::from(&*self);
         (&*sock).read(chunk)
+    }
+
+    fn detach(self) -> io::Result<std::net::TcpStream> {
+        self.into_std()
     }
 }
 
@@ -103,5 +111,11 @@ impl Transport for TlsStream<TcpStream> {
             0 => Ok(0),
             _ => Err(io::ErrorKind::WouldBlock.into()),
         }
+    }
+
+    fn detach(self) -> io::Result<std::net::TcpStream> {
+        // rustls's session state lives beside the socket: it stays where
+        // it is (TLS connections get no seat).
+        Err(io::ErrorKind::Unsupported.into())
     }
 }

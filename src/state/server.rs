@@ -195,6 +195,10 @@ pub struct Stats {
     pub net_output_bytes: AtomicU64,
     pub total_error_replies: AtomicU64,
     pub unexpected_error_replies: AtomicU64,
+    /// Connections moved to another worker to join the other writers of a
+    /// shard they kept waiting for (`server::workers`; INFO
+    /// `rostrum_hot_shard_moves`).
+    pub hot_shard_moves: AtomicU64,
 }
 
 /// What INFO remembers between calls to derive some of its figures.

@@ -191,6 +191,7 @@ pub fn reset_stats(server: &Server, expired_now: u64) {
         &st.net_output_bytes,
         &st.total_error_replies,
         &st.unexpected_error_replies,
+        &st.hot_shard_moves,
     ] {
         c.store(0, Ordering::Relaxed);
     }

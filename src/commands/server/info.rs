@@ -497,6 +497,7 @@ fn stats_section(ctx: &Ctx, l: &mut Lines) {
     l.put("io_threaded_writes_processed", 0);
     l.put("reply_buffer_shrinks", 0);
     l.put("reply_buffer_expands", 0);
+    l.put("rostrum_hot_shard_moves", get(&st.hot_shard_moves));
 }
 
 fn replication_section(server: &Server, l: &mut Lines) {
