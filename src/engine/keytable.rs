@@ -92,6 +92,10 @@ struct Node<K> {
     key: K,
 }
 
+/// Stored buckets whose nodes a walk starts loading together
+/// ([`Part::scan`]).
+const SCAN_GROUP: usize = 8;
+
 type Short = Node<Inline<SHORT_KEY>>;
 type Mid = Node<Inline<MID_KEY>>;
 type Long = Node<Heap>;
@@ -208,6 +212,10 @@ impl<K: NodeKey> Part<K> {
 
     /// Offers `f` the stored buckets among `from..to` (numbered from
     /// `base` on) until it returns false; returns whether it never did.
+    /// The nodes of the next [`SCAN_GROUP`] stored buckets start loading
+    /// before `f` sees the first of them: a node is a cache miss (its
+    /// key's length and the entry are read), and eviction's sample of 5
+    /// keys took them one after another.
     #[inline]
     fn scan(
         &self,
@@ -216,10 +224,25 @@ impl<K: NodeKey> Part<K> {
         base: usize,
         f: &mut dyn FnMut(usize, &[u8], &Entry) -> bool,
     ) -> bool {
-        for b in from..to {
-            if let Some(n) = self.table.get_bucket(b) {
-                if !f(base + b, n.key.as_bytes(), &n.entry) {
-                    return false;
+        let mut b = from;
+        while b < to {
+            let mut group = [0usize; SCAN_GROUP];
+            let mut len = 0;
+            while b < to && len < SCAN_GROUP {
+                if let Some(n) = self.table.get_bucket(b) {
+                    // Only addresses: the node is not read here.
+                    prefetch::read(&n.entry);
+                    prefetch::read(&n.key);
+                    group[len] = b;
+                    len += 1;
+                }
+                b += 1;
+            }
+            for &at in &group[..len] {
+                if let Some(n) = self.table.get_bucket(at) {
+                    if !f(base + at, n.key.as_bytes(), &n.entry) {
+                        return false;
+                    }
                 }
             }
         }
