@@ -155,7 +155,7 @@ async fn drive<S: Transport>(mut conn: Conn<S>) {
     match stop {
         Err(Stop::Move) => {
             let Some(seat) = conn.seat.take() else {
-                return finish(conn).await;
+                return finish(conn);
             };
             // A tokio stream belongs to the driver that registered it: the
             // socket goes over as a plain one, registered again there.
@@ -169,7 +169,7 @@ async fn drive<S: Transport>(mut conn: Conn<S>) {
                 }
                 Err(e) => {
                     tracing::warn!(client = conn.info.id, "cannot move the connection: {e}");
-                    finish(conn).await;
+                    finish(conn);
                 }
             }
         }
@@ -184,9 +184,9 @@ async fn drive<S: Transport>(mut conn: Conn<S>) {
                 )
                 .await;
             }
-            finish(conn).await;
+            finish(conn);
         }
-        _ => finish(conn).await,
+        _ => finish(conn),
     }
 }
 
@@ -210,7 +210,7 @@ fn resume(
                     client = conn.info.id,
                     "cannot register the moved connection: {e}"
                 );
-                finish(conn).await;
+                finish(conn);
             }
         }
     })
@@ -218,7 +218,7 @@ fn resume(
 
 /// What a connection leaves behind when it ends: its blocked keys, pause,
 /// pub/sub, tracking and watches, its entry in the client list.
-async fn finish(conn: Conn<()>) {
+fn finish(conn: Conn<()>) {
     let Conn {
         server,
         info,
