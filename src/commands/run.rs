@@ -120,7 +120,13 @@ impl PipelineRun {
 
     /// The arguments after the key of every call, back to back.
     fn rest(&self) -> SmallVec<[&[u8]; 2 * MAX_RUN]> {
-        (2..self.ends.len()).map(|i| self.part(i)).collect()
+        // (Each part from the end of the one before: `part` without its
+        // first-part case.)
+        self.ends
+            .windows(2)
+            .skip(1)
+            .map(|w| &self.bytes[w[0]..w[1]])
+            .collect()
     }
 
     /// The arguments of call `i`.
