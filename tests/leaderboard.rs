@@ -410,11 +410,22 @@ fn submit_calls(seed: u64, n: usize) -> Vec<Vec<String>> {
 /// (`commands::run`): replies, the final board, the counts of changes,
 /// calls and errors, and WATCH are those of the same calls sent one at a
 /// time, on boards of every policy and a CAPACITY board, with errors
-/// (bad scores, an INCR board's overflow, a key of another type) and
-/// calls with options among them; and with the AOF on the calls log and
-/// replay to the same board.
+/// (bad scores, an overflow, a key of another type) and calls with
+/// options among them; and with the AOF on the calls log and replay to
+/// the same board.
 #[test]
 fn pipelined_submits_apply_as_single_calls() {
+    pipelined_writes_apply_as_single_calls("LB.SUBMIT");
+}
+
+/// `pipelined_submits_apply_as_single_calls` for LB.INCR.
+#[test]
+fn pipelined_incrs_apply_as_single_calls() {
+    pipelined_writes_apply_as_single_calls("LB.INCR");
+}
+
+/// The calls of `submit_calls` as `command`, pipelined and one at a time.
+fn pipelined_writes_apply_as_single_calls(command: &str) {
     const END: &str = "$5\r\n__end\r\n";
     let boards: [(&str, &[&str]); 5] = [
         ("best", &[]),
@@ -430,7 +441,7 @@ fn pipelined_submits_apply_as_single_calls() {
     let stats = |c: &mut Connection| {
         let i = common::info(c, "all");
         let get = |k: &str| i.get(k).cloned().unwrap_or_default();
-        let calls: Vec<String> = get("cmdstat_lb.submit")
+        let calls: Vec<String> = get(&format!("cmdstat_{}", command.to_lowercase()))
             .split(',')
             .filter(|f| !f.starts_with("usec"))
             .map(String::from)
@@ -463,7 +474,7 @@ fn pipelined_submits_apply_as_single_calls() {
         }
     }
     let submit = |key: &str, call: &[String]| {
-        let mut args = vec!["LB.SUBMIT", key];
+        let mut args = vec![command, key];
         args.extend(call.iter().map(|a| a.as_str()));
         encode(&args)
     };
@@ -515,10 +526,16 @@ fn pipelined_submits_apply_as_single_calls() {
         "nil",
         "the runs touched the key"
     );
-    // A run that changes nothing (lower scores on a BEST board) does not.
+    // A run that changes nothing (lower scores on a BEST board, or
+    // increments of 0) does not.
     assert_eq!(q(&mut unchanged, &["WATCH", "run-best"]), "OK");
+    let none = if command == "LB.INCR" {
+        "0"
+    } else {
+        "-99999999999"
+    };
     let mut bytes: Vec<u8> = (0..11)
-        .flat_map(|m| encode(&["LB.SUBMIT", "run-best", &format!("m{m}"), "-99999999999"]))
+        .flat_map(|m| encode(&[command, "run-best", &format!("m{m}"), none]))
         .collect();
     bytes.extend(encode(&["ECHO", "__end"]));
     s.write_all(&bytes).expect("write");

@@ -112,7 +112,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         lb_incr,
         "Add to a member's score",
         LOG_N,
-    ),
+    )
+    .batched(RunHandler::Apply(lb_incr_run)),
     lb_cmd(
         "lb.msubmit",
         -4,
@@ -1327,16 +1328,16 @@ fn lb_submit(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
-/// LB.SUBMIT for a run of pipelined calls on one key without options
-/// (`key member score`), applied in one go (`commands::run`): the board is
-/// looked up, its boundary checked and its id window trimmed once, and
-/// the changes counted together; each call's reply is the one it gets
-/// alone. Every call takes the run's time. Returns how many calls it
+/// LB.SUBMIT (LB.INCR: `incr`) for a run of pipelined calls on one key
+/// without options (`key member score`), applied in one go
+/// (`commands::run`): the board is looked up, its boundary checked and its
+/// id window trimmed once, and the changes counted together; each call's
+/// reply is the one it gets alone. Every call takes the run's time. Returns how many calls it
 /// applied: it stops before a call that would fail (a score that is not
 /// an integer, an overflow or a full board), which then runs alone with
 /// the rest and answers its error, and does none when the key holds no
 /// board or another type, a boundary is due or the AOF is replayed.
-fn lb_submit_run(ctx: &mut Ctx, key: &[u8], _calls: usize, rest: &[&[u8]]) -> usize {
+fn write_run(ctx: &mut Ctx, key: &[u8], rest: &[&[u8]], incr: bool) -> usize {
     if ctx.client.replaying {
         return 0;
     }
@@ -1355,7 +1356,12 @@ fn lb_submit_run(ctx: &mut Ctx, key: &[u8], _calls: usize, rest: &[&[u8]]) -> us
         let Ok(score) = score_arg(call[1]) else {
             break;
         };
-        let Ok(out) = b.submit(call[0], score, 0, now, None) else {
+        let applied = if incr {
+            b.incr(call[0], score, now, None)
+        } else {
+            b.submit(call[0], score, 0, now, None)
+        };
+        let Ok(out) = applied else {
             break;
         };
         changed += (out.changed || out.evicted.is_some()) as usize;
@@ -1365,6 +1371,14 @@ fn lb_submit_run(ctx: &mut Ctx, key: &[u8], _calls: usize, rest: &[&[u8]]) -> us
     // Cannot fail: the board's shard was just written under the same lock.
     let _ = ctx.keys.modified_times(key, changed);
     done
+}
+
+fn lb_submit_run(ctx: &mut Ctx, key: &[u8], _calls: usize, rest: &[&[u8]]) -> usize {
+    write_run(ctx, key, rest, false)
+}
+
+fn lb_incr_run(ctx: &mut Ctx, key: &[u8], _calls: usize, rest: &[&[u8]]) -> usize {
+    write_run(ctx, key, rest, true)
 }
 
 fn lb_incr(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
