@@ -360,6 +360,243 @@ fn pipelined_ranks_answer_as_single_calls() {
     }
 }
 
+/// Reads from `s` until what arrived ends with `suffix` (or 5 s pass).
+fn read_until(s: &mut TcpStream, suffix: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 65536];
+    while !out.ends_with(suffix) {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => out.extend_from_slice(&buf[..k]),
+        }
+    }
+    out
+}
+
+/// The LB.SUBMIT calls of `pipelined_submits_apply_as_single_calls` for
+/// one board (its key left out): members from a small pool (so each comes
+/// back), scores distinct (a tie is broken by the time of the call, and a
+/// run's calls share one),
+/// and mixed in: scores that are not integers, huge ones (an INCR board
+/// overflows), and SUBSCORE, META and ID options (ids repeat).
+fn submit_calls(seed: u64, n: usize) -> Vec<Vec<String>> {
+    let mut x = seed;
+    (0..n)
+        .map(|i| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let r = x >> 33;
+            let member = format!("m{}", r % 11);
+            let score = match i % 23 {
+                5 => "12x".to_string(),
+                17 => (9_223_372_036_854_775_000 + i as i64).to_string(),
+                _ => ((r % 100_000) as i64 * 1000 + i as i64 - 50_000_000).to_string(),
+            };
+            let mut call = vec![member, score];
+            match i % 19 {
+                3 => call.extend(["SUBSCORE".into(), (r % 7).to_string()]),
+                7 => call.extend(["META".into(), format!("lvl{}", r % 3)]),
+                11 => call.extend(["ID".into(), format!("e{}", r % 4)]),
+                _ => {}
+            }
+            call
+        })
+        .collect()
+}
+
+/// Pipelined LB.SUBMITs on one board are applied in runs
+/// (`commands::run`): replies, the final board, the counts of changes,
+/// calls and errors, and WATCH are those of the same calls sent one at a
+/// time, on boards of every policy and a CAPACITY board, with errors
+/// (bad scores, an overflow, a key of another type) and calls with
+/// options among them; and with the AOF on the calls log and replay to
+/// the same board.
+#[test]
+fn pipelined_submits_apply_as_single_calls() {
+    pipelined_writes_apply_as_single_calls("LB.SUBMIT");
+}
+
+/// `pipelined_submits_apply_as_single_calls` for LB.INCR.
+#[test]
+fn pipelined_incrs_apply_as_single_calls() {
+    pipelined_writes_apply_as_single_calls("LB.INCR");
+}
+
+/// The calls of `submit_calls` as `command`, pipelined and one at a time.
+fn pipelined_writes_apply_as_single_calls(command: &str) {
+    const END: &str = "$5\r\n__end\r\n";
+    let boards: [(&str, &[&str]); 5] = [
+        ("best", &[]),
+        ("set", &["POLICY", "SET", "ORDER", "ASC"]),
+        ("incr", &["POLICY", "INCR", "RANKING", "DENSE"]),
+        ("cap", &["CAPACITY", "5", "RANKING", "COMPETITION"]),
+        ("str", &[]),
+    ];
+    let calls: Vec<Vec<Vec<String>>> = (0..boards.len())
+        .map(|b| submit_calls(b as u64 + 1, 150))
+        .collect();
+    // Changes, calls, failed calls and errors counted (not times).
+    let stats = |c: &mut Connection| {
+        let i = common::info(c, "all");
+        let get = |k: &str| i.get(k).cloned().unwrap_or_default();
+        let calls: Vec<String> = get(&format!("cmdstat_{}", command.to_lowercase()))
+            .split(',')
+            .filter(|f| !f.starts_with("usec"))
+            .map(String::from)
+            .collect();
+        [
+            get("rdb_changes_since_last_save"),
+            calls.join(","),
+            get("errorstat_ERR"),
+            get("errorstat_WRONGTYPE"),
+        ]
+    };
+    let dir = DataDir(temp_dir("lb-run-aof"));
+    let srv = TestServer::start(&[]);
+    let mut aof_srv = TestServer::start_with_aof(&dir.0);
+    let mut c = srv.conn();
+    let mut ac = aof_srv.conn();
+    for (prefix, aof) in [("one", false), ("run", false), ("aof", true)] {
+        let conn = if aof { &mut ac } else { &mut c };
+        for (name, opts) in boards {
+            let key = format!("{prefix}-{name}");
+            match name {
+                "best" => {} // made by its first submit
+                "str" => assert_eq!(q(conn, &["SET", &key, "x"]), "OK"),
+                _ => {
+                    let mut args = vec!["LB.CREATE", &key];
+                    args.extend_from_slice(opts);
+                    assert_eq!(q(conn, &args), "OK");
+                }
+            }
+        }
+    }
+    let submit = |key: &str, call: &[String]| {
+        let mut args = vec![command, key];
+        args.extend(call.iter().map(|a| a.as_str()));
+        encode(&args)
+    };
+    let zero = |c: &mut Connection| {
+        assert_eq!(q(c, &["CONFIG", "RESETSTAT"]), "OK");
+        let _: String = cmd(&["SAVE"]).query(c).expect("SAVE");
+    };
+
+    // One at a time: each call waits for its reply.
+    zero(&mut c);
+    let mut s = srv.raw();
+    let mut want: Vec<Vec<u8>> = Vec::new();
+    for (b, (name, _)) in boards.iter().enumerate() {
+        let key = format!("one-{name}");
+        let mut replies = Vec::new();
+        for call in &calls[b] {
+            let mut bytes = submit(&key, call);
+            bytes.extend(encode(&["ECHO", "__end"]));
+            s.write_all(&bytes).expect("write");
+            let got = read_until(&mut s, END.as_bytes());
+            replies.extend_from_slice(&got[..got.len() - END.len()]);
+        }
+        want.push(replies);
+    }
+    let one_stats = stats(&mut c);
+
+    // Pipelined: each board's calls in one write, so that they run in
+    // runs of 16 (broken where a call has options).
+    zero(&mut c);
+    let (mut watcher, mut unchanged) = (srv.conn(), srv.conn());
+    assert_eq!(q(&mut watcher, &["WATCH", "run-best"]), "OK");
+    assert_eq!(q(&mut watcher, &["MULTI"]), "OK");
+    for (b, (name, _)) in boards.iter().enumerate() {
+        let key = format!("run-{name}");
+        let mut bytes: Vec<u8> = calls[b].iter().flat_map(|c| submit(&key, c)).collect();
+        bytes.extend(encode(&["ECHO", "__end"]));
+        s.write_all(&bytes).expect("write");
+        let got = read_until(&mut s, END.as_bytes());
+        assert_eq!(
+            String::from_utf8_lossy(&got[..got.len() - END.len()]),
+            String::from_utf8_lossy(&want[b]),
+            "{name}"
+        );
+    }
+    assert_eq!(stats(&mut c), one_stats);
+    assert_eq!(q(&mut watcher, &["PING"]), "QUEUED");
+    assert_eq!(
+        q(&mut watcher, &["EXEC"]),
+        "nil",
+        "the runs touched the key"
+    );
+    // A run that changes nothing (lower scores on a BEST board, or
+    // increments of 0) does not.
+    assert_eq!(q(&mut unchanged, &["WATCH", "run-best"]), "OK");
+    let none = if command == "LB.INCR" {
+        "0"
+    } else {
+        "-99999999999"
+    };
+    let mut bytes: Vec<u8> = (0..11)
+        .flat_map(|m| encode(&[command, "run-best", &format!("m{m}"), none]))
+        .collect();
+    bytes.extend(encode(&["ECHO", "__end"]));
+    s.write_all(&bytes).expect("write");
+    let got = read_until(&mut s, END.as_bytes());
+    assert!(got.ends_with(b":0\r\n$5\r\n__end\r\n"), "{got:?}");
+    assert_eq!(q(&mut unchanged, &["MULTI"]), "OK");
+    assert_eq!(q(&mut unchanged, &["PING"]), "QUEUED");
+    assert_eq!(q(&mut unchanged, &["EXEC"]), "[PONG]");
+
+    let top = |c: &mut Connection, key: &str, time: bool| {
+        let mut args = vec!["LB.TOP", key, "100", "WITHSUBSCORE", "WITHMETA"];
+        if time {
+            args.push("WITHTIME");
+        }
+        q(c, &args)
+    };
+    for (name, _) in boards.iter().filter(|(n, _)| *n != "str") {
+        let one = top(&mut c, &format!("one-{name}"), false);
+        assert_eq!(top(&mut c, &format!("run-{name}"), false), one, "{name}");
+    }
+
+    // With the AOF on, the same pipelines give the same replies and
+    // boards, and a restart replays them to the same boards, times and all.
+    let mut s = aof_srv.raw();
+    for (b, (name, _)) in boards.iter().enumerate() {
+        let key = format!("aof-{name}");
+        let mut bytes: Vec<u8> = calls[b].iter().flat_map(|c| submit(&key, c)).collect();
+        bytes.extend(encode(&["ECHO", "__end"]));
+        s.write_all(&bytes).expect("write");
+        let got = read_until(&mut s, END.as_bytes());
+        assert_eq!(
+            String::from_utf8_lossy(&got[..got.len() - END.len()]),
+            String::from_utf8_lossy(&want[b]),
+            "aof {name}"
+        );
+    }
+    let names: Vec<&str> = boards
+        .iter()
+        .map(|(n, _)| *n)
+        .filter(|n| *n != "str")
+        .collect();
+    let before: Vec<String> = names
+        .iter()
+        .map(|n| top(&mut ac, &format!("aof-{n}"), true))
+        .collect();
+    for (n, b) in names.iter().zip(&before) {
+        let one = top(&mut c, &format!("one-{n}"), false);
+        assert_eq!(top(&mut ac, &format!("aof-{n}"), false), one, "{n}");
+        assert!(!b.is_empty());
+    }
+    drop((s, ac));
+    aof_srv.terminate();
+    let aof_srv = TestServer::start_with_aof(&dir.0);
+    let mut ac = aof_srv.conn();
+    let after: Vec<String> = names
+        .iter()
+        .map(|n| top(&mut ac, &format!("aof-{n}"), true))
+        .collect();
+    assert_eq!(after, before);
+}
+
 #[test]
 fn event_ids_apply_a_write_once() {
     let srv = TestServer::start(&[]);

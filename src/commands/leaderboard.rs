@@ -102,7 +102,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         lb_submit,
         "Submit a member's score, per the board's policy",
         LOG_N,
-    ),
+    )
+    .batched(RunHandler::Apply(lb_submit_run)),
     lb_cmd(
         "lb.incr",
         -4,
@@ -111,7 +112,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         lb_incr,
         "Add to a member's score",
         LOG_N,
-    ),
+    )
+    .batched(RunHandler::Apply(lb_incr_run)),
     lb_cmd(
         "lb.msubmit",
         -4,
@@ -1324,6 +1326,59 @@ fn lb_submit(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let out = apply_write(ctx, a[1], &w)?;
     outcome_reply(ctx.out, &out);
     Ok(())
+}
+
+/// LB.SUBMIT (LB.INCR: `incr`) for a run of pipelined calls on one key
+/// without options (`key member score`), applied in one go
+/// (`commands::run`): the board is looked up, its boundary checked and its
+/// id window trimmed once, and the changes counted together; each call's
+/// reply is the one it gets alone. Every call takes the run's time. Returns how many calls it
+/// applied: it stops before a call that would fail (a score that is not
+/// an integer, an overflow or a full board), which then runs alone with
+/// the rest and answers its error, and does none when the key holds no
+/// board or another type, a boundary is due or the AOF is replayed.
+fn write_run(ctx: &mut Ctx, key: &[u8], rest: &[&[u8]], incr: bool) -> usize {
+    if ctx.client.replaying {
+        return 0;
+    }
+    let window = dedup_window(ctx);
+    let now = ctx.keys.now_ms;
+    let Ok(Some(b)) = write_board(&mut ctx.keys, key) else {
+        return 0;
+    };
+    if roll_due(b, now) {
+        return 0;
+    }
+    // (What each call's `Write::apply` does first: the same every time.)
+    b.ids.trim(window);
+    let (mut done, mut changed) = (0, 0);
+    for call in rest.chunks_exact(2) {
+        let Ok(score) = score_arg(call[1]) else {
+            break;
+        };
+        let applied = if incr {
+            b.incr(call[0], score, now, None)
+        } else {
+            b.submit(call[0], score, 0, now, None)
+        };
+        let Ok(out) = applied else {
+            break;
+        };
+        changed += (out.changed || out.evicted.is_some()) as usize;
+        outcome_reply(ctx.out, &out);
+        done += 1;
+    }
+    // Cannot fail: the board's shard was just written under the same lock.
+    let _ = ctx.keys.modified_times(key, changed);
+    done
+}
+
+fn lb_submit_run(ctx: &mut Ctx, key: &[u8], _calls: usize, rest: &[&[u8]]) -> usize {
+    write_run(ctx, key, rest, false)
+}
+
+fn lb_incr_run(ctx: &mut Ctx, key: &[u8], _calls: usize, rest: &[&[u8]]) -> usize {
+    write_run(ctx, key, rest, true)
 }
 
 fn lb_incr(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {

@@ -485,12 +485,21 @@ fn push_run(ctx: &mut Ctx, key: &[u8], values: &[&[u8]], end: End) -> bool {
     true
 }
 
-fn lpush_run(ctx: &mut Ctx, key: &[u8], _calls: usize, values: &[&[u8]]) -> bool {
-    push_run(ctx, key, values, End::Left)
+/// A run handler's answer for one that applies all the `calls` or none.
+fn all_or_none(calls: usize, applied: bool) -> usize {
+    if applied {
+        calls
+    } else {
+        0
+    }
 }
 
-fn rpush_run(ctx: &mut Ctx, key: &[u8], _calls: usize, values: &[&[u8]]) -> bool {
-    push_run(ctx, key, values, End::Right)
+fn lpush_run(ctx: &mut Ctx, key: &[u8], calls: usize, values: &[&[u8]]) -> usize {
+    all_or_none(calls, push_run(ctx, key, values, End::Left))
+}
+
+fn rpush_run(ctx: &mut Ctx, key: &[u8], calls: usize, values: &[&[u8]]) -> usize {
+    all_or_none(calls, push_run(ctx, key, values, End::Right))
 }
 
 /// Pipelined calls of LPOP or RPOP without a count, on one key, applied in
@@ -532,12 +541,12 @@ fn pop_run(ctx: &mut Ctx, key: &[u8], calls: usize, end: End) -> bool {
     true
 }
 
-fn lpop_run(ctx: &mut Ctx, key: &[u8], calls: usize, _rest: &[&[u8]]) -> bool {
-    pop_run(ctx, key, calls, End::Left)
+fn lpop_run(ctx: &mut Ctx, key: &[u8], calls: usize, _rest: &[&[u8]]) -> usize {
+    all_or_none(calls, pop_run(ctx, key, calls, End::Left))
 }
 
-fn rpop_run(ctx: &mut Ctx, key: &[u8], calls: usize, _rest: &[&[u8]]) -> bool {
-    pop_run(ctx, key, calls, End::Right)
+fn rpop_run(ctx: &mut Ctx, key: &[u8], calls: usize, _rest: &[&[u8]]) -> usize {
+    all_or_none(calls, pop_run(ctx, key, calls, End::Right))
 }
 
 // ---------------------------------------------------------------------------

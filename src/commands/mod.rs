@@ -774,7 +774,22 @@ fn publish_events(ctx: &mut Ctx<'_, '_>, reply_start: usize) {
 /// statistics and latency histograms, and in the slow log past its
 /// threshold.
 fn account(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]], ns: u64, failed: bool) {
-    server::monitor::feed_executed(ctx, cmd, args);
+    account_with(ctx, cmd, || args, ns, failed);
+}
+
+/// [`account`] with the call's arguments made by `args` only when a
+/// monitor or the slow log takes them (a run of pipelined calls rebuilds
+/// each call's from the run).
+fn account_with<'a, A: std::ops::Deref<Target = [&'a [u8]]>>(
+    ctx: &mut Ctx<'_, '_>,
+    cmd: &Command,
+    args: impl Fn() -> A,
+    ns: u64,
+    failed: bool,
+) {
+    if ctx.server.monitors.active() {
+        server::monitor::feed_executed(ctx, cmd, &args());
+    }
     let us = ns / 1000;
     record(ctx.client, cmd.id, us, failed, false);
     // A command that blocked is timed when it is served, not now.
@@ -791,7 +806,7 @@ fn account(ctx: &mut Ctx<'_, '_>, cmd: &Command, args: &[&[u8]], ns: u64, failed
     if threshold >= 0 && us >= threshold as u64 && !cmd.spec.has(flags::SKIP_SLOWLOG) {
         let name = ctx.client.info.name.lock().clone();
         ctx.server
-            .slowlog_push(us, args, &ctx.client.info.addr, &name);
+            .slowlog_push(us, &args(), &ctx.client.info.addr, &name);
     }
 }
 

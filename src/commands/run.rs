@@ -6,9 +6,11 @@
 //! errors and the AOF are those of running the calls one at a time;
 //! anything that could make them differ (a transaction, replies switched
 //! off, a call that is refused) runs them one at a time instead. Writes
-//! applied in one go (LPUSH, RPOP, ...: [`RunHandler::Apply`]) are so only
-//! while nothing observes their single changes: no keyspace events, no
-//! blocked client, no client-side caching, no AOF, no memory limit.
+//! applied in one go (LPUSH, RPOP, LB.SUBMIT, ...: [`RunHandler::Apply`])
+//! are so only while nothing observes their single changes: no keyspace
+//! events, no blocked client, no client-side caching, no AOF, no memory
+//! limit; a handler may apply the first calls of a run and leave the rest
+//! (from one that would fail) to run one at a time.
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -17,7 +19,7 @@ use smallvec::SmallVec;
 
 use super::table::{flags, Command, RunHandler};
 use super::{
-    account, admit, execute_cached, execute_resolved, invoke, resolve, run_admitted, LockCache,
+    account_with, admit, execute_cached, execute_resolved, invoke, resolve, run_admitted, LockCache,
 };
 use crate::engine::keyspace::MAX_PREFETCH;
 use crate::protocol::{request, Reply};
@@ -118,7 +120,13 @@ impl PipelineRun {
 
     /// The arguments after the key of every call, back to back.
     fn rest(&self) -> SmallVec<[&[u8]; 2 * MAX_RUN]> {
-        (2..self.ends.len()).map(|i| self.part(i)).collect()
+        // (Each part from the end of the one before: `part` without its
+        // first-part case.)
+        self.ends
+            .windows(2)
+            .skip(1)
+            .map(|w| &self.bytes[w[0]..w[1]])
+            .collect()
     }
 
     /// The arguments of call `i`.
@@ -221,18 +229,24 @@ fn run_calls<'s>(
                             let end = Instant::now();
                             let ns = end.saturating_duration_since(start).as_nanos() as u64;
                             for i in 0..n {
-                                account(ctx, cmd, &run.call(i), ns / n as u64, false);
+                                account_with(ctx, cmd, || run.call(i), ns / n as u64, false);
                             }
                             return end;
                         }
                     }
                     RunHandler::Apply(apply) => {
-                        if unobserved(ctx) && apply(ctx, key, n, &rest) {
-                            next = n;
+                        let done = if unobserved(ctx) {
+                            apply(ctx, key, n, &rest).min(n)
+                        } else {
+                            0
+                        };
+                        if done > 0 {
+                            // The calls it left run one at a time below.
+                            next = done;
                             let end = Instant::now();
                             let ns = end.saturating_duration_since(start).as_nanos() as u64;
-                            for i in 0..n {
-                                account(ctx, cmd, &run.call(i), ns / n as u64, false);
+                            for i in 0..done {
+                                account_with(ctx, cmd, || run.call(i), ns / done as u64, false);
                             }
                             return end;
                         }

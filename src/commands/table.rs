@@ -31,16 +31,18 @@ pub enum RunHandler {
     /// then they run one at a time as usual.
     Prepare(fn(&mut Ctx<'_, '_>, &[u8], &[&[u8]])),
     /// A write applied in one go (given the number of calls too): makes
-    /// each call's change and writes its reply, as the calls one at a time
-    /// would, and returns true; or returns false, having changed, written
-    /// and counted nothing, to have them run one at a time. Used only
-    /// while nothing observes the single changes (`commands::run`).
+    /// the changes of the first calls and writes their replies, as the
+    /// calls one at a time would, and returns how many calls it did; the
+    /// others (all of them when it returns 0, having changed, written and
+    /// counted nothing) then run one at a time. Used only while nothing
+    /// observes the single changes (`commands::run`).
     Apply(ApplyRun),
 }
 
 /// A [`RunHandler::Apply`] handler: the key, the number of calls, and the
-/// calls' arguments after the key, back to back.
-pub type ApplyRun = fn(&mut Ctx<'_, '_>, &[u8], usize, &[&[u8]]) -> bool;
+/// calls' arguments after the key, back to back; returns the number of
+/// calls applied (from the first).
+pub type ApplyRun = fn(&mut Ctx<'_, '_>, &[u8], usize, &[&[u8]]) -> usize;
 
 /// Extracts the indexes of the key arguments of a command whose keys are not
 /// at fixed positions (ZUNIONSTORE, EVAL, ...). Indexes must be in range.

@@ -98,28 +98,34 @@ const EMPTY_INNER: Inner = Inner {
 
 /// The inner nodes a descent went through, and the child taken in each.
 struct Path {
-    steps: [(u32, usize); MAX_DEPTH],
+    /// Node and child index, both `u32` and zeroed at first (only the
+    /// first `depth` are read): a path is made for every insert and
+    /// removal, and zeroing 320 bytes costs a fraction of filling 640
+    /// with a pattern.
+    steps: [(u32, u32); MAX_DEPTH],
     depth: usize,
 }
 
 impl Path {
     fn new() -> Path {
         Path {
-            steps: [(NIL, 0); MAX_DEPTH],
+            steps: [(0, 0); MAX_DEPTH],
             depth: 0,
         }
     }
 
     fn push(&mut self, node: u32, i: usize) {
         if let Some(s) = self.steps.get_mut(self.depth) {
-            *s = (node, i);
+            // A child index is below FAN.
+            *s = (node, i as u32);
             self.depth += 1;
         }
     }
 
     fn pop(&mut self) -> Option<(u32, usize)> {
         self.depth = self.depth.checked_sub(1)?;
-        Some(self.steps[self.depth])
+        let (node, i) = self.steps[self.depth];
+        Some((node, i as usize))
     }
 }
 
