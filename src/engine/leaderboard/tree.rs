@@ -655,15 +655,17 @@ impl Tree {
     /// Inserts `slot` at `idx` of `leaf`; when full, splits it and returns
     /// the new right leaf.
     fn leaf_insert(&mut self, leaf: u32, idx: usize, slot: u32) -> Option<u32> {
-        let l = self.leaves[leaf as usize];
-        let len = l.len as usize;
+        let m = &mut self.leaves[leaf as usize];
+        let len = m.len as usize;
         if len < LEAF_CAP {
-            let m = &mut self.leaves[leaf as usize];
             m.slots.copy_within(idx..len, idx + 1);
             m.slots[idx] = slot;
             m.len += 1;
             return None;
         }
+        // A copy only to split: every insert made one (a memcpy of the
+        // leaf) before.
+        let l = *m;
         let mut all = [0u32; LEAF_CAP + 1];
         all[..idx].copy_from_slice(&l.slots[..idx]);
         all[idx] = slot;
