@@ -48,7 +48,8 @@ thread_local! {
     /// after another thread had, plus one (0: none since
     /// [`take_handoff`] last looked).
     static HANDOFF: std::cell::Cell<u8> = const { std::cell::Cell::new(0) };
-    /// This thread's mark in [`Padded::writer`] (never 0).
+    /// This thread's mark, left beside a shard's lock ([`Padded`]) when it
+    /// write-locks it (never 0).
     static WRITER_MARK: u32 = NEXT_WRITER_MARK.fetch_add(1, Ordering::Relaxed);
 }
 

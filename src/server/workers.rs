@@ -12,6 +12,10 @@
 //! before, and everything shared between connections (shard locks, the AOF
 //! feed, blocking pops, pub/sub, CLIENT KILL / PAUSE) is runtime-agnostic:
 //! a waker wakes its task on whichever runtime it lives.
+//!
+//! A placed connection stays, except one that pipelines writes to a hot
+//! shard another worker writes too: it moves to that shard's home runtime
+//! (see [`Seat`]), so that a hot board's writers take turns on one worker.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
