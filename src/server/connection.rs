@@ -151,7 +151,7 @@ pub async fn serve<S: Transport>(server: Arc<Server>, stream: S, seat: Option<Se
 /// moves to.
 async fn drive<S: Transport>(mut conn: Conn<S>) {
     let stop = conn.run().await;
-    let (stream, mut conn) = conn.split();
+    let (stream, mut conn) = conn.with_stream(());
     match stop {
         Err(Stop::Move) => {
             let Some(seat) = conn.seat.take() else {
@@ -201,7 +201,7 @@ fn resume(
     Box::pin(async move {
         match tokio::net::TcpStream::from_std(socket) {
             Ok(stream) => {
-                let mut conn = conn.join(stream);
+                let ((), mut conn) = conn.with_stream(stream);
                 conn.seat = Some(seat);
                 drive(conn).await;
             }
@@ -239,11 +239,12 @@ fn finish(conn: Conn<()>) {
 }
 
 impl<S> Conn<S> {
-    /// The transport, and the connection without it.
-    fn split(self) -> (S, Conn<()>) {
+    /// The connection on `stream` instead (`()` while it moves), and the
+    /// transport it had.
+    fn with_stream<T>(self, stream: T) -> (S, Conn<T>) {
         let Conn {
             server,
-            stream,
+            stream: had,
             info,
             client,
             rbuf,
@@ -256,9 +257,9 @@ impl<S> Conn<S> {
             shutdown,
             seat,
         } = self;
-        let rest = Conn {
+        let conn = Conn {
             server,
-            stream: (),
+            stream,
             info,
             client,
             rbuf,
@@ -271,43 +272,7 @@ impl<S> Conn<S> {
             shutdown,
             seat,
         };
-        (stream, rest)
-    }
-}
-
-impl Conn<()> {
-    /// The connection on `stream`.
-    fn join<T>(self, stream: T) -> Conn<T> {
-        let Conn {
-            server,
-            info,
-            client,
-            rbuf,
-            parser,
-            out,
-            run,
-            outbox_taken,
-            batch_len,
-            read_ahead,
-            shutdown,
-            seat,
-            ..
-        } = self;
-        Conn {
-            server,
-            stream,
-            info,
-            client,
-            rbuf,
-            parser,
-            out,
-            run,
-            outbox_taken,
-            batch_len,
-            read_ahead,
-            shutdown,
-            seat,
-        }
+        (had, conn)
     }
 }
 
