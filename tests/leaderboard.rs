@@ -360,6 +360,19 @@ fn pipelined_ranks_answer_as_single_calls() {
     }
 }
 
+/// The reply that ends [`send_all`]'s commands.
+const END: &str = "$5\r\n__end\r\n";
+
+/// Writes `bytes` (commands) and an `ECHO __end` to `s` at once, and
+/// returns the replies before the echo's.
+fn send_all(s: &mut TcpStream, mut bytes: Vec<u8>) -> Vec<u8> {
+    bytes.extend(encode(&["ECHO", "__end"]));
+    s.write_all(&bytes).expect("write");
+    let mut got = read_until(s, END.as_bytes());
+    got.truncate(got.len().saturating_sub(END.len()));
+    got
+}
+
 /// Reads from `s` until what arrived ends with `suffix` (or 5 s pass).
 fn read_until(s: &mut TcpStream, suffix: &[u8]) -> Vec<u8> {
     use std::io::Read;
@@ -426,7 +439,6 @@ fn pipelined_incrs_apply_as_single_calls() {
 
 /// The calls of `submit_calls` as `command`, pipelined and one at a time.
 fn pipelined_writes_apply_as_single_calls(command: &str) {
-    const END: &str = "$5\r\n__end\r\n";
     let boards: [(&str, &[&str]); 5] = [
         ("best", &[]),
         ("set", &["POLICY", "SET", "ORDER", "ASC"]),
@@ -491,11 +503,7 @@ fn pipelined_writes_apply_as_single_calls(command: &str) {
         let key = format!("one-{name}");
         let mut replies = Vec::new();
         for call in &calls[b] {
-            let mut bytes = submit(&key, call);
-            bytes.extend(encode(&["ECHO", "__end"]));
-            s.write_all(&bytes).expect("write");
-            let got = read_until(&mut s, END.as_bytes());
-            replies.extend_from_slice(&got[..got.len() - END.len()]);
+            replies.extend(send_all(&mut s, submit(&key, call)));
         }
         want.push(replies);
     }
@@ -509,12 +517,12 @@ fn pipelined_writes_apply_as_single_calls(command: &str) {
     assert_eq!(q(&mut watcher, &["MULTI"]), "OK");
     for (b, (name, _)) in boards.iter().enumerate() {
         let key = format!("run-{name}");
-        let mut bytes: Vec<u8> = calls[b].iter().flat_map(|c| submit(&key, c)).collect();
-        bytes.extend(encode(&["ECHO", "__end"]));
-        s.write_all(&bytes).expect("write");
-        let got = read_until(&mut s, END.as_bytes());
+        let got = send_all(
+            &mut s,
+            calls[b].iter().flat_map(|c| submit(&key, c)).collect(),
+        );
         assert_eq!(
-            String::from_utf8_lossy(&got[..got.len() - END.len()]),
+            String::from_utf8_lossy(&got),
             String::from_utf8_lossy(&want[b]),
             "{name}"
         );
@@ -534,13 +542,13 @@ fn pipelined_writes_apply_as_single_calls(command: &str) {
     } else {
         "-99999999999"
     };
-    let mut bytes: Vec<u8> = (0..11)
-        .flat_map(|m| encode(&[command, "run-best", &format!("m{m}"), none]))
-        .collect();
-    bytes.extend(encode(&["ECHO", "__end"]));
-    s.write_all(&bytes).expect("write");
-    let got = read_until(&mut s, END.as_bytes());
-    assert!(got.ends_with(b":0\r\n$5\r\n__end\r\n"), "{got:?}");
+    let got = send_all(
+        &mut s,
+        (0..11)
+            .flat_map(|m| encode(&[command, "run-best", &format!("m{m}"), none]))
+            .collect(),
+    );
+    assert!(got.ends_with(b":0\r\n"), "{got:?}");
     assert_eq!(q(&mut unchanged, &["MULTI"]), "OK");
     assert_eq!(q(&mut unchanged, &["PING"]), "QUEUED");
     assert_eq!(q(&mut unchanged, &["EXEC"]), "[PONG]");
@@ -562,12 +570,12 @@ fn pipelined_writes_apply_as_single_calls(command: &str) {
     let mut s = aof_srv.raw();
     for (b, (name, _)) in boards.iter().enumerate() {
         let key = format!("aof-{name}");
-        let mut bytes: Vec<u8> = calls[b].iter().flat_map(|c| submit(&key, c)).collect();
-        bytes.extend(encode(&["ECHO", "__end"]));
-        s.write_all(&bytes).expect("write");
-        let got = read_until(&mut s, END.as_bytes());
+        let got = send_all(
+            &mut s,
+            calls[b].iter().flat_map(|c| submit(&key, c)).collect(),
+        );
         assert_eq!(
-            String::from_utf8_lossy(&got[..got.len() - END.len()]),
+            String::from_utf8_lossy(&got),
             String::from_utf8_lossy(&want[b]),
             "aof {name}"
         );
