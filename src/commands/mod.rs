@@ -41,7 +41,7 @@ use table::{flags, table, Command, CommandSpec, KeySpec, Lookup};
 use crate::engine::Locked;
 use crate::error::CmdError;
 use crate::protocol::Reply;
-use crate::state::client::{ClientState, Queued, ReplyMode};
+use crate::state::client::{ClientState, PendingStat, Queued, ReplyMode};
 use crate::state::journal;
 use crate::state::memory;
 use crate::state::notify;
@@ -924,21 +924,26 @@ fn reject(
 }
 
 fn record(client: &mut ClientState, slot: usize, us: u64, failed: bool, rejected: bool) {
-    if client.pending_stats.is_empty() {
-        client.pending_stats = vec![(0, 0, 0, 0); table().slots()];
-    }
-    let Some(s) = client.pending_stats.get_mut(slot) else {
+    // The most recent entry first: a pipeline repeats its commands.
+    let at = match client.pending_stats.iter().rposition(|s| s.slot == slot) {
+        Some(at) => at,
+        None => {
+            client.pending_stats.push(PendingStat {
+                slot,
+                ..PendingStat::default()
+            });
+            client.pending_stats.len() - 1
+        }
+    };
+    let Some(s) = client.pending_stats.get_mut(at) else {
         return;
     };
-    if *s == (0, 0, 0, 0) {
-        client.pending_slots.push(slot);
-    }
     if rejected {
-        s.3 += 1;
+        s.rejected += 1;
     } else {
-        s.0 += 1;
-        s.1 += us;
-        s.2 += failed as u64;
+        s.calls += 1;
+        s.usec += us;
+        s.failed += failed as u64;
     }
 }
 
@@ -961,14 +966,17 @@ fn flush_latency(server: &Server, client: &mut ClientState) {
 /// Adds a client's pending statistics to the server's.
 pub fn flush_stats(server: &Server, client: &mut ClientState) {
     let mut processed = 0;
-    for slot in client.pending_slots.drain(..) {
-        let Some(s) = client.pending_stats.get_mut(slot) else {
+    for s in client.pending_stats.drain(..) {
+        let Some(dst) = server.command_stats(table().slots()).get(s.slot) else {
             continue;
         };
-        let Some(dst) = server.command_stats(table().slots()).get(slot) else {
-            continue;
-        };
-        let (calls, us, failed, rejected) = std::mem::take(s);
+        let PendingStat {
+            calls,
+            usec: us,
+            failed,
+            rejected,
+            ..
+        } = s;
         processed += calls + rejected;
         if calls > 0 {
             dst.calls.fetch_add(calls, Ordering::Relaxed);
@@ -1098,5 +1106,45 @@ mod tests {
             cache.keep(l, true, false);
         }
         assert!(cache.take_covering(&[a], true).is_none());
+    }
+
+    /// A batch's statistics gather per command slot, in the order first
+    /// used, and reach the server's counters whole when flushed.
+    #[test]
+    fn pending_stats_gather_per_command_and_flush_whole() {
+        let server = crate::state::Server::new(Default::default(), None);
+        let info = std::sync::Arc::new(crate::state::client::ClientInfo::new(
+            1,
+            String::new(),
+            String::new(),
+            0,
+        ));
+        let mut client = ClientState::new(info, true);
+        let slots = table().slots();
+        let (a, b) = (3, slots - 1);
+        record(&mut client, a, 10, false, false);
+        record(&mut client, b, 5, true, false);
+        record(&mut client, a, 7, true, false);
+        record(&mut client, b, 0, false, true);
+        let seen: Vec<_> = client
+            .pending_stats
+            .iter()
+            .map(|s| (s.slot, s.calls, s.usec, s.failed, s.rejected))
+            .collect();
+        assert_eq!(seen, [(a, 2, 17, 1, 0), (b, 1, 5, 1, 1)]);
+        flush_stats(&server, &mut client);
+        assert!(client.pending_stats.is_empty());
+        let stats = server.command_stats(slots);
+        let got = |i: usize| {
+            let s = &stats[i];
+            [&s.calls, &s.usec, &s.failed, &s.rejected].map(|c| c.load(Ordering::Relaxed))
+        };
+        assert_eq!(got(a), [2, 17, 1, 0]);
+        assert_eq!(got(b), [1, 5, 1, 1]);
+        assert_eq!(server.stats.commands_processed.load(Ordering::Relaxed), 4);
+        // A slot past the table is dropped, not a panic.
+        record(&mut client, slots + 5, 1, false, false);
+        flush_stats(&server, &mut client);
+        assert_eq!(got(a), [2, 17, 1, 0]);
     }
 }
