@@ -148,14 +148,35 @@ pub async fn serve<S: Transport>(server: Arc<Server>, stream: S, seat: Option<Se
 }
 
 /// Runs the connection's loop until it ends, or hands it to the worker it
-/// moves to.
-async fn drive<S: Transport>(mut conn: Conn<S>) {
-    let stop = conn.run().await;
+/// moves to. Its future holds the connection and its loop's; what comes
+/// after the loop is in [`after_run`], which is not async, so that the
+/// rare waits that may follow (a replica's feed) are boxed and take no
+/// room in every connection's future.
+/// (Not an `async fn`: one keeps its argument twice in its future, as
+/// the argument and as the local it is moved to; the block captures it
+/// once.)
+#[allow(clippy::manual_async_fn)] // on purpose: see above
+fn drive<S: Transport>(mut conn: Conn<S>) -> impl Future<Output = ()> + Send {
+    async move {
+        let stop = conn.run().await;
+        if let Some(replica) = after_run(stop, conn) {
+            replica.await;
+        }
+    }
+}
+
+/// A boxed future a connection goes on with, on its own task.
+type Continued = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// The end of a connection's loop: it moves to another worker, becomes a
+/// replica's (the returned future feeds it), or is finished.
+fn after_run<S: Transport>(stop: Result<(), Stop>, conn: Conn<S>) -> Option<Continued> {
     let (stream, mut conn) = conn.with_stream(());
     match stop {
         Err(Stop::Move) => {
             let Some(seat) = conn.seat.take() else {
-                return finish(conn);
+                finish(conn);
+                return None;
             };
             // A tokio stream belongs to the driver that registered it: the
             // socket goes over as a plain one, registered again there.
@@ -172,22 +193,30 @@ async fn drive<S: Transport>(mut conn: Conn<S>) {
                     finish(conn);
                 }
             }
+            None
         }
-        Err(Stop::Replica) => {
-            if let Some(req) = conn.client.repl.sync.take() {
-                crate::server::replication::serve_replica(
-                    conn.server.clone(),
-                    stream,
-                    conn.info.clone(),
-                    &conn.client,
-                    req,
-                )
-                .await;
-            }
+        Err(Stop::Replica) => Some(Box::pin(feed_replica(stream, conn))),
+        _ => {
             finish(conn);
+            None
         }
-        _ => finish(conn),
     }
+}
+
+/// A connection that became a replica's (SYNC / PSYNC): fed until it
+/// goes.
+async fn feed_replica<S: Transport>(stream: S, mut conn: Conn<()>) {
+    if let Some(req) = conn.client.repl.sync.take() {
+        crate::server::replication::serve_replica(
+            conn.server.clone(),
+            stream,
+            conn.info.clone(),
+            &conn.client,
+            req,
+        )
+        .await;
+    }
+    finish(conn);
 }
 
 /// A moved connection, taken up again on the worker it moved to (its
@@ -197,7 +226,7 @@ fn resume(
     conn: Conn<()>,
     socket: std::net::TcpStream,
     seat: Seat,
-) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
+) -> Continued {
     Box::pin(async move {
         match tokio::net::TcpStream::from_std(socket) {
             Ok(stream) => {
@@ -1001,5 +1030,39 @@ impl<S: Transport> Conn<S> {
             r = synced.wait_for(|&s| s >= target) => r.map(|_| ()).map_err(|_| Stop::Close),
             _ = self.shutdown.changed() => Err(Stop::Close),
         }
+    }
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection's future holds its state once: `drive` keeps the
+    /// connection (not a second copy of it, as an `async fn` would) and
+    /// its loop's wait; rare long waits (a replica's feed) are boxed.
+    /// Every client pays for this size, in memory and in copies.
+    #[test]
+    fn a_connection_future_holds_its_state_once() {
+        fn size<F>(_: &F) -> usize {
+            std::mem::size_of::<F>()
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("listen");
+            let addr = l.local_addr().expect("address");
+            let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+            let server = crate::state::Server::new(Default::default(), None);
+            let conn = std::mem::size_of::<Conn<tokio::net::TcpStream>>();
+            let f = serve(server, stream, None);
+            assert!(
+                size(&f) <= conn + 1536,
+                "{} bytes for a connection of {conn}",
+                size(&f)
+            );
+        });
     }
 }
