@@ -506,3 +506,44 @@ fn pipelined_calls_on_many_keys_match_single_calls() {
         .count();
     assert!(errors > 100, "{errors} errors");
 }
+
+/// A pipeline arrives in one read, as Redis reads it (its query buffer
+/// takes as much as the socket holds): 16 SETs of 1 KB values are 16.5
+/// KB, past the 16 KB a read used to get, so each batch took two reads
+/// and two writes of replies. INFO `total_reads_processed` counts the
+/// reads (the INFO's own included).
+#[test]
+fn a_pipeline_of_sixteen_kilobyte_values_arrives_in_one_read() {
+    let server = TestServer::start(&[]);
+    let mut c = server.conn();
+    let value = vec![b'x'; 1000];
+    let mut pipe = redis::pipe();
+    for i in 0..16 {
+        pipe.cmd("SET").arg(format!("k{i}")).arg(&value).ignore();
+    }
+    let reads = |c: &mut redis::Connection| -> u64 {
+        info(c, "stats")["total_reads_processed"]
+            .parse()
+            .expect("total_reads_processed")
+    };
+    // The first batches teach the connection how much comes at once.
+    for _ in 0..3 {
+        let () = pipe.query(&mut c).expect("pipeline");
+    }
+    let mut counts = Vec::new();
+    for _ in 0..8 {
+        let before = reads(&mut c);
+        let () = pipe.query(&mut c).expect("pipeline");
+        // This INFO's own request is one read.
+        counts.push(reads(&mut c) - before - 1);
+    }
+    assert!(
+        counts.iter().all(|&n| n >= 1),
+        "reads not counted: {counts:?}"
+    );
+    // A batch split by TCP may take two; most take one.
+    assert!(
+        counts.iter().sum::<u64>() <= 10,
+        "reads per 16.5 KB pipeline: {counts:?}"
+    );
+}

@@ -193,6 +193,12 @@ pub struct Stats {
     pub keyspace_misses: AtomicU64,
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
+    /// Reads from clients' sockets that brought bytes (INFO
+    /// `total_reads_processed`).
+    pub reads_processed: AtomicU64,
+    /// Flushes of a client's replies to its socket (INFO
+    /// `total_writes_processed`).
+    pub writes_processed: AtomicU64,
     pub total_error_replies: AtomicU64,
     pub unexpected_error_replies: AtomicU64,
     /// Connections moved to another worker to join the other writers of a

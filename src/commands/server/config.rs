@@ -189,6 +189,8 @@ pub fn reset_stats(server: &Server, expired_now: u64) {
         &st.keyspace_misses,
         &st.net_input_bytes,
         &st.net_output_bytes,
+        &st.reads_processed,
+        &st.writes_processed,
         &st.total_error_replies,
         &st.unexpected_error_replies,
         &st.hot_shard_moves,

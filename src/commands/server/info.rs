@@ -491,8 +491,8 @@ fn stats_section(ctx: &Ctx, l: &mut Lines) {
     );
     l.put("total_error_replies", get(&st.total_error_replies));
     l.put("dump_payload_sanitizations", 0);
-    l.put("total_reads_processed", 0);
-    l.put("total_writes_processed", 0);
+    l.put("total_reads_processed", get(&st.reads_processed));
+    l.put("total_writes_processed", get(&st.writes_processed));
     l.put("io_threaded_reads_processed", 0);
     l.put("io_threaded_writes_processed", 0);
     l.put("reply_buffer_shrinks", 0);
