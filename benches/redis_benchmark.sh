@@ -3,7 +3,8 @@
 # with redis-benchmark (-P 1 and -P 16), printed as one table.
 #
 # Usage: benches/redis_benchmark.sh [-n REQUESTS] [-c CLIENTS] [-t TESTS] [-P "1 16"]
-#   defaults: -n 200000 -c 50 -t ping,set,get,incr -P "1 16"
+#                                   [-d VALUE_BYTES]
+#   defaults: -n 200000 -c 50 -t ping,set,get,incr -P "1 16" -d 3
 # Environment:
 #   ROSTRUM_BIN       use this rostrum binary instead of `cargo build --release`
 #   CARGO_TARGET_DIR  where cargo puts the release build (default: ./target)
@@ -17,13 +18,15 @@ requests=200000
 clients=50
 tests=ping,set,get,incr
 pipelines="1 16"
-while getopts "n:c:t:P:h" opt; do
+value_size=3
+while getopts "n:c:t:P:d:h" opt; do
     case "$opt" in
         n) requests=$OPTARG ;;
         c) clients=$OPTARG ;;
         t) tests=$OPTARG ;;
         P) pipelines=$OPTARG ;;
-        *) sed -n '2,12p' "$0"; exit 2 ;;
+        d) value_size=$OPTARG ;;
+        *) sed -n '2,13p' "$0"; exit 2 ;;
     esac
 done
 
@@ -37,7 +40,7 @@ start_both
 measure() {
     local port=$1 pipeline=$2 out status=0
     out=$(redis-benchmark -p "$port" -t "$tests" -n "$requests" -c "$clients" \
-        -P "$pipeline" --csv 2>"$work/bench.err") || status=$?
+        -d "$value_size" -P "$pipeline" --csv 2>"$work/bench.err") || status=$?
     # A failing test (e.g. a command the server lacks) stops redis-benchmark;
     # report it and keep the rows measured before it.
     if [[ $status -ne 0 ]] || grep -qiE 'error|warning' "$work/bench.err"; then

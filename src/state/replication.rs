@@ -253,13 +253,14 @@ impl Replication {
 
     /// Why a write is refused now: NOREPLICAS on a primary short of good
     /// replicas. (READONLY is the dispatcher's, which knows the client.)
-    pub fn refuse_write(&self, now_ms: u64) -> Option<&'static str> {
+    /// `now_ms` is asked for only under `min-replicas-to-write`.
+    pub fn refuse_write(&self, now_ms: impl FnOnce() -> u64) -> Option<&'static str> {
         let min = self.min_to_write.load(Ordering::Relaxed);
         if min == 0 || self.is_replica() {
             return None;
         }
         let lag = self.max_lag.load(Ordering::Relaxed);
-        if (self.good_replicas(now_ms, lag) as u64) < min {
+        if (self.good_replicas(now_ms(), lag) as u64) < min {
             return Some("NOREPLICAS Not enough good replicas to write.");
         }
         None
