@@ -1059,19 +1059,16 @@ impl<S: Transport> Conn<S> {
         }
     }
 }
+/// For the size tests here and in `server::workers`: runs `f` in a
+/// runtime with a server and a connected socket, and the size of a value's
+/// type (a future's, never polled).
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(super) mod probe {
+    use std::sync::Arc;
 
-    /// A connection's future holds its state once: `drive` keeps the
-    /// connection (not a second copy of it, as an `async fn` would) and
-    /// its loop's wait; rare long waits (a replica's feed) are boxed.
-    /// Every client pays for this size, in memory and in copies.
-    #[test]
-    fn a_connection_future_holds_its_state_once() {
-        fn size<F>(_: &F) -> usize {
-            std::mem::size_of::<F>()
-        }
+    use crate::state::Server;
+
+    pub fn with_socket(f: impl FnOnce(Arc<Server>, tokio::net::TcpStream)) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -1082,13 +1079,32 @@ mod tests {
                 .expect("listen");
             let addr = l.local_addr().expect("address");
             let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-            let server = crate::state::Server::new(Default::default(), None);
+            f(Server::new(Default::default(), None), stream);
+        });
+    }
+
+    pub fn size<F>(_: &F) -> usize {
+        std::mem::size_of::<F>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection's future holds its state once: `drive` keeps the
+    /// connection (not a second copy of it, as an `async fn` would) and
+    /// its loop's wait; rare long waits (a replica's feed) are boxed.
+    /// Every client pays for this size, in memory and in copies.
+    #[test]
+    fn a_connection_future_holds_its_state_once() {
+        probe::with_socket(|server, stream| {
             let conn = std::mem::size_of::<Conn<tokio::net::TcpStream>>();
             let f = serve(server, stream, None);
+            let size = probe::size(&f);
             assert!(
-                size(&f) <= conn + 1536,
-                "{} bytes for a connection of {conn}",
-                size(&f)
+                size <= conn + 1536,
+                "{size} bytes for a connection of {conn}"
             );
         });
     }

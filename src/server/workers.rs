@@ -345,22 +345,10 @@ mod tests {
     /// stay small however big the connection's state machine grows.
     #[test]
     fn a_client_task_is_small() {
-        fn size<F>(_: &F) -> usize {
-            std::mem::size_of::<F>()
-        }
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async {
-            let l = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .expect("listen");
-            let addr = l.local_addr().expect("address");
-            let s = TcpStream::connect(addr).await.expect("connect");
-            let server = Server::new(Default::default(), None);
-            let task = serve(server, s, false, None, None);
-            assert!(size(&task) <= 512, "{} bytes", size(&task));
+        connection::probe::with_socket(|server, stream| {
+            let task = serve(server, stream, false, None, None);
+            let size = connection::probe::size(&task);
+            assert!(size <= 512, "{size} bytes");
         });
     }
 
