@@ -55,8 +55,8 @@ for _ in $(seq 1 "$rounds"); do
     done
 done
 
-# med "V V V" -> the median.
-med() { tr ' ' '\n' <<<"$1" | awk 'NF' | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# med "V V V" -> the median (lib.sh's).
+med() { median <<<"$1"; }
 
 echo "connect, GET, close (redis-benchmark -k 0 -c 50 -n $connections), medians of $rounds rounds:"
 printf '%-8s %10s %14s %14s\n' server "conn/s" "user us/conn" "sys us/conn"
