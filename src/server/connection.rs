@@ -450,6 +450,14 @@ impl<S: Transport> Conn<S> {
         self.rbuf.reserve(grow);
     }
 
+    /// Counts a read of `n` bytes (INFO `total_net_input_bytes`,
+    /// `total_reads_processed`).
+    fn count_read(&self, n: usize) {
+        let stats = &self.server.stats;
+        stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
+        stats.reads_processed.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// After a read of `n` bytes into `room`: a read that filled its room
     /// may have left more in the socket, so the next gets twice the room
     /// (up to [`MOST_READ_ROOM`]); reads that used under a quarter of it
@@ -497,9 +505,7 @@ impl<S: Transport> Conn<S> {
                 Woke::Read(Ok(0) | Err(_)) | Woke::Shutdown => return Err(Stop::Close),
                 Woke::Read(Ok(n)) => {
                     self.note_read(n, room);
-                    let stats = &self.server.stats;
-                    stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
-                    stats.reads_processed.fetch_add(1, Ordering::Relaxed);
+                    self.count_read(n);
                     self.note_qbuf();
                     break;
                 }
@@ -877,9 +883,7 @@ impl<S: Transport> Conn<S> {
                 Ok(0) => return true,
                 Ok(n) => {
                     self.rbuf.extend_from_slice(&chunk[..n]);
-                    let stats = &self.server.stats;
-                    stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
-                    stats.reads_processed.fetch_add(1, Ordering::Relaxed);
+                    self.count_read(n);
                     let limit = self.server.query_buffer_limit.load(Ordering::Relaxed);
                     if self.rbuf.len() as u64 > limit {
                         return true;
