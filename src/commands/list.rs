@@ -504,13 +504,19 @@ fn rpush_run(ctx: &mut Ctx, key: &[u8], calls: usize, values: &[&[u8]]) -> usize
 
 /// Pipelined calls of LPOP or RPOP without a count, on one key, applied in
 /// one go (see `commands::run`): each call pops one element, or answers
-/// null once the list is gone, and the changes counted are the calls'.
-/// False (nothing done) when the key is absent or holds another type.
+/// null once the list is gone (every call, when there is none: a worker
+/// polling an empty queue), and the changes counted are the calls'.
+/// False (nothing done) when the key holds another type.
 fn pop_run(ctx: &mut Ctx, key: &[u8], calls: usize, end: End) -> bool {
     let len = match write_list(&mut ctx.keys, key) {
         Ok(Some(l)) => l.len(),
-        _ => return false,
+        Ok(None) => 0,
+        Err(_) => return false,
     };
+    if len == 0 {
+        (0..calls).for_each(|_| ctx.out.null());
+        return true;
+    }
     let take = calls.min(len);
     let emptied = take == len;
     // Each pop is a change; the one that empties the list deletes the key
