@@ -7,9 +7,11 @@
 # (INFO used_memory and used_memory_rss, growth over the empty server).
 #
 # Usage: benches/hash_list_benchmark.sh [-p PROFILES] [-e ELEMENTS] [-n REQUESTS]
-#                                       [-c CLIENTS] [-P "1 16"]
-#   defaults: -p 1000000 -e 1000000 -n 200000 -c 50 -P "1 16"
-# Environment: ROSTRUM_BIN, ROSTRUM_ARGS, CARGO_TARGET_DIR (see benches/lib.sh).
+#                                       [-c CLIENTS] [-P "1 16"] [-R ROUNDS]
+#   defaults: -p 1000000 -e 1000000 -n 200000 -c 50 -P "1 16" -R 1
+#   -R: runs of each row, the servers taking turns; the table gives medians
+# Environment: ROSTRUM_BIN, ROSTRUM_ARGS, CARGO_TARGET_DIR, LOADGEN, LOADGEN_BIN,
+# SERVER_CPUS and CLIENT_CPUS (pinning; see benches/lib.sh).
 #
 # Profiles are `profile:<12-digit id>` (redis-benchmark's __rand_int__ form)
 # with fields name, country, avatar, level, xp, wins, losses, created, seen,
@@ -21,16 +23,19 @@ elements=1000000
 requests=200000
 clients=50
 pipelines="1 16"
-while getopts "p:e:n:c:P:h" opt; do
+rounds=1
+while getopts "p:e:n:c:P:R:h" opt; do
     case "$opt" in
         p) profiles=$OPTARG ;;
         e) elements=$OPTARG ;;
         n) requests=$OPTARG ;;
         c) clients=$OPTARG ;;
         P) pipelines=$OPTARG ;;
-        *) sed -n '2,18p' "$0"; exit 2 ;;
+        R) rounds=$OPTARG ;;
+        *) sed -n '2,20p' "$0"; exit 2 ;;
     esac
 done
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "error: -R wants a positive count" >&2; exit 2; }
 # shellcheck source=benches/lib.sh
 source "$(dirname "$0")/lib.sh"
 start_both

@@ -1,14 +1,15 @@
 # Shared by the benchmark scripts (source it; it sets `root`, `rostrum_bin`,
 # `rostrum_args`, `work` and `pids`, and defines `free_port`, `wait_ready`,
 # `cpu_seconds`, `launch`, `launch_ready`, `start_both`, `settle`,
-# `info_field`, `load_and_measure`, `measure`, `run_rows`, `print_rows`,
-# `start_loaded`, `median`,
+# `info_field`, `load_and_measure`, `measure`, `run_rows`, `column_medians`,
+# `print_rows`, `start_loaded`, `median`,
 # `gen_zset`, `gen_lb_board`, `gen_profiles` and `gen_list`): checks the
 # Redis tools, builds or takes the Rostrum binary ($ROSTRUM_BIN), takes
 # extra server arguments from $ROSTRUM_ARGS (e.g. "--config
 # worker-threads=1"), takes `measure`'s client from $LOADGEN (and a built
-# loadgen from $LOADGEN_BIN), makes a work folder, and on exit stops every
-# process in `pids` and removes it.
+# loadgen from $LOADGEN_BIN), pins the servers to $SERVER_CPUS and that
+# client to $CLIENT_CPUS (taskset lists) when set, makes a work folder, and
+# on exit stops every process in `pids` and removes it.
 root=$(cd "$(dirname "$0")/.." && pwd)
 for tool in redis-server redis-benchmark redis-cli awk; do
     command -v "$tool" >/dev/null || { echo "error: $tool is not in PATH" >&2; exit 1; }
@@ -47,6 +48,19 @@ case "${LOADGEN:-redis-benchmark}" in
     *) echo "error: LOADGEN is redis-benchmark or light, not $LOADGEN" >&2; exit 1 ;;
 esac
 loadgen_name=${loadgen[0]##*/}
+
+# Pinning, optional: SERVER_CPUS and CLIENT_CPUS are taskset lists ("0",
+# "0-7"). `launch` starts the servers on the first and `measure` runs its
+# client on the second, so that neither takes the other's cores. Unpinned
+# on the 2-core machine, the client shares the cores with the server and
+# sets the -P 1 rates (README, "Runs pinned"). Unset: no pinning.
+server_pin=()
+client_pin=()
+if [[ -n "${SERVER_CPUS:-}${CLIENT_CPUS:-}" ]]; then
+    command -v taskset >/dev/null || { echo "error: taskset is not in PATH" >&2; exit 1; }
+    [[ -n "${SERVER_CPUS:-}" ]] && server_pin=(taskset -c "$SERVER_CPUS")
+    [[ -n "${CLIENT_CPUS:-}" ]] && client_pin=(taskset -c "$CLIENT_CPUS")
+fi
 
 work=$(mktemp -d -t rostrum-bench.XXXXXX)
 pids=()
@@ -106,10 +120,10 @@ launch() {
     shift 3
     srv_port=$(free_port)
     if [[ $side == redis ]]; then
-        redis-server --port "$srv_port" --bind 127.0.0.1 "$@" --dir "$dir" --daemonize no \
-            --logfile "$log" &
+        "${server_pin[@]}" redis-server --port "$srv_port" --bind 127.0.0.1 "$@" --dir "$dir" \
+            --daemonize no --logfile "$log" &
     else
-        (cd "$dir" && exec "$rostrum_bin" --port "$srv_port" --bind 127.0.0.1 \
+        (cd "$dir" && exec "${server_pin[@]}" "$rostrum_bin" --port "$srv_port" --bind 127.0.0.1 \
             --loglevel warning "$@" "${rostrum_args[@]}") >"$log" 2>&1 &
     fi
     srv_pid=$!
@@ -213,7 +227,7 @@ measure() {
     c0=$(cpu_seconds "$pid")
     t0=$(date +%s.%N)
     # shellcheck disable=SC2086 # the command is split into its words
-    times=$({ TIMEFORMAT='%U %S'; time "${loadgen[@]}" -p "$port" -n "$requests" -c "$clients" \
+    times=$({ TIMEFORMAT='%U %S'; time "${client_pin[@]}" "${loadgen[@]}" -p "$port" -n "$requests" -c "$clients" \
         -r "$rand_range" -P "$pipeline" --csv $command >"$work/bench.out" 2>"$work/bench.err"; } 2>&1) || {
         echo "  $loadgen_name on port $port failed:" >&2
         sed 's/^/    /' "$work/bench.err" >&2
@@ -232,20 +246,42 @@ measure() {
 }
 
 # Measures every entry of `commands` ("title|command") at every depth of
-# `pipelines` on both servers, into `rows`.
+# `pipelines` on both servers, into `rows`: `rounds` runs of each row
+# (default 1), the two servers taking turns so that a burst of load on
+# the machine falls on both, and the median of each column.
 run_rows() {
     rows=()
-    local p entry title command r q
+    local p entry title command i r q
     for p in $pipelines; do
         for entry in "${commands[@]}"; do
             title=${entry%%|*}
             command=${entry#*|}
             echo "  -P $p $title..." >&2
-            r=$(measure "$redis_port" "$p" "$command" "$redis_pid")
-            q=$(measure "$rostrum_port" "$p" "$command" "$rostrum_pid")
+            : >"$work/redis.runs"
+            : >"$work/rostrum.runs"
+            for ((i = 0; i < ${rounds:-1}; i++)); do
+                measure "$redis_port" "$p" "$command" "$redis_pid" >>"$work/redis.runs"
+                measure "$rostrum_port" "$p" "$command" "$rostrum_pid" >>"$work/rostrum.runs"
+            done
+            r=$(column_medians "$work/redis.runs")
+            q=$(column_medians "$work/rostrum.runs")
             rows+=("$title -P $p	$r	$q")
         done
     done
+}
+
+# The median of each tab-separated column of file $1 ("-", a failed run's
+# figure, left out), tab-separated.
+column_medians() {
+    local col columns out=()
+    columns=$(head -n 1 "$1" | awk -F'\t' '{ print NF }')
+    for ((col = 1; col <= columns; col++)); do
+        out+=("$(cut -f"$col" "$1" | grep -v '^-$' | median)")
+    done
+    (
+        IFS=$'\t'
+        printf '%s\n' "${out[*]}"
+    )
 }
 
 # Prints the table of `rows` ("title<TAB>redis: rps p99 us cli<TAB>rostrum:
@@ -263,6 +299,7 @@ print_rows() {
                 $4, $(q + 2), rb, qb
         }'
     done
+    [[ ${rounds:-1} -gt 1 ]] && echo "(each column the median of $rounds rounds, the servers taking turns)"
     echo "(p99 in ms; us = server CPU time, user + system, per request; cli% = $loadgen_name's"
     echo " CPU over wall time, redis then rostrum: at 90% or more the client is the bottleneck)"
 }

@@ -14,6 +14,9 @@
 # Environment:
 #   ROSTRUM_BIN       use this rostrum binary instead of `cargo build --release`
 #   CARGO_TARGET_DIR  where cargo puts the release build (default: ./target)
+#   LOADGEN, LOADGEN_BIN  the rows' client (see benches/lib.sh)
+#   SERVER_CPUS, CLIENT_CPUS  pin the servers and the rows' client to these
+#                     cores (taskset lists; see benches/lib.sh)
 #
 # Both servers listen on free ports on 127.0.0.1 and are stopped on exit.
 # Run it on an otherwise idle machine: the servers and the benchmark share

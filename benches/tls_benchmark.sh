@@ -146,41 +146,6 @@ commands=(
     "ZREVRANK|ZREVRANK board m:__rand_int__"
     "ZREVRANGE 0 9 WITHSCORES|ZREVRANGE board 0 9 WITHSCORES"
 )
-# lib.sh's `run_rows`, with `rounds` runs per row (the two servers taking
-# turns, so that a burst of load on the machine falls on both) and the
-# median of each column.
-run_rows() {
-    rows=()
-    local p entry title command i r q col side
-    for p in $pipelines; do
-        for entry in "${commands[@]}"; do
-            title=${entry%%|*}
-            command=${entry#*|}
-            echo "  -P $p $title ($rounds rounds)..." >&2
-            : >"$work/redis.runs"
-            : >"$work/rostrum.runs"
-            for ((i = 0; i < rounds; i++)); do
-                measure "$redis_port" "$p" "$command" "$redis_pid" >>"$work/redis.runs"
-                measure "$rostrum_port" "$p" "$command" "$rostrum_pid" >>"$work/rostrum.runs"
-            done
-            r=""
-            q=""
-            for side in redis rostrum; do
-                local cols=()
-                for col in 1 2 3; do
-                    cols+=("$(cut -f"$col" "$work/$side.runs" | grep -v '^-$' | median)")
-                done
-                if [[ $side == redis ]]; then
-                    r=$(printf '%s\t%s\t%s' "${cols[@]}")
-                else
-                    q=$(printf '%s\t%s\t%s' "${cols[@]}")
-                fi
-            done
-            rows+=("$title -P $p	$r	$q")
-        done
-    done
-}
-
 # The ratio each row must reach: 1.0 at -P 1, 1.3 when pipelined.
 check_targets() {
     local row
