@@ -430,6 +430,7 @@ fn main() {
             // fsync); then it may spin a while before sleeping
             // (`park-spin-us`).
             .on_thread_park(move || {
+                server::workers::worker_idle();
                 idle.aof.worker_idle();
                 idle.spin_before_park();
             })

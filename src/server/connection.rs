@@ -17,7 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
 use super::transport::Transport;
-use super::workers::Seat;
+use super::workers::{self, Seat};
 use crate::commands;
 use crate::protocol::{Limits, Parsed, Reply, RequestParser};
 use crate::state::client::{ClientInfo, ClientState, Unblock};
@@ -349,16 +349,18 @@ impl<S: Transport> Conn<S> {
             self.process_buffer().await?;
             commands::flush_stats(&self.server, &mut self.client);
             self.server.tracking.after_batch(&self.server);
-            // After a pipelined batch, the other connections ready on this
-            // worker run theirs before these replies go out, so that the
-            // replies leave close together, as Redis writes them all just
-            // before it sleeps. Written one at a time between other
-            // clients' batches, each of them could find the client asleep
-            // again and wake it: a context switch of the client and a
-            // preemption of this worker each time (at `-P 16`, 1.6 times
-            // Redis's count; README, "cli%"). A lone command (`-P 1`)
-            // does not wait: its reply is what the client waits for.
-            if std::mem::take(&mut self.batch_len) > 1 && !self.out.is_empty() {
+            // The other connections ready on this worker run theirs
+            // before these replies go out, so that the replies leave close
+            // together, as Redis writes them all just before it sleeps.
+            // Written one at a time between other clients' batches, each
+            // could find the client asleep again and wake it: a context
+            // switch of the client, a wake-up paid by this worker's write
+            // and often a preemption of the worker (README, "Replies held
+            // to the turn's end"). A lone command waits only when other
+            // clients were served in this turn: alone, its reply is all
+            // there is to send.
+            let batch = std::mem::take(&mut self.batch_len);
+            if batch > 0 && (workers::batch_ran() || batch > 1) && !self.out.is_empty() {
                 tokio::task::yield_now().await;
             }
             self.send().await?;

@@ -17,6 +17,7 @@
 //! shard another worker writes too: it moves to that shard's home runtime
 //! (see [`Seat`]), so that a hot board's writers take turns on one worker.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -42,6 +43,30 @@ pub struct Workers {
 
 /// A shard no connection has had to move for.
 const NO_HOME: usize = usize::MAX;
+
+thread_local! {
+    /// Batches of commands the connections on this worker thread have run
+    /// since it last ran out of work ([`worker_idle`]).
+    static TURN_BATCHES: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Counts a batch of commands just run on this worker thread, and says
+/// whether another ran on it since it last ran out of work: whether
+/// other clients are being served in the same turn, so that a reply held
+/// back to the turn's end (`connection::Conn::run`) leaves with theirs.
+pub fn batch_ran() -> bool {
+    TURN_BATCHES.with(|n| {
+        let before = n.get();
+        n.set(before.saturating_add(1));
+        before > 0
+    })
+}
+
+/// The worker thread ran out of work (tokio's `on_thread_park`): the
+/// next batch starts a turn.
+pub fn worker_idle() {
+    TURN_BATCHES.with(|n| n.set(0));
+}
 /// Batches a connection's hand-offs are counted over before it decides.
 const WINDOW: u32 = 32;
 /// Batches of a window that must have taken the same shard over from
@@ -318,6 +343,19 @@ async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_turn_counts_the_batches_run_on_its_thread_until_the_worker_idles() {
+        worker_idle();
+        assert!(!batch_ran(), "the first batch of a turn has none before it");
+        assert!(batch_ran());
+        assert!(batch_ran());
+        // Another thread's turn is its own.
+        let other = std::thread::spawn(batch_ran).join().expect("thread");
+        assert!(!other);
+        worker_idle();
+        assert!(!batch_ran());
+    }
 
     /// Two runtimes' handles (kept alive by the returned runtimes).
     fn two() -> (Vec<tokio::runtime::Runtime>, Workers) {
