@@ -50,10 +50,11 @@ esac
 loadgen_name=${loadgen[0]##*/}
 
 # Pinning, optional: SERVER_CPUS and CLIENT_CPUS are taskset lists ("0",
-# "0-7"). `launch` starts the servers on the first and `measure` runs its
-# client on the second, so that neither takes the other's cores. Unpinned
-# on the 2-core machine, the client shares the cores with the server and
-# sets the -P 1 rates (README, "Runs pinned"). Unset: no pinning.
+# "0-7"). `launch` and `start_loaded` start the servers on the first and
+# `measure` runs its client on the second, so that neither takes the
+# other's cores. Unpinned on the 2-core machine, the client shares the
+# cores with the server, and its CPU counts in the -P 1 rates (README,
+# "Replies held to the turn's end"). Unset: no pinning.
 server_pin=()
 client_pin=()
 if [[ -n "${SERVER_CPUS:-}${CLIENT_CPUS:-}" ]]; then
@@ -160,7 +161,7 @@ start_loaded() {
     shift 2
     port=$(free_port)
     mkdir -p "$work/$name"
-    (cd "$work/$name" && exec "$@" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+    (cd "$work/$name" && exec "${server_pin[@]}" "$@" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
         >"$work/$name/log" 2>&1) &
     pids+=("$!")
     spids+=("$!")

@@ -16,6 +16,10 @@
 //! A placed connection stays, except one that pipelines writes to a hot
 //! shard another worker writes too: it moves to that shard's home runtime
 //! (see [`Seat`]), so that a hot board's writers take turns on one worker.
+//!
+//! Each worker thread also counts the batches of commands run in its
+//! current turn (until it runs out of work): [`batch_ran`], which
+//! `connection` asks before sending a lone command's reply.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -44,29 +48,6 @@ pub struct Workers {
 /// A shard no connection has had to move for.
 const NO_HOME: usize = usize::MAX;
 
-thread_local! {
-    /// Batches of commands the connections on this worker thread have run
-    /// since it last ran out of work ([`worker_idle`]).
-    static TURN_BATCHES: Cell<u32> = const { Cell::new(0) };
-}
-
-/// Counts a batch of commands just run on this worker thread, and says
-/// whether another ran on it since it last ran out of work: whether
-/// other clients are being served in the same turn, so that a reply held
-/// back to the turn's end (`connection::Conn::run`) leaves with theirs.
-pub fn batch_ran() -> bool {
-    TURN_BATCHES.with(|n| {
-        let before = n.get();
-        n.set(before.saturating_add(1));
-        before > 0
-    })
-}
-
-/// The worker thread ran out of work (tokio's `on_thread_park`): the
-/// next batch starts a turn.
-pub fn worker_idle() {
-    TURN_BATCHES.with(|n| n.set(0));
-}
 /// Batches a connection's hand-offs are counted over before it decides.
 const WINDOW: u32 = 32;
 /// Batches of a window that must have taken the same shard over from
@@ -304,6 +285,30 @@ impl Workers {
             }
         });
     }
+}
+
+thread_local! {
+    /// Batches of commands the connections on this worker thread have run
+    /// since it last ran out of work ([`worker_idle`]).
+    static TURN_BATCHES: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Counts a batch of commands just run on this worker thread, and says
+/// whether another ran on it since it last ran out of work: whether
+/// other clients are being served in the same turn, so that a reply held
+/// back to the turn's end (`connection::Conn::run`) leaves with theirs.
+pub fn batch_ran() -> bool {
+    TURN_BATCHES.with(|n| {
+        let before = n.get();
+        n.set(before.saturating_add(1));
+        before > 0
+    })
+}
+
+/// The worker thread ran out of work (tokio's `on_thread_park`): the
+/// next batch starts a turn.
+pub fn worker_idle() {
+    TURN_BATCHES.with(|n| n.set(0));
 }
 
 fn spawn_here(server: Arc<Server>, stream: TcpStream, tls: bool, reject: Option<&'static [u8]>) {
