@@ -894,7 +894,8 @@ fn lookup_uncached(args: &[&[u8]], name: &[u8]) -> Result<&'static Command, CmdE
 /// path every admitted command runs over more instruction cache lines,
 /// each missed once a request after the kernel's socket calls (HGET
 /// `-P 1` under callgrind's cache model: 221 first-level instruction
-/// misses a request with it inlined, 180 without; Redis 82).
+/// misses a request with it inlined, 173-180 without, a count that also
+/// moves with code placement; Redis 82).
 #[cold]
 #[inline(never)]
 fn reject(
