@@ -167,6 +167,6 @@ run_rows
 print_rows
 check_targets
 echo
-echo "(medians of $rounds rounds; over TLS with client certificates required on both servers:"
+echo "(over TLS with client certificates required on both servers:"
 echo " redis-server negotiated ${redis_tls:-?}, rostrum ${rostrum_tls:-?})"
 echo "load average before: $load_before; after: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores)"
