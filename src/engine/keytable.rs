@@ -191,9 +191,18 @@ impl<K: NodeKey> Part<K> {
         });
     }
 
-    fn find_expiring(&self, h: u64, at: u64) -> Option<(&[u8], &Entry)> {
+    /// `hash` tells a key's own slot hash: the probe for `h` also meets
+    /// keys of other hashes whose short tag matches.
+    fn find_expiring(
+        &self,
+        h: u64,
+        at: u64,
+        hash: &dyn Fn(&[u8]) -> u64,
+    ) -> Option<(&[u8], &Entry)> {
         self.table
-            .find(h, |n| n.entry.expire_at() == Some(at))
+            .find(h, |n| {
+                n.entry.expire_at() == Some(at) && hash(n.key.as_bytes()) == h
+            })
             .map(|n| (n.key.as_bytes(), &n.entry))
     }
 
@@ -610,18 +619,23 @@ impl KeyTable {
     /// A key whose slot hash is `h` and whose expiry time is `at`, if any
     /// (nearly always the one key the expiry index entry `(at, h)` names).
     pub fn find_expiring(&self, h: u64, at: u64) -> Option<(&[u8], &Entry)> {
+        let hash = |k: &[u8]| self.hash(k);
         self.short
-            .find_expiring(h, at)
-            .or_else(|| self.mid.find_expiring(h, at))
-            .or_else(|| self.long.find_expiring(h, at))
+            .find_expiring(h, at, &hash)
+            .or_else(|| self.mid.find_expiring(h, at, &hash))
+            .or_else(|| self.long.find_expiring(h, at, &hash))
             .or_else(|| self.spill.as_deref()?.find_expiring(h, at))
     }
 
     /// How many keys have slot hash `h` and expiry time `at`.
     pub fn count_expiring(&self, h: u64, at: u64) -> usize {
         let mut n = 0;
-        let mut count = |_: &[u8], e: &Entry| {
-            n += usize::from(e.expire_at() == Some(at));
+        // The table's probe for `h` also visits keys of other hashes whose
+        // short tag matches: only this hash's keys are counted (another
+        // key expiring at the same time would be counted twice, under its
+        // own index entry too).
+        let mut count = |k: &[u8], e: &Entry| {
+            n += usize::from(e.expire_at() == Some(at) && self.hash(k) == h);
             true
         };
         self.short.visit_hash(h, &mut count);
