@@ -137,6 +137,30 @@ fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
     }
 }
 
+/// Waits until `port` is [`synced`] with `master`; past `limit` fails
+/// with both nodes' INFO replication (and `sentinel`'s view of the
+/// primary), so that a slow failover says where it stood.
+fn wait_synced(what: &str, limit: Duration, port: u16, master: u16, sentinel: Option<u16>) {
+    let deadline = Instant::now() + limit;
+    while !synced(port, master) {
+        if Instant::now() >= deadline {
+            let replication = |p: u16| {
+                conn(p)
+                    .map(|mut c| format!("{:?}", info(&mut c, "replication")))
+                    .unwrap_or_else(|e| format!("unreachable: {e}"))
+            };
+            panic!(
+                "timed out waiting for {what}: node {port}: {}; primary {master}: {}; \
+                 sentinel: {:?}",
+                replication(port),
+                replication(master),
+                sentinel.map(sentinel_master)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Whether `port` is a replica of `master` with its link up and its
 /// offset equal to the primary's.
 fn synced(port: u16, master: u16) -> bool {
@@ -291,10 +315,12 @@ fn sentinels_promote_a_replica_when_the_primary_dies() {
 
     // The other replica follows the new primary and has the same data.
     let other = if new == ports[1] { ports[2] } else { ports[1] };
-    wait_for(
+    wait_synced(
         "the other replica to follow",
         Duration::from_secs(15),
-        || synced(other, new),
+        other,
+        new,
+        Some(sentinels[0].port),
     );
     assert!(missing(other, &acked).is_empty());
 
@@ -318,10 +344,12 @@ fn sentinels_promote_a_replica_when_the_primary_dies() {
 
     // The old primary, restarted from its config file, is made a replica.
     nodes[0] = start_node(&confs[0], &dirs[0], old);
-    wait_for(
+    wait_synced(
         "the old primary to rejoin as a replica",
         Duration::from_secs(30),
-        || synced(old, new),
+        old,
+        new,
+        Some(sentinels[0].port),
     );
     assert!(missing(old, &acked).is_empty());
     let _ = ok;
@@ -382,13 +410,21 @@ fn failover_command_hands_over_without_losing_a_write() {
     assert!(gone.is_empty(), "writes lost in the hand-over: {gone:?}");
     // The old primary follows it (a partial resync) and has them too; the
     // other replica, chained below the old primary, as well.
-    wait_for("the old primary in sync", Duration::from_secs(10), || {
-        synced(primary.port, r1.port)
-    });
+    wait_synced(
+        "the old primary in sync",
+        Duration::from_secs(10),
+        primary.port,
+        r1.port,
+        None,
+    );
     assert!(missing(primary.port, &ok).is_empty());
-    wait_for("the other replica in sync", Duration::from_secs(10), || {
-        synced(r2.port, primary.port)
-    });
+    wait_synced(
+        "the other replica in sync",
+        Duration::from_secs(10),
+        r2.port,
+        primary.port,
+        None,
+    );
     assert!(missing(r2.port, &ok).is_empty());
     let mut t = r1.conn();
     assert_eq!(info(&mut t, "stats")["sync_partial_ok"], "1");
