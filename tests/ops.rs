@@ -677,6 +677,51 @@ fn error_and_latency_statistics() {
     assert!(!lat.contains_key("latency_percentiles_usec_get"), "{lat:?}");
 }
 
+/// The counters every request adds to are kept per worker thread: with
+/// several workers serving connections at once, INFO's figures are still
+/// every call's, and CONFIG RESETSTAT zeroes every worker's share.
+#[test]
+fn statistics_add_up_over_workers() {
+    let srv = TestServer::start(&["--worker-threads", "4"]);
+    let mut c = srv.conn();
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+    let (clients, calls) = (8, 250);
+    std::thread::scope(|s| {
+        for t in 0..clients {
+            let mut k = srv.conn();
+            s.spawn(move || {
+                for i in 0..calls {
+                    let key = format!("k{t}:{}", i % 10);
+                    let _: () = redis::cmd("SET").arg(&key).arg(i).query(&mut k).unwrap();
+                    let _: Option<String> = redis::cmd("GET").arg(&key).query(&mut k).unwrap();
+                    let _: Option<String> = redis::cmd("GET").arg("absent").query(&mut k).unwrap();
+                }
+            });
+        }
+    });
+    let n = clients * calls;
+    assert_eq!(cmdstat(&mut c, "set")["calls"], n.to_string());
+    assert_eq!(cmdstat(&mut c, "get")["calls"], (2 * n).to_string());
+    let stats = info(&mut c, "stats");
+    assert_eq!(stats["keyspace_hits"], n.to_string());
+    assert_eq!(stats["keyspace_misses"], n.to_string());
+    // The 3n calls, the INFO calls before this one and the clients'
+    // CLIENT SETINFO on connecting.
+    let processed: usize = stats["total_commands_processed"].parse().unwrap();
+    assert!((3 * n..3 * n + 40).contains(&processed), "{processed}");
+    let reads: usize = stats["total_reads_processed"].parse().unwrap();
+    assert!(reads >= 3 * n, "{reads}");
+    let lat = info(&mut c, "latencystats");
+    assert!(lat.contains_key("latency_percentiles_usec_get"), "{lat:?}");
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+    assert!(cmdstat(&mut c, "get").is_empty());
+    let stats = info(&mut c, "stats");
+    assert_eq!(stats["keyspace_hits"], "0");
+    let processed: usize = stats["total_commands_processed"].parse().unwrap();
+    assert!(processed <= 2, "{processed}");
+    assert!(!info(&mut c, "latencystats").contains_key("latency_percentiles_usec_get"));
+}
+
 /// Sends raw commands on `s` and reads what arrives within `wait`.
 fn send_raw(s: &mut std::net::TcpStream, bytes: &[u8], wait: Duration) -> Vec<u8> {
     use std::io::{Read, Write};

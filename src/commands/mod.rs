@@ -969,7 +969,7 @@ fn flush_latency(server: &Server, client: &mut ClientState) {
     let stats = server.command_stats(table().slots());
     for (slot, bucket) in client.pending_latency.drain(..) {
         if let Some(s) = stats.get(slot as usize) {
-            s.latency.record(bucket as usize);
+            s.record_latency(bucket as usize);
         }
     }
 }
@@ -1001,25 +1001,18 @@ pub fn flush_stats(server: &Server, client: &mut ClientState) {
         }
     }
     flush_latency(server, client);
+    let hot = server.stats.hot.local();
     if processed > 0 {
-        server
-            .stats
-            .commands_processed
+        hot.commands_processed
             .fetch_add(processed, Ordering::Relaxed);
     }
     let hits = std::mem::take(&mut client.pending_hits);
     if hits > 0 {
-        server
-            .stats
-            .keyspace_hits
-            .fetch_add(hits, Ordering::Relaxed);
+        hot.keyspace_hits.fetch_add(hits, Ordering::Relaxed);
     }
     let misses = std::mem::take(&mut client.pending_misses);
     if misses > 0 {
-        server
-            .stats
-            .keyspace_misses
-            .fetch_add(misses, Ordering::Relaxed);
+        hot.keyspace_misses.fetch_add(misses, Ordering::Relaxed);
     }
 }
 
@@ -1145,14 +1138,13 @@ mod tests {
         assert_eq!(seen, [(a, 2, 17, 1, 0), (b, 1, 5, 1, 1)]);
         flush_stats(&server, &mut client);
         assert!(client.pending_stats.is_empty());
-        let stats = server.command_stats(slots);
         let got = |i: usize| {
-            let s = &stats[i];
-            [&s.calls, &s.usec, &s.failed, &s.rejected].map(|c| c.load(Ordering::Relaxed))
+            let s = server.command_totals(i);
+            [s.calls, s.usec, s.failed, s.rejected]
         };
         assert_eq!(got(a), [2, 17, 1, 0]);
         assert_eq!(got(b), [1, 5, 1, 1]);
-        assert_eq!(server.stats.commands_processed.load(Ordering::Relaxed), 4);
+        assert_eq!(server.stats.total(|h| &h.commands_processed), 4);
         // A slot past the table is dropped, not a panic.
         record(&mut client, slots + 5, 1, false, false);
         flush_stats(&server, &mut client);

@@ -94,8 +94,8 @@ pub fn start(server: &Arc<Server>) -> Result<(), String> {
             server.aof.set_loading(false);
             r?;
             // The replay's lookups are not the clients'.
-            server.stats.keyspace_hits.store(0, Ordering::Relaxed);
-            server.stats.keyspace_misses.store(0, Ordering::Relaxed);
+            server.stats.zero(|h| &h.keyspace_hits);
+            server.stats.zero(|h| &h.keyspace_misses);
         }
         let rdb_base = server.config.read().aof_use_rdb_preamble();
         let (file, size, before) = layout.open_for_append(

@@ -455,9 +455,9 @@ impl<S: Transport> Conn<S> {
     /// Counts a read of `n` bytes (INFO `total_net_input_bytes`,
     /// `total_reads_processed`).
     fn count_read(&self, n: usize) {
-        let stats = &self.server.stats;
-        stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
-        stats.reads_processed.fetch_add(1, Ordering::Relaxed);
+        let hot = self.server.stats.hot.local();
+        hot.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
+        hot.reads_processed.fetch_add(1, Ordering::Relaxed);
     }
 
     /// After a read of `n` bytes into `room`: a read that filled its room
@@ -927,8 +927,7 @@ impl<S: Transport> Conn<S> {
         if limit.soft > 0 && could_be_over as u64 >= limit.soft && self.output_over(&limit, 0) {
             return Err(Stop::Close);
         }
-        self.server
-            .stats
+        (self.server.stats.hot.local())
             .net_output_bytes
             .fetch_add(self.out.buf.len() as u64, Ordering::Relaxed);
         self.out.buf.clear();
@@ -949,8 +948,7 @@ impl<S: Transport> Conn<S> {
     /// here, by a publisher or monitor feed, and each second under a soft
     /// limit) or the server shuts down.
     async fn write_out(&mut self, limit: &OutputLimit) -> Result<(), Stop> {
-        self.server
-            .stats
+        (self.server.stats.hot.local())
             .writes_processed
             .fetch_add(1, Ordering::Relaxed);
         // Usually the socket takes it all at once: one write, no waiting.

@@ -458,8 +458,7 @@ async fn stream_to(
                 return;
             }
             from += chunk.len() as u64;
-            server
-                .stats
+            (server.stats.hot.local())
                 .net_output_bytes
                 .fetch_add(chunk.len() as u64, Ordering::Relaxed);
             continue;

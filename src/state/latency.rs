@@ -3,7 +3,9 @@
 //! reported percentile is within about 6% of the true one; Redis keeps an
 //! HdrHistogram of 2 significant digits for the same figures), up to
 //! 2^36 ns (69 s; longer calls count in the last bucket). A command's
-//! buckets are allocated as its calls need them.
+//! buckets are allocated as its calls need them. Each thread records in
+//! its own histograms (`Server::command_stats`); readers add them up
+//! ([`Counts`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -76,11 +78,6 @@ impl Histogram {
         self.total.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Calls recorded.
-    pub fn total(&self) -> u64 {
-        self.total.load(Ordering::Relaxed)
-    }
-
     /// Forgets every call (CONFIG RESETSTAT).
     pub fn reset(&self) {
         for counts in self.groups.iter().filter_map(|g| g.get()) {
@@ -90,13 +87,46 @@ impl Histogram {
         }
         self.total.store(0, Ordering::Relaxed);
     }
+}
+
+/// Histograms added up (each thread keeps its own; INFO and /metrics read
+/// their sum).
+#[derive(Debug, Default)]
+pub struct Counts {
+    /// Calls per bucket; empty until a histogram with calls is added.
+    buckets: Vec<u64>,
+    total: u64,
+}
+
+impl Counts {
+    /// Adds `h`'s calls.
+    pub fn add(&mut self, h: &Histogram) {
+        let total = h.total.load(Ordering::Relaxed);
+        if total == 0 {
+            return;
+        }
+        self.total += total;
+        self.buckets.resize(BUCKETS, 0);
+        for (g, counts) in h.groups.iter().enumerate() {
+            let Some(counts) = counts.get() else {
+                continue;
+            };
+            for (i, c) in counts.iter().enumerate() {
+                if let Some(b) = self.buckets.get_mut(g * SUB + i) {
+                    *b += c.load(Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Calls recorded.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
 
     /// The count of bucket `b`.
     fn count(&self, b: usize) -> u64 {
-        self.groups
-            .get(b / SUB)
-            .and_then(|g| g.get())
-            .map_or(0, |c| c[b % SUB].load(Ordering::Relaxed))
+        self.buckets.get(b).copied().unwrap_or(0)
     }
 
     /// Calls that took less than 2^`k` ns (`k` from 4 to 35: the
@@ -105,13 +135,8 @@ impl Histogram {
     pub fn below_pow2(&self, k: u32) -> u64 {
         let k = k.clamp(SUB_BITS, MAX_BITS - 1);
         // Group g (g >= 1) holds [2^(g+3), 2^(g+4)); group 0 holds [0, 16).
-        let last = (k - SUB_BITS) as usize;
-        self.groups[..=last]
-            .iter()
-            .filter_map(|g| g.get())
-            .flat_map(|c| c.iter())
-            .map(|c| c.load(Ordering::Relaxed))
-            .sum()
+        let end = (k - SUB_BITS + 1) as usize * SUB;
+        self.buckets.iter().take(end).sum()
     }
 
     /// The duration (ns) under which `p` percent of the calls fell, for
@@ -199,11 +224,22 @@ mod tests {
 
     #[test]
     fn percentiles_of_a_known_distribution() {
-        let h = Histogram::default();
-        assert_eq!(h.percentiles(&[50.0]), [0]);
+        let (one, two) = (Histogram::default(), Histogram::default());
+        let sum = |hs: &[&Histogram]| {
+            let mut c = Counts::default();
+            for h in hs {
+                c.add(h);
+            }
+            c
+        };
+        assert_eq!(sum(&[&one, &two]).percentiles(&[50.0]), [0]);
+        // Two threads' histograms: the odd and the even calls.
         for ns in 1..=1000u64 {
+            let h = if ns % 2 == 1 { &one } else { &two };
             h.record(bucket_of(ns * 1000));
         }
+        let h = sum(&[&one, &two]);
+        assert_eq!(h.total(), 1000);
         let p = h.percentiles(&[0.0, 50.0, 99.0, 99.9, 100.0]);
         assert_eq!(bucket_of(u64::MAX), BUCKETS - 1);
         let near = |got: u64, want: u64| got >= want && got <= want + want / 16 + 1;
@@ -218,8 +254,9 @@ mod tests {
         assert_eq!(h.below_pow2(20), 1000);
         // Under 2^19 ns (524,288 ns): 1..=524 us.
         assert_eq!(h.below_pow2(19), 524);
-        h.reset();
-        assert_eq!(h.total(), 0);
+        one.reset();
+        assert_eq!(sum(&[&one, &two]).total(), 500);
+        assert_eq!(sum(&[&one]).below_pow2(30), 0);
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub mod memory;
 pub mod monitor;
 pub mod notify;
 pub mod outbox;
+pub mod per_thread;
 pub mod pubsub;
 pub mod replication;
 pub mod seasons;

@@ -17,6 +17,7 @@ use super::journal::Aof;
 use super::monitor::Monitors;
 use super::notify;
 use super::outbox::{LimitCell, OutputLimit};
+use super::per_thread::PerThread;
 use super::pubsub::PubSub;
 use super::seasons::SeasonTimers;
 use super::tracking::Tracking;
@@ -24,15 +25,43 @@ use super::watch::LiveBoards;
 use crate::engine::Keyspace;
 use crate::scripting::Scripting;
 
-/// Calls, time and errors of one command (INFO commandstats).
+/// Calls, time and errors of one command (INFO commandstats), as one
+/// thread counted them (see [`Server::command_stats`]).
 #[derive(Debug, Default)]
 pub struct CommandStat {
     pub calls: AtomicU64,
     pub usec: AtomicU64,
     pub failed: AtomicU64,
     pub rejected: AtomicU64,
-    /// How long the calls took (INFO latencystats).
-    pub latency: super::latency::Histogram,
+    /// How long the calls took (INFO latencystats), made on the first.
+    latency: OnceLock<Box<super::latency::Histogram>>,
+}
+
+impl CommandStat {
+    /// Counts a call that fell in latency bucket `b`.
+    pub fn record_latency(&self, b: usize) {
+        self.latency.get_or_init(Box::default).record(b);
+    }
+
+    /// Zeroes the counts (CONFIG RESETSTAT).
+    pub fn reset(&self) {
+        for c in [&self.calls, &self.usec, &self.failed, &self.rejected] {
+            c.store(0, Ordering::Relaxed);
+        }
+        if let Some(h) = self.latency.get() {
+            h.reset();
+        }
+    }
+}
+
+/// One command's statistics summed over the threads that counted them.
+#[derive(Debug, Default)]
+pub struct CommandTotals {
+    pub calls: u64,
+    pub usec: u64,
+    pub failed: u64,
+    pub rejected: u64,
+    pub latency: super::latency::Counts,
 }
 
 /// CLIENT PAUSE's state: while it lasts, commands of normal clients (every
@@ -183,12 +212,26 @@ pub struct SlowlogEntry {
     pub name: Vec<u8>,
 }
 
-/// Server-wide counters (INFO stats).
+/// Server-wide counters (INFO stats). Those every request adds to are
+/// kept per thread ([`Stats::hot`]).
 #[derive(Debug, Default)]
 pub struct Stats {
+    pub hot: PerThread<HotStats>,
     pub connections_received: AtomicU64,
-    pub commands_processed: AtomicU64,
     pub rejected_connections: AtomicU64,
+    pub total_error_replies: AtomicU64,
+    pub unexpected_error_replies: AtomicU64,
+    /// Connections moved to another worker to join the other writers of a
+    /// shard they kept waiting for (`server::workers`; INFO
+    /// `rostrum_hot_shard_moves`).
+    pub hot_shard_moves: AtomicU64,
+}
+
+/// The counters of [`Stats`] that every request adds to, as one thread
+/// counted them (on a cache line of its own).
+#[derive(Debug, Default)]
+pub struct HotStats {
+    pub commands_processed: AtomicU64,
     pub keyspace_hits: AtomicU64,
     pub keyspace_misses: AtomicU64,
     pub net_input_bytes: AtomicU64,
@@ -199,12 +242,55 @@ pub struct Stats {
     /// Flushes of a client's replies to its socket (INFO
     /// `total_writes_processed`).
     pub writes_processed: AtomicU64,
-    pub total_error_replies: AtomicU64,
-    pub unexpected_error_replies: AtomicU64,
-    /// Connections moved to another worker to join the other writers of a
-    /// shard they kept waiting for (`server::workers`; INFO
-    /// `rostrum_hot_shard_moves`).
-    pub hot_shard_moves: AtomicU64,
+}
+
+impl HotStats {
+    fn all(&self) -> [&AtomicU64; 7] {
+        [
+            &self.commands_processed,
+            &self.keyspace_hits,
+            &self.keyspace_misses,
+            &self.net_input_bytes,
+            &self.net_output_bytes,
+            &self.reads_processed,
+            &self.writes_processed,
+        ]
+    }
+}
+
+impl Stats {
+    /// The sum over the threads of the counter `which` picks.
+    pub fn total(&self, which: impl Fn(&HotStats) -> &AtomicU64) -> u64 {
+        self.hot
+            .iter()
+            .map(|h| which(h).load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Zeroes the counter `which` picks in every thread's copy.
+    pub fn zero(&self, which: impl Fn(&HotStats) -> &AtomicU64) {
+        for h in self.hot.iter() {
+            which(h).store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Zeroes every counter (CONFIG RESETSTAT).
+    pub fn reset(&self) {
+        for h in self.hot.iter() {
+            for c in h.all() {
+                c.store(0, Ordering::Relaxed);
+            }
+        }
+        for c in [
+            &self.connections_received,
+            &self.rejected_connections,
+            &self.total_error_replies,
+            &self.unexpected_error_replies,
+            &self.hot_shard_moves,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
 }
 
 /// What INFO remembers between calls to derive some of its figures.
@@ -277,8 +363,9 @@ pub struct Server {
     /// CLIENT PAUSE: what is paused and until when.
     pub pause: ClientPause,
     /// Per-command statistics, indexed by command slot (the command
-    /// table's; sized by the first [`Server::command_stats`] call).
-    command_stats: OnceLock<Box<[CommandStat]>>,
+    /// table's; sized by the first [`Server::command_stats`] call), one
+    /// table per thread slot, made when that thread first counts.
+    command_stats: PerThread<OnceLock<Box<[CommandStat]>>>,
     /// Error replies by error code (INFO errorstats).
     pub error_stats: Mutex<HashMap<String, u64>>,
     /// The slow log, newest first.
@@ -365,7 +452,7 @@ impl Server {
             blocked_on: Mutex::new(HashMap::new()),
             turn_taken: tokio::sync::Notify::new(),
             stats: Stats::default(),
-            command_stats: OnceLock::new(),
+            command_stats: PerThread::default(),
             error_stats: Mutex::new(HashMap::new()),
             slowlog: Mutex::new(VecDeque::new()),
             slowlog_next_id: AtomicU64::new(0),
@@ -393,10 +480,34 @@ impl Server {
         })
     }
 
-    /// The per-command statistics of a table of `slots` commands.
+    /// This thread's per-command statistics, for a table of `slots`
+    /// commands (where it counts).
     pub fn command_stats(&self, slots: usize) -> &[CommandStat] {
         self.command_stats
+            .local()
             .get_or_init(|| (0..slots).map(|_| CommandStat::default()).collect())
+    }
+
+    /// Command slot `id`'s statistics summed over the threads.
+    pub fn command_totals(&self, id: usize) -> CommandTotals {
+        let mut t = CommandTotals::default();
+        for s in self.command_stat_tables().filter_map(|table| table.get(id)) {
+            t.calls += s.calls.load(Ordering::Relaxed);
+            t.usec += s.usec.load(Ordering::Relaxed);
+            t.failed += s.failed.load(Ordering::Relaxed);
+            t.rejected += s.rejected.load(Ordering::Relaxed);
+            if let Some(h) = s.latency.get() {
+                t.latency.add(h);
+            }
+        }
+        t
+    }
+
+    /// Every thread's per-command statistics made so far.
+    pub fn command_stat_tables(&self) -> impl Iterator<Item = &[CommandStat]> {
+        self.command_stats
+            .iter()
+            .filter_map(|t| t.get().map(|b| &b[..]))
     }
 
     /// A new, never reused client id.

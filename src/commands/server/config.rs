@@ -172,31 +172,11 @@ fn move_listeners(server: &Server, config: &Config, before: (u16, u16)) -> Resul
 /// stats section), as CONFIG RESETSTAT does. `expired_now` is the keyspace's
 /// expired-keys count, from which INFO's `expired_keys` starts again.
 pub fn reset_stats(server: &Server, expired_now: u64) {
-    for s in server.command_stats(super::super::table::table().slots()) {
-        s.calls.store(0, Ordering::Relaxed);
-        s.usec.store(0, Ordering::Relaxed);
-        s.failed.store(0, Ordering::Relaxed);
-        s.rejected.store(0, Ordering::Relaxed);
-        s.latency.reset();
+    for s in server.command_stat_tables().flatten() {
+        s.reset();
     }
     server.error_stats.lock().clear();
-    let st = &server.stats;
-    for c in [
-        &st.connections_received,
-        &st.commands_processed,
-        &st.rejected_connections,
-        &st.keyspace_hits,
-        &st.keyspace_misses,
-        &st.net_input_bytes,
-        &st.net_output_bytes,
-        &st.reads_processed,
-        &st.writes_processed,
-        &st.total_error_replies,
-        &st.unexpected_error_replies,
-        &st.hot_shard_moves,
-    ] {
-        c.store(0, Ordering::Relaxed);
-    }
+    server.stats.reset();
     let marks = &server.info_marks;
     marks.expired_at_reset.store(expired_now, Ordering::Relaxed);
     *marks.ops_sample.lock() = None;

@@ -414,14 +414,14 @@ fn stats_section(ctx: &Ctx, l: &mut Lines) {
     let server = ctx.server;
     let st = &server.stats;
     let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
-    let processed = get(&st.commands_processed);
+    let processed = st.total(|h| &h.commands_processed);
     let expired = super::expired_keys(ctx)
         .saturating_sub(server.info_marks.expired_at_reset.load(Ordering::Relaxed));
     l.put("total_connections_received", get(&st.connections_received));
     l.put("total_commands_processed", processed);
     l.put("instantaneous_ops_per_sec", ops_per_sec(server, processed));
-    l.put("total_net_input_bytes", get(&st.net_input_bytes));
-    l.put("total_net_output_bytes", get(&st.net_output_bytes));
+    l.put("total_net_input_bytes", st.total(|h| &h.net_input_bytes));
+    l.put("total_net_output_bytes", st.total(|h| &h.net_output_bytes));
     l.put("total_net_repl_input_bytes", 0);
     l.put("total_net_repl_output_bytes", 0);
     for name in [
@@ -461,8 +461,8 @@ fn stats_section(ctx: &Ctx, l: &mut Lines) {
     ] {
         l.put(name, 0);
     }
-    l.put("keyspace_hits", get(&st.keyspace_hits));
-    l.put("keyspace_misses", get(&st.keyspace_misses));
+    l.put("keyspace_hits", st.total(|h| &h.keyspace_hits));
+    l.put("keyspace_misses", st.total(|h| &h.keyspace_misses));
     let ps = &server.pubsub;
     l.put("pubsub_channels", ps.len(Kind::Channel));
     l.put("pubsub_patterns", ps.len(Kind::Pattern));
@@ -491,8 +491,8 @@ fn stats_section(ctx: &Ctx, l: &mut Lines) {
     );
     l.put("total_error_replies", get(&st.total_error_replies));
     l.put("dump_payload_sanitizations", 0);
-    l.put("total_reads_processed", get(&st.reads_processed));
-    l.put("total_writes_processed", get(&st.writes_processed));
+    l.put("total_reads_processed", st.total(|h| &h.reads_processed));
+    l.put("total_writes_processed", st.total(|h| &h.writes_processed));
     l.put("io_threaded_reads_processed", 0);
     l.put("io_threaded_writes_processed", 0);
     l.put("reply_buffer_shrinks", 0);
@@ -635,13 +635,8 @@ fn cpu_section(l: &mut Lines) {
 
 fn commandstats_section(server: &Server, l: &mut Lines) {
     for c in table().all_slots() {
-        let Some(s) = server.command_stats(table().slots()).get(c.id) else {
-            continue;
-        };
-        let calls = s.calls.load(Ordering::Relaxed);
-        let usec = s.usec.load(Ordering::Relaxed);
-        let failed = s.failed.load(Ordering::Relaxed);
-        let rejected = s.rejected.load(Ordering::Relaxed);
+        let s = server.command_totals(c.id);
+        let (calls, usec, failed, rejected) = (s.calls, s.usec, s.failed, s.rejected);
         if calls == 0 && failed == 0 && rejected == 0 {
             continue;
         }
@@ -671,11 +666,8 @@ fn latencystats_section(server: &Server, l: &mut Lines) {
         crate::state::latency::parse_percentiles(&c.latency_tracking_info_percentiles)
             .unwrap_or_default()
     };
-    let stats = server.command_stats(table().slots());
     for c in table().all_slots() {
-        let Some(h) = stats.get(c.id).map(|s| &s.latency) else {
-            continue;
-        };
+        let h = server.command_totals(c.id).latency;
         if h.total() == 0 {
             continue;
         }

@@ -415,11 +415,8 @@ fn latency_metrics(f: &mut Families, server: &Server) {
     const NAME: &str = "rostrum_command_duration_seconds";
     const HELP: &str = "How long each command took (INFO latencystats)";
     let table = commands::table::table();
-    let stats = server.command_stats(table.slots());
     for c in table.all_slots() {
-        let Some(s) = stats.get(c.id) else {
-            continue;
-        };
+        let s = server.command_totals(c.id);
         let h = &s.latency;
         let count = h.total();
         if count == 0 {
@@ -451,7 +448,7 @@ fn latency_metrics(f: &mut Families, server: &Server) {
             HELP,
             "rostrum_command_duration_seconds_sum",
             &format!("{{cmd=\"{cmd}\"}}"),
-            s.usec.load(Ordering::Relaxed) as f64 / 1e6,
+            s.usec as f64 / 1e6,
         );
         f.add_sample(
             NAME,
