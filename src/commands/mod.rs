@@ -977,8 +977,12 @@ fn flush_latency(server: &Server, client: &mut ClientState) {
 /// Adds a client's pending statistics to the server's.
 pub fn flush_stats(server: &Server, client: &mut ClientState) {
     let mut processed = 0;
+    let stats = match client.pending_stats.is_empty() {
+        true => &[][..],
+        false => server.command_stats(table().slots()),
+    };
     for s in client.pending_stats.drain(..) {
-        let Some(dst) = server.command_stats(table().slots()).get(s.slot) else {
+        let Some(dst) = stats.get(s.slot) else {
             continue;
         };
         let PendingStat {

@@ -16,8 +16,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Slots: more than the workers of the machines Rostrum runs on, so that
 /// each worker has its own; the threads that come and go (blocking tasks)
-/// take the ones after them.
+/// take the ones after them. (A power of two: a slot is masked, not
+/// divided, into range.)
 pub const SLOTS: usize = 32;
+const _: () = assert!(SLOTS.is_power_of_two());
 
 /// Threads that took a slot so far.
 static TAKEN: AtomicUsize = AtomicUsize::new(0);
@@ -41,7 +43,7 @@ pub fn slot() -> usize {
 #[cold]
 #[inline(never)]
 fn take_slot() -> usize {
-    let s = TAKEN.fetch_add(1, Ordering::Relaxed) % SLOTS;
+    let s = TAKEN.fetch_add(1, Ordering::Relaxed) & (SLOTS - 1);
     SLOT.set(s);
     s
 }
@@ -55,13 +57,13 @@ struct Padded<T>(T);
 /// A `T` per slot; a thread works on [`PerThread::local`].
 #[derive(Debug)]
 pub struct PerThread<T> {
-    slots: Box<[Padded<T>]>,
+    slots: Box<[Padded<T>; SLOTS]>,
 }
 
 impl<T: Default> Default for PerThread<T> {
     fn default() -> Self {
         PerThread {
-            slots: (0..SLOTS).map(|_| Padded::default()).collect(),
+            slots: Box::new(std::array::from_fn(|_| Padded::default())),
         }
     }
 }
@@ -70,7 +72,7 @@ impl<T> PerThread<T> {
     /// This thread's copy.
     #[inline]
     pub fn local(&self) -> &T {
-        &self.slots[slot() % self.slots.len()].0
+        &self.slots[slot() & (SLOTS - 1)].0
     }
 
     /// Every slot's copy.
