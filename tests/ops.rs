@@ -722,6 +722,106 @@ fn statistics_add_up_over_workers() {
     assert!(!info(&mut c, "latencystats").contains_key("latency_percentiles_usec_get"));
 }
 
+/// LATENCY HISTOGRAM: each command's calls and cumulative distribution,
+/// keyed by Redis's power-of-two levels; a container names its
+/// subcommands; unknown names are skipped. INFO and LATENCY HISTOGRAM
+/// pipelined behind other commands count them, as Redis does.
+#[test]
+fn latency_histogram_and_pipelined_statistics() {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.conn();
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+    for i in 0..30 {
+        let _: () = redis::cmd("SET").arg("k").arg(i).query(&mut c).unwrap();
+    }
+    let _: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxmemory")
+        .query(&mut c)
+        .unwrap();
+    let v: redis::Value = redis::cmd("LATENCY")
+        .arg("HISTOGRAM")
+        .arg("set")
+        .arg("nosuch")
+        .arg("config")
+        .query(&mut c)
+        .unwrap();
+    let map = |v: &redis::Value| -> Vec<(redis::Value, redis::Value)> {
+        match v {
+            redis::Value::Array(items) => items
+                .chunks(2)
+                .map(|p| (p[0].clone(), p[1].clone()))
+                .collect(),
+            redis::Value::Map(pairs) => pairs.clone(),
+            other => panic!("not a map: {other:?}"),
+        }
+    };
+    let text = |v: &redis::Value| -> String { redis::from_redis_value(v.clone()).unwrap() };
+    let int = |v: &redis::Value| -> i64 { redis::from_redis_value(v.clone()).unwrap() };
+    let commands = map(&v);
+    let names: Vec<String> = commands.iter().map(|(k, _)| text(k)).collect();
+    assert_eq!(names, ["set", "config|get", "config|resetstat"]);
+    let set = map(&commands[0].1);
+    assert_eq!(text(&set[0].0), "calls");
+    assert_eq!(int(&set[0].1), 30);
+    assert_eq!(text(&set[1].0), "histogram_usec");
+    let levels: Vec<(i64, i64)> = map(&set[1].1)
+        .iter()
+        .map(|(k, v)| (int(k), int(v)))
+        .collect();
+    let known = [
+        1, 2, 4, 8, 16, 33, 66, 132, 264, 528, 1056, 2113, 4227, 8454,
+    ];
+    assert!(
+        levels.iter().all(|(us, _)| known.contains(us)),
+        "{levels:?}"
+    );
+    assert!(levels
+        .windows(2)
+        .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1));
+    assert_eq!(levels.last().map(|l| l.1), Some(30), "{levels:?}");
+    let none: redis::Value = redis::cmd("LATENCY")
+        .arg("HISTOGRAM")
+        .arg("get")
+        .query(&mut c)
+        .unwrap();
+    assert!(map(&none).is_empty());
+
+    // Pipelined: the earlier commands of the same batch are counted.
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+    let (_, _, stats, hist): ((), Option<String>, String, redis::Value) = redis::pipe()
+        .cmd("SET")
+        .arg("a")
+        .arg("b")
+        .cmd("GET")
+        .arg("a")
+        .cmd("INFO")
+        .arg("everything")
+        .cmd("LATENCY")
+        .arg("HISTOGRAM")
+        .arg("get")
+        .query(&mut c)
+        .unwrap();
+    assert!(stats.contains("\r\nkeyspace_hits:1\r\n"), "{stats}");
+    // CONFIG RESETSTAT, SET and GET.
+    assert!(
+        stats.contains("\r\ntotal_commands_processed:3\r\n"),
+        "{stats}"
+    );
+    assert!(stats.contains("\r\ncmdstat_get:calls=1,"), "{stats}");
+    assert_eq!(map(&hist).len(), 1);
+    // Commands before a pipelined CONFIG RESETSTAT are reset with it.
+    let _: ((), ()) = redis::pipe()
+        .cmd("SET")
+        .arg("a")
+        .arg("b")
+        .cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut c)
+        .unwrap();
+    assert!(cmdstat(&mut c, "set").is_empty());
+}
+
 /// Sends raw commands on `s` and reads what arrives within `wait`.
 fn send_raw(s: &mut std::net::TcpStream, bytes: &[u8], wait: Duration) -> Vec<u8> {
     use std::io::{Read, Write};

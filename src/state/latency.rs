@@ -139,6 +139,35 @@ impl Counts {
         self.buckets.iter().take(end).sum()
     }
 
+    /// LATENCY HISTOGRAM's cumulative distribution: at each power of two
+    /// from 2^10 ns (1 us) up, the calls that took less, where that count
+    /// grew, until it holds every call. Each level is keyed by the
+    /// microseconds Redis names it by: the highest value of its 2-digit
+    /// histogram's bucket there, 2^n + 2^(n-7) - 1 ns (1, 2, 4, 8, 16, 33,
+    /// 66, ...). As Redis's histograms end at 1 s, slower calls count at
+    /// the 2^30 ns level.
+    pub fn cdf(&self) -> Vec<(u64, u64)> {
+        const FIRST: u32 = 10;
+        const LAST: u32 = 30;
+        let mut out = Vec::new();
+        let mut seen = 0;
+        for n in FIRST..=LAST {
+            if seen == self.total {
+                break;
+            }
+            let below = if n == LAST {
+                self.total
+            } else {
+                self.below_pow2(n)
+            };
+            if below > seen {
+                out.push((((1u64 << n) + (1 << (n - 7)) - 1) / 1000, below));
+                seen = below;
+            }
+        }
+        out
+    }
+
     /// The duration (ns) under which `p` percent of the calls fell, for
     /// each `p` (0 when nothing was recorded).
     pub fn percentiles(&self, ps: &[f64]) -> Vec<u64> {
@@ -254,8 +283,31 @@ mod tests {
         assert_eq!(h.below_pow2(20), 1000);
         // Under 2^19 ns (524,288 ns): 1..=524 us.
         assert_eq!(h.below_pow2(19), 524);
+        // 1..=1000 us: 1 us took under 1,024 ns; then each power of two
+        // up to 2^20 ns holds them all.
+        assert_eq!(
+            h.cdf(),
+            [
+                (1, 1),
+                (2, 2),
+                (4, 4),
+                (8, 8),
+                (16, 16),
+                (33, 32),
+                (66, 65),
+                (132, 131),
+                (264, 262),
+                (528, 524),
+                (1056, 1000)
+            ]
+        );
         one.reset();
         assert_eq!(sum(&[&one, &two]).total(), 500);
+        // Past a second: the last level.
+        let slow = Histogram::default();
+        slow.record(bucket_of(5_000_000_000));
+        assert_eq!(sum(&[&slow]).cdf(), [(1082130, 1)]);
+        assert!(sum(&[]).cdf().is_empty());
         assert_eq!(sum(&[&one]).below_pow2(30), 0);
     }
 

@@ -183,6 +183,8 @@ pub fn reset_stats(server: &Server, expired_now: u64) {
 }
 
 fn resetstat(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
+    // A pipeline's earlier commands are reset too, not added afterwards.
+    crate::commands::flush_stats(ctx.server, ctx.client);
     let expired = super::expired_keys(ctx);
     reset_stats(ctx.server, expired);
     ctx.out.ok();

@@ -1,14 +1,16 @@
 //! Diagnostics: SLOWLOG, LATENCY and MEMORY.
 //!
 //! The slow log is filled by the dispatcher. Rostrum records no latency
-//! events, so LATENCY answers with valid empty data.
+//! events, so LATENCY answers with valid empty data for them; LATENCY
+//! HISTOGRAM reports the per-command histograms INFO latencystats reads.
 
 use super::super::args::{self, is, text};
-use super::super::table::{flags::*, CommandSpec, KeySpec};
+use super::super::table::{flags::*, table, Command, CommandSpec, KeySpec};
 use super::super::Ctx;
 use super::info::MemoryFigures;
 use super::srv;
 use crate::error::{CmdError, CmdResult};
+use crate::state::latency::Counts;
 
 const ADMIN_FLAGS: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 const HELP_FLAGS: u32 = LOADING | STALE;
@@ -100,6 +102,15 @@ pub const LATENCY: &[CommandSpec] = &[
         "Return a latency graph for the event",
         "2.8.13",
         "O(1)",
+    ),
+    srv(
+        "histogram",
+        -2,
+        ADMIN_FLAGS,
+        latency_histogram,
+        "Return the cumulative distribution of latencies of a subset of commands or all.",
+        "7.0.0",
+        "O(N) where N is the number of commands with latency information being retrieved.",
     ),
     srv(
         "help",
@@ -280,6 +291,50 @@ fn latency_doctor(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     Ok(())
 }
 
+/// LATENCY HISTOGRAM [command ...]: each named command's (a container's:
+/// each of its subcommands') calls and cumulative latency distribution
+/// (`Counts::cdf`), for those with calls recorded; every such command when
+/// none is named. Unknown names are skipped, as in Redis.
+fn latency_histogram(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    // This client's own calls so far (a pipeline's earlier commands) count.
+    crate::commands::flush_stats(ctx.server, ctx.client);
+    let t = table();
+    let named: Vec<&Command> = if a.len() == 2 {
+        t.all_slots()
+    } else {
+        let mut named = Vec::new();
+        for c in a[2..].iter().filter_map(|name| t.get_full_callable(name)) {
+            named.push(c);
+            // In the table's order.
+            let at = named.len();
+            named.extend(c.subs.values());
+            named[at..].sort_by_key(|s| s.id);
+        }
+        named
+    };
+    let with_calls: Vec<(&Command, Counts)> = named
+        .into_iter()
+        .map(|c| (c, ctx.server.command_totals(c.id).latency))
+        .filter(|(_, counts)| counts.total() > 0)
+        .collect();
+    let out = &mut ctx.out;
+    out.map(with_calls.len());
+    for (c, counts) in with_calls {
+        let cdf = counts.cdf();
+        out.bulk(c.full_name.as_bytes());
+        out.map(2);
+        out.bulk(b"calls");
+        out.int(counts.total() as i64);
+        out.bulk(b"histogram_usec");
+        out.map(cdf.len());
+        for (us, count) in cdf {
+            out.int(us as i64);
+            out.int(count as i64);
+        }
+    }
+    Ok(())
+}
+
 fn latency_help(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     ctx.out.help(
         "LATENCY",
@@ -295,6 +350,9 @@ fn latency_help(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
             "RESET [<event> ...]",
             "    Reset latency data of one or more <event> classes.",
             "    (default: reset all data for all event classes)",
+            "HISTOGRAM [COMMAND ...]",
+            "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
+            "    If no commands are specified then all histograms are replied.",
         ],
     );
     Ok(())

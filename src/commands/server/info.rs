@@ -46,6 +46,9 @@ const SECTIONS: &[(&str, &str, bool)] = &[
 ];
 
 fn info(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    // This client's calls so far count, those of a pipeline's earlier
+    // commands too (held until its batch ends otherwise).
+    crate::commands::flush_stats(ctx.server, ctx.client);
     let mut wanted = [false; SECTIONS.len()];
     if a.len() == 1 {
         for (w, s) in wanted.iter_mut().zip(SECTIONS) {
