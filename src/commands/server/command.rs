@@ -13,6 +13,7 @@ use super::syntax::{self, Arg, BeginSearch, FindKeys, KeySpecDoc};
 use crate::error::{CmdError, CmdResult};
 use crate::protocol::Reply;
 use crate::state::acl::category;
+use smallvec::SmallVec;
 
 use flags::{LOADING, STALE};
 
@@ -88,6 +89,14 @@ const SUBCOMMANDS: &[CommandSpec] = &[
         getkeys,
         "Extract keys given a full Redis command",
         "2.8.13",
+        "O(N) where N is the number of arguments to the command",
+    ),
+    sub(
+        "getkeysandflags",
+        -4,
+        getkeysandflags,
+        "Extract keys and access flags given a full Redis command",
+        "7.0.0",
         "O(N) where N is the number of arguments to the command",
     ),
     sub(
@@ -207,6 +216,125 @@ const NO_MANDATORY_KEYS: &[&str] = &[
 
 fn getkeys(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let args = &a[2..];
+    let (_, idx) = keys_of(args)?;
+    ctx.out.array(idx.len());
+    for i in idx {
+        ctx.out.bulk(args[i]);
+    }
+    Ok(())
+}
+
+/// COMMAND GETKEYSANDFLAGS: GETKEYS's keys, each with its flags
+/// ([`key_flags`]) as a set.
+fn getkeysandflags(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
+    let args = &a[2..];
+    let (cmd, idx) = keys_of(args)?;
+    ctx.out.array(idx.len());
+    for i in idx {
+        ctx.out.array(2);
+        ctx.out.bulk(args[i]);
+        let flags = key_flags(cmd, args, i);
+        ctx.out.set(flags.len());
+        for f in flags {
+            ctx.out.simple(f.as_bytes());
+        }
+    }
+    Ok(())
+}
+
+/// The flags of the key at `args[i]` of `cmd`: for the commands whose key
+/// specs cannot tell (flags that depend on the arguments, keys at
+/// positions the specs leave unknown or incomplete), what Redis's own key
+/// finders say; otherwise the flags of the first key spec (COMMAND INFO's)
+/// that covers position `i`; for a command without specs, COMMAND INFO's
+/// single one.
+fn key_flags(cmd: &Command, args: &[&[u8]], i: usize) -> &'static [&'static str] {
+    const RO_ACCESS: &[&str] = &["RO", "access"];
+    const RW_ACCESS_UPDATE: &[&str] = &["RW", "access", "update"];
+    match cmd.full_name.as_str() {
+        // GET makes SET read the old value.
+        "set" if args[3..].iter().any(|a| is(a, "get")) => RW_ACCESS_UPDATE,
+        "set" => &["OW", "update"],
+        "bitfield" if bitfield_reads_only(args) => RO_ACCESS,
+        "bitfield" => RW_ACCESS_UPDATE,
+        "migrate" => &["RW", "access", "delete"],
+        // The key sorted, then STORE's.
+        "sort" if i != 1 => &["OW", "update"],
+        "sort" | "sort_ro" => RO_ACCESS,
+        name => match syntax::key_specs(name) {
+            Some(specs) => specs
+                .iter()
+                .find(|s| spec_covers(s, args, i))
+                .or(specs.first())
+                .map_or(&[], |s| &s.flags[..]),
+            None if cmd.spec.has(flags::WRITE) => &["RW", "update"],
+            None => RO_ACCESS,
+        },
+    }
+}
+
+/// Whether BITFIELD's operations only read (GETs, and OVERFLOW, which
+/// changes nothing by itself); a malformed one counts as a write, as in
+/// Redis.
+fn bitfield_reads_only(args: &[&[u8]]) -> bool {
+    let mut j = 2;
+    while j < args.len() {
+        let left = args.len() - j - 1;
+        if is(args[j], "get") && left >= 2 {
+            j += 3;
+        } else if is(args[j], "overflow") && left >= 1 {
+            j += 2;
+        } else {
+            return false;
+        }
+    }
+    true
+}
+
+/// Whether key spec `s` names `args[i]`.
+fn spec_covers(s: &KeySpecDoc, args: &[&[u8]], i: usize) -> bool {
+    let i = i as i64;
+    spec_range(s, args)
+        .is_some_and(|(first, last, step)| (first..=last).contains(&i) && (i - first) % step == 0)
+}
+
+/// The positions key spec `s` names in `args`: the first, the last and the
+/// step; None for a spec with unknown positions, a key count that is not
+/// one, or keys past the arguments.
+fn spec_range(s: &KeySpecDoc, args: &[&[u8]]) -> Option<(i64, i64, i64)> {
+    let argc = args.len() as i64;
+    let start = match s.begin {
+        BeginSearch::Index(n) => n,
+        BeginSearch::Keyword(word, from) => {
+            let at = |j: &i64| is(args[*j as usize], word);
+            let found = if from >= 0 {
+                (from..argc).find(at)
+            } else {
+                (1..=argc + from).rev().find(at)
+            };
+            found? + 1
+        }
+        BeginSearch::Unknown => return None,
+    };
+    let (first, last, step) = match s.find {
+        FindKeys::Range(last, step, _) if last >= 0 => (start, start + last, step),
+        FindKeys::Range(last, step, 0) => (start, argc + last, step),
+        FindKeys::Range(last, step, limit) => (start, start + (argc - start) / limit + last, step),
+        FindKeys::Keynum(at, firstkey, step) => {
+            let n = args
+                .get(usize::try_from(start + at).ok()?)
+                .and_then(|n| std::str::from_utf8(n).ok()?.parse::<i64>().ok())
+                .filter(|&n| n >= 0)?;
+            let first = start + firstkey;
+            (first, first + (n - 1) * step, step)
+        }
+        FindKeys::Unknown => return None,
+    };
+    (step > 0 && first >= 1 && last < argc).then_some((first, last, step))
+}
+
+/// GETKEYS's checks and key positions for the command `args` names.
+fn keys_of<'t>(args: &[&[u8]]) -> Result<(&'t Command, SmallVec<[usize; 4]>), CmdError> {
     let t = table();
     let cmd = match t.lookup(args) {
         super::super::table::Lookup::Found(c) => c,
@@ -219,7 +347,16 @@ fn getkeys(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
             return Err(CmdError::err("Invalid command specified"))
         }
     };
-    if matches!(cmd.spec.keys, KeySpec::None | KeySpec::All) || cmd.spec.keys_are_channels() {
+    // Scripts lock the whole keyspace; their keys are where their key
+    // specs say (none when the key count is not one, or runs past the
+    // arguments).
+    let documented = match cmd.spec.keys {
+        KeySpec::All => syntax::key_specs(&cmd.full_name),
+        _ => None,
+    };
+    if (matches!(cmd.spec.keys, KeySpec::None | KeySpec::All) && documented.is_none())
+        || cmd.spec.keys_are_channels()
+    {
         return Err(CmdError::err("The command has no key arguments"));
     }
     if !cmd.spec.arity_ok(args.len()) {
@@ -227,15 +364,19 @@ fn getkeys(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
             "Invalid number of arguments specified for command",
         ));
     }
-    let idx = cmd.spec.key_indexes(args);
+    let idx = match documented {
+        Some(specs) => specs
+            .iter()
+            .filter_map(|s| spec_range(s, args))
+            .flat_map(|(first, last, step)| (first..=last).step_by(step as usize))
+            .map(|i| i as usize)
+            .collect(),
+        None => cmd.spec.key_indexes(args),
+    };
     if idx.is_empty() && !NO_MANDATORY_KEYS.contains(&cmd.spec.name) {
         return Err(CmdError::err("Invalid arguments specified for command"));
     }
-    ctx.out.array(idx.len());
-    for i in idx {
-        ctx.out.bulk(args[i]);
-    }
-    Ok(())
+    Ok((cmd, idx))
 }
 
 fn command_help(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
@@ -258,6 +399,8 @@ fn command_help(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
             "    commands are returned.",
             "GETKEYS <full-command>",
             "    Return the keys from a full Redis command.",
+            "GETKEYSANDFLAGS <full-command>",
+            "    Return the keys and the access flags from a full Redis command.",
         ],
     );
     Ok(())
