@@ -822,6 +822,46 @@ fn latency_histogram_and_pipelined_statistics() {
     assert!(cmdstat(&mut c, "set").is_empty());
 }
 
+/// MODULE with `enable-module-command yes`: no module is loaded, and one
+/// cannot be (Rostrum loads no Redis modules): LOAD and LOADEX fail as
+/// redis-server fails a library it cannot load, UNLOAD finds nothing.
+#[test]
+fn module_commands_when_enabled() {
+    let srv = TestServer::start(&["--enable-module-command", "yes"]);
+    let mut c = srv.conn();
+    let list: Vec<redis::Value> = redis::cmd("MODULE").arg("LIST").query(&mut c).unwrap();
+    assert!(list.is_empty());
+    for load in [
+        &["LOAD", "/tmp/m.so"][..],
+        &["LOADEX", "/tmp/m.so", "ARGS", "x"],
+    ] {
+        let e = redis::cmd("MODULE")
+            .arg(load)
+            .query::<()>(&mut c)
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .ends_with(": Error loading the extension. Please check the server logs."),
+            "{e}"
+        );
+    }
+    let e = redis::cmd("MODULE")
+        .arg("UNLOAD")
+        .arg("m")
+        .query::<()>(&mut c)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("no such module with that name"),
+        "{e}"
+    );
+    let v: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("enable-module-command")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(v[1], "yes");
+}
+
 /// Sends raw commands on `s` and reads what arrives within `wait`.
 fn send_raw(s: &mut std::net::TcpStream, bytes: &[u8], wait: Duration) -> Vec<u8> {
     use std::io::{Read, Write};

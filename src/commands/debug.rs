@@ -46,11 +46,31 @@ pub const COMMANDS: &[CommandSpec] = &[CommandSpec {
 /// The line Redis 7.0 refuses DEBUG with.
 pub const NOT_ALLOWED: &str = "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
 
-/// Whether `enable-debug-command` lets a client at `addr` run DEBUG
-/// (Redis's `allowProtectedAction`): `yes`, or `local` and a loopback
-/// peer. The server's own clients (no address) may.
-pub fn allowed(server: &Server, addr: &str) -> bool {
-    match server.config.read().param("enable-debug-command").as_str() {
+/// The line Redis 7.0 refuses MODULE LOAD, LOADEX and UNLOAD with.
+pub const MODULE_NOT_ALLOWED: &str = "ERR MODULE command not allowed. If the enable-module-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
+
+/// The line a protected command is refused with where its gate does not
+/// let a client at `addr` run it: DEBUG (the command, not a subcommand
+/// named so: SCRIPT DEBUG is not protected) behind
+/// `enable-debug-command`; MODULE LOAD, LOADEX and UNLOAD behind
+/// `enable-module-command`.
+pub fn refusal(server: &Server, full_name: &str, addr: &str) -> Option<&'static str> {
+    let (gate, line) = match full_name {
+        "debug" => ("enable-debug-command", NOT_ALLOWED),
+        "module|load" | "module|loadex" | "module|unload" => {
+            ("enable-module-command", MODULE_NOT_ALLOWED)
+        }
+        _ => return None,
+    };
+    (!allowed_by(server, gate, addr)).then_some(line)
+}
+
+/// Whether the gate `param` (`no`, `yes`, `local`) lets a client at
+/// `addr` run a protected command (Redis's `allowProtectedAction`): `yes`,
+/// or `local` and a loopback peer. The server's own clients (no address)
+/// may.
+fn allowed_by(server: &Server, param: &str, addr: &str) -> bool {
+    match server.config.read().param(param).as_str() {
         "yes" => true,
         "local" => {
             addr.is_empty()

@@ -232,21 +232,9 @@ fn admit<'s>(
         }
     };
     let spec = cmd.spec;
-    // Protected commands (Redis 7.0): DEBUG only where
-    // `enable-debug-command` allows it, checked before authentication
-    // (the command DEBUG, not a subcommand named so: SCRIPT DEBUG is not
-    // protected).
-    if spec.name == "debug"
-        && cmd.full_name.split('|').next() == Some("debug")
-        && !debug::allowed(server, &client.info.addr)
-    {
-        reject(
-            server,
-            client,
-            out,
-            Some(cmd),
-            &CmdError::line(debug::NOT_ALLOWED),
-        );
+    // Protected commands (Redis 7.0), checked before authentication.
+    if let Some(line) = debug::refusal(server, &cmd.full_name, &client.info.addr) {
+        reject(server, client, out, Some(cmd), &CmdError::line(line));
         return None;
     }
     if !client.authenticated && !spec.has(flags::NO_AUTH) {

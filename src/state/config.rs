@@ -667,9 +667,15 @@ pub static PARAMS: &[Param] = &[
     stored("rdb-save-incremental-fsync", &[], BOOL, "yes"),
     // Read by replication (`persistence::rdb::del_sync_file`).
     stored("rdb-del-sync-files", &[], BOOL, "no"),
-    // DEBUG's gate (`commands::debug::allowed`).
+    // DEBUG's and MODULE's gates (`commands::debug::refusal`).
     immutable(stored(
         "enable-debug-command",
+        &[],
+        Kind::Enum(&["no", "yes", "local"]),
+        "no",
+    )),
+    immutable(stored(
+        "enable-module-command",
         &[],
         Kind::Enum(&["no", "yes", "local"]),
         "no",

@@ -8,6 +8,7 @@ mod command;
 mod config;
 mod diag;
 mod info;
+mod module;
 pub mod monitor;
 mod syntax;
 pub mod tracking;
@@ -106,6 +107,13 @@ pub const COMMANDS: &[CommandSpec] = &[
         "A container for memory diagnostics commands",
         "4.0.0",
         diag::MEMORY,
+    ),
+    container(
+        "module",
+        "server",
+        "A container for module commands",
+        "4.0.0",
+        module::SUBCOMMANDS,
     ),
     srv(
         "dbsize",

@@ -302,9 +302,8 @@ pub fn extra_flags(full_name: &str) -> &'static [&'static str] {
     const NO_MANDATORY_KEYS: &[&str] = &["no_mandatory_keys"];
     match full_name {
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => NO_MANDATORY_KEYS,
-        "bgrewriteaof" | "bgsave" | "save" | "sync" | "psync" | "replicaof" | "slaveof" => {
-            NO_ASYNC_LOADING
-        }
+        "bgrewriteaof" | "bgsave" | "save" | "sync" | "psync" | "replicaof" | "slaveof"
+        | "module|load" | "module|loadex" | "module|unload" => NO_ASYNC_LOADING,
         n if n.starts_with("cluster|")
             && matches!(
                 &n[8..],
