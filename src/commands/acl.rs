@@ -754,8 +754,9 @@ fn script_keys(args: &[&[u8]]) -> std::ops::Range<usize> {
 
 /// Whether a BITFIELD call is GETs (and OVERFLOWs) only, as Redis's
 /// `bitfieldGetKeys` parses it: such a call needs read access only; SET,
-/// INCRBY or anything it cannot parse needs read and write.
-fn bitfield_only_reads(args: &[&[u8]]) -> bool {
+/// INCRBY or anything it cannot parse needs read and write (and COMMAND
+/// GETKEYSANDFLAGS says so).
+pub(crate) fn bitfield_only_reads(args: &[&[u8]]) -> bool {
     let mut i = 2;
     while i < args.len() {
         let left = args.len() - i - 1;

@@ -255,7 +255,7 @@ fn key_flags(cmd: &Command, args: &[&[u8]], i: usize) -> &'static [&'static str]
         // GET makes SET read the old value.
         "set" if args[3..].iter().any(|a| is(a, "get")) => RW_ACCESS_UPDATE,
         "set" => &["OW", "update"],
-        "bitfield" if bitfield_reads_only(args) => RO_ACCESS,
+        "bitfield" if crate::commands::acl::bitfield_only_reads(args) => RO_ACCESS,
         "bitfield" => RW_ACCESS_UPDATE,
         "migrate" => &["RW", "access", "delete"],
         // The key sorted, then STORE's.
@@ -271,24 +271,6 @@ fn key_flags(cmd: &Command, args: &[&[u8]], i: usize) -> &'static [&'static str]
             None => RO_ACCESS,
         },
     }
-}
-
-/// Whether BITFIELD's operations only read (GETs, and OVERFLOW, which
-/// changes nothing by itself); a malformed one counts as a write, as in
-/// Redis.
-fn bitfield_reads_only(args: &[&[u8]]) -> bool {
-    let mut j = 2;
-    while j < args.len() {
-        let left = args.len() - j - 1;
-        if is(args[j], "get") && left >= 2 {
-            j += 3;
-        } else if is(args[j], "overflow") && left >= 1 {
-            j += 2;
-        } else {
-            return false;
-        }
-    }
-    true
 }
 
 /// Whether key spec `s` names `args[i]`.
