@@ -54,14 +54,14 @@ impl CommandStat {
     }
 }
 
-/// One command's statistics summed over the threads that counted them.
+/// One command's counts summed over the threads that counted them (its
+/// latency: [`Server::command_latency`]).
 #[derive(Debug, Default)]
 pub struct CommandTotals {
     pub calls: u64,
     pub usec: u64,
     pub failed: u64,
     pub rejected: u64,
-    pub latency: super::latency::Counts,
 }
 
 /// CLIENT PAUSE's state: while it lasts, commands of normal clients (every
@@ -488,7 +488,7 @@ impl Server {
             .get_or_init(|| (0..slots).map(|_| CommandStat::default()).collect())
     }
 
-    /// Command slot `id`'s statistics summed over the threads.
+    /// Command slot `id`'s counts summed over the threads.
     pub fn command_totals(&self, id: usize) -> CommandTotals {
         let mut t = CommandTotals::default();
         for s in self.command_stat_tables().filter_map(|table| table.get(id)) {
@@ -496,11 +496,19 @@ impl Server {
             t.usec += s.usec.load(Ordering::Relaxed);
             t.failed += s.failed.load(Ordering::Relaxed);
             t.rejected += s.rejected.load(Ordering::Relaxed);
-            if let Some(h) = s.latency.get() {
-                t.latency.add(h);
-            }
         }
         t
+    }
+
+    /// Command slot `id`'s latency histograms summed over the threads.
+    pub fn command_latency(&self, id: usize) -> super::latency::Counts {
+        let mut counts = super::latency::Counts::default();
+        for s in self.command_stat_tables().filter_map(|table| table.get(id)) {
+            if let Some(h) = s.latency.get() {
+                counts.add(h);
+            }
+        }
+        counts
     }
 
     /// Every thread's per-command statistics made so far.

@@ -118,7 +118,7 @@ fn top_level() -> Vec<&'static Command> {
     v
 }
 
-fn subs_of(c: &Command) -> Vec<&Command> {
+pub(super) fn subs_of(c: &Command) -> Vec<&Command> {
     let mut v: Vec<&Command> = c.subs.values().collect();
     v.sort_by_key(|c| c.id);
     v

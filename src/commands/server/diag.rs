@@ -7,6 +7,7 @@
 use super::super::args::{self, is, text};
 use super::super::table::{flags::*, table, Command, CommandSpec, KeySpec};
 use super::super::Ctx;
+use super::command::subs_of;
 use super::info::MemoryFigures;
 use super::srv;
 use crate::error::{CmdError, CmdResult};
@@ -302,19 +303,15 @@ fn latency_histogram(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult {
     let named: Vec<&Command> = if a.len() == 2 {
         t.all_slots()
     } else {
-        let mut named = Vec::new();
-        for c in a[2..].iter().filter_map(|name| t.get_full_callable(name)) {
-            named.push(c);
-            // In the table's order.
-            let at = named.len();
-            named.extend(c.subs.values());
-            named[at..].sort_by_key(|s| s.id);
-        }
-        named
+        a[2..]
+            .iter()
+            .filter_map(|name| t.get_full_callable(name))
+            .flat_map(|c| std::iter::once(c).chain(subs_of(c)))
+            .collect()
     };
     let with_calls: Vec<(&Command, Counts)> = named
         .into_iter()
-        .map(|c| (c, ctx.server.command_totals(c.id).latency))
+        .map(|c| (c, ctx.server.command_latency(c.id)))
         .filter(|(_, counts)| counts.total() > 0)
         .collect();
     let out = &mut ctx.out;

@@ -670,7 +670,7 @@ fn latencystats_section(server: &Server, l: &mut Lines) {
             .unwrap_or_default()
     };
     for c in table().all_slots() {
-        let h = server.command_totals(c.id).latency;
+        let h = server.command_latency(c.id);
         if h.total() == 0 {
             continue;
         }

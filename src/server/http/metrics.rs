@@ -416,8 +416,7 @@ fn latency_metrics(f: &mut Families, server: &Server) {
     const HELP: &str = "How long each command took (INFO latencystats)";
     let table = commands::table::table();
     for c in table.all_slots() {
-        let s = server.command_totals(c.id);
-        let h = &s.latency;
+        let h = &server.command_latency(c.id);
         let count = h.total();
         if count == 0 {
             continue;
@@ -448,7 +447,7 @@ fn latency_metrics(f: &mut Families, server: &Server) {
             HELP,
             "rostrum_command_duration_seconds_sum",
             &format!("{{cmd=\"{cmd}\"}}"),
-            s.usec as f64 / 1e6,
+            server.command_totals(c.id).usec as f64 / 1e6,
         );
         f.add_sample(
             NAME,
