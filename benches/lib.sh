@@ -249,10 +249,12 @@ measure() {
 # Measures every entry of `commands` ("title|command") at every depth of
 # `pipelines` on both servers, into `rows`: `rounds` runs of each row
 # (default 1), the two servers taking turns so that a burst of load on
-# the machine falls on both, and the median of each column.
+# the machine falls on both, and the median of each column. A command's
+# `__round__` becomes the round's letter (a, b, ...), the same on both
+# servers: rows that must write new keys each round name them with it.
 run_rows() {
     rows=()
-    local p entry title command i r q
+    local p entry title command this i r q letters=abcdefghijklmnopqrstuvwxyz
     for p in $pipelines; do
         for entry in "${commands[@]}"; do
             title=${entry%%|*}
@@ -261,8 +263,9 @@ run_rows() {
             : >"$work/redis.runs"
             : >"$work/rostrum.runs"
             for ((i = 0; i < ${rounds:-1}; i++)); do
-                measure "$redis_port" "$p" "$command" "$redis_pid" >>"$work/redis.runs"
-                measure "$rostrum_port" "$p" "$command" "$rostrum_pid" >>"$work/rostrum.runs"
+                this=${command//__round__/${letters:i%26:1}}
+                measure "$redis_port" "$p" "$this" "$redis_pid" >>"$work/redis.runs"
+                measure "$rostrum_port" "$p" "$this" "$rostrum_pid" >>"$work/rostrum.runs"
             done
             r=$(column_medians "$work/redis.runs")
             q=$(column_medians "$work/rostrum.runs")

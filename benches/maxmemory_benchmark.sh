@@ -3,14 +3,19 @@
 # both with the same `maxmemory` and `maxmemory-policy allkeys-lru`, held
 # at the limit: each gets a board of MEMBERS members, then random 200-byte
 # strings until it evicts; then redis-benchmark runs the leaderboard rows
-# (ZADD, ZINCRBY, ZREVRANK, ZREVRANGE 0 9) and a SET of new keys, every one
-# of which makes the server evict. One table prints requests/s for both,
+# (ZADD, ZINCRBY, ZREVRANK, ZREVRANGE 0 9) at every depth, then a SET of
+# new keys at every depth, every one of which makes the server evict (and
+# in the end evicts the board too). One table prints requests/s for both,
 # the ratio, p99 latency and server CPU per request; then used_memory
-# against the limit and evicted_keys for each server.
+# against the limit, evicted_keys and the board's size after its rows for
+# each server.
 #
 # Usage: benches/maxmemory_benchmark.sh [-M MAXMEMORY] [-m MEMBERS]
 #                                       [-n REQUESTS] [-c CLIENTS] [-P "1 16"]
-#   defaults: -M 64mb -m 100000 -n 200000 -c 50 -P "1 16"
+#                                       [-R ROUNDS]
+#   defaults: -M 64mb -m 100000 -n 200000 -c 50 -P "1 16" -R 1
+#   -R: runs of each row, the servers taking turns; the table gives medians
+#       (each round's SETs write keys of their own, so every round evicts)
 # Environment:
 #   ROSTRUM_BIN       use this rostrum binary instead of `cargo build --release`
 #   CARGO_TARGET_DIR  where cargo puts the release build (default: ./target)
@@ -28,16 +33,19 @@ members=100000
 requests=200000
 clients=50
 pipelines="1 16"
-while getopts "M:m:n:c:P:h" opt; do
+rounds=1
+while getopts "M:m:n:c:P:R:h" opt; do
     case "$opt" in
         M) maxmemory=$OPTARG ;;
         m) members=$OPTARG ;;
         n) requests=$OPTARG ;;
         c) clients=$OPTARG ;;
         P) pipelines=$OPTARG ;;
-        *) sed -n '2,21p' "$0"; exit 2 ;;
+        R) rounds=$OPTARG ;;
+        *) sed -n '2,24p' "$0"; exit 2 ;;
     esac
 done
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "error: -R wants a positive count" >&2; exit 2; }
 
 # shellcheck source=benches/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -84,33 +92,40 @@ commands=(
     "ZINCRBY board|ZINCRBY board 7 m:__rand_int__"
     "ZREVRANK board|ZREVRANK board m:__rand_int__"
     "ZREVRANGE board 0 9|ZREVRANGE board 0 9 WITHSCORES"
-    "SET new key (evicts)|SET new:__rand_int__:__rand_int__ ____________________________________________________________________________________________________"
 )
-# Each depth's SETs get keys of their own (`n01:...`, `n16:...`, as long
-# as `new:...`): loadgen draws the same numbers on every run, so the
-# second depth's SETs would otherwise overwrite the keys the first one
-# added, and evict almost nothing.
+# The board rows at every depth first: the evicting SETs that follow
+# push out every key they do not touch, the idle board included.
+run_rows
+all_rows=("${rows[@]}")
+cards=()
+for port in "$redis_port" "$rostrum_port"; do
+    cards+=("$(redis-cli -p "$port" ZCARD board)")
+done
+# Each depth's and each round's SETs get keys of their own (`01a:...`,
+# `16c:...`, as long as `new:...`): the client draws the same numbers on
+# every run, so a later run's SETs would otherwise overwrite the keys an
+# earlier one added, and evict almost nothing.
 depths=$pipelines
-all_rows=()
 for depth in $depths; do
     pipelines=$depth
-    commands[4]=${commands[4]//new:/$(printf 'n%02d:' "$depth")}
+    commands=("SET new key (evicts)|SET $(printf '%02d' "$depth")__round__:__rand_int__:__rand_int__ ____________________________________________________________________________________________________")
     run_rows
     all_rows+=("${rows[@]}")
-    commands[4]=${commands[4]//$(printf 'n%02d:' "$depth")/new:}
 done
 rows=("${all_rows[@]}")
 pipelines=$depths
 print_rows
 
 echo
+i=0
 for side in redis rostrum; do
+    card=${cards[i]}
+    i=$((i + 1))
     port_var="${side}_port"
     port=${!port_var}
     used=$(info_field "$port" used_memory)
     max=$(info_field "$port" maxmemory)
     evicted=$(redis-cli -p "$port" INFO stats | tr -d '\r' | awk -F: '$1 == "evicted_keys" { print $2 }')
-    card=$(redis-cli -p "$port" ZCARD board)
     awk -v s="$side" -v u="$used" -v m="$max" -v e="$evicted" -v c="$card" 'BEGIN {
-        printf "%-8s used_memory %d = %.3f x maxmemory %d; evicted_keys %d; board %d members\n", s, u, u / m, m, e, c }'
+        printf "%-8s used_memory %d = %.3f x maxmemory %d; evicted_keys %d; board %d members after its rows\n", s, u, u / m, m, e, c }'
 done
