@@ -456,3 +456,89 @@ fn evicted_keys_raise_the_evicted_event() {
     let n: u64 = redis::cmd("EXISTS").arg(&key).query(&mut c).unwrap();
     assert_eq!(n, 0, "{key} was evicted");
 }
+
+/// Waits until the replica on `replica` has the primary's offset.
+fn wait_in_sync(primary: &mut redis::Connection, replica: &mut redis::Connection) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let p = info(primary, "replication");
+        let r = info(replica, "replication");
+        if r.get("master_link_status").map(String::as_str) == Some("up")
+            && p.get("master_repl_offset") == r.get("slave_repl_offset")
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "replica not in sync: primary {p:?} replica {r:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The replication stream a lagging replica holds is left out of
+/// `maxmemory` (INFO `mem_not_counted_for_evict`, as Redis leaves its
+/// replication buffer past the backlog's size out), and goes back to the
+/// allocator once the replica has caught up. Before, a burst of writes
+/// while a replica waited for its sync left the stream's buffer at its
+/// largest for good: under a limit between the data and the data plus
+/// that buffer, the primary evicted every key and then refused every
+/// write.
+#[test]
+fn a_lagging_replicas_stream_is_not_counted_and_is_given_back() {
+    let primary = TestServer::start(&["--save", "", "--repl-diskless-sync-delay", "3"]);
+    let mut pc = primary.conn();
+    set_keys(&mut pc, "base:", 0..40_000, 200, |_| None);
+    let data = used(&mut pc);
+    let replica = TestServer::start(&["--save", ""]);
+    let mut rc = replica.conn();
+    let r: String = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(primary.port)
+        .query(&mut rc)
+        .expect("REPLICAOF");
+    assert!(r.starts_with("OK"), "{r}");
+    // While the replica waits for its sync (3 s), the stream keeps every
+    // write for it: 3 passes over the same keys, about 27 MB of commands,
+    // the data the same size.
+    for pass in 0..3u8 {
+        let value = vec![b'a' + pass; 200];
+        let ids: Vec<u64> = (0..40_000).collect();
+        for chunk in ids.chunks(500) {
+            let mut p = redis::pipe();
+            for i in chunk {
+                p.cmd("SET").arg(format!("base:{i}")).arg(&value).ignore();
+            }
+            let _: () = p.query(&mut pc).expect("SET");
+        }
+    }
+    let held = field(&mut pc, "memory", "mem_not_counted_for_evict");
+    assert!(held > 16 * MB, "the lagging replica's stream: {held} bytes");
+    assert_eq!(
+        field(&mut pc, "memory", "mem_clients_slaves"),
+        held,
+        "the part past the backlog's size"
+    );
+    wait_in_sync(&mut pc, &mut rc);
+    // The next change trims what no replica needs any more.
+    let _: () = redis::cmd("SET")
+        .arg("after")
+        .arg("sync")
+        .query(&mut pc)
+        .unwrap();
+    let total = field(&mut pc, "memory", "mem_total_replication_buffers");
+    assert!(
+        total <= 4 * MB,
+        "stream after the replica caught up: {total} bytes"
+    );
+    // A limit above the data, far below the data and the burst's stream.
+    config_set(&mut pc, "maxmemory-policy", "allkeys-lru");
+    config_set(&mut pc, "maxmemory", &(data + 8 * MB).to_string());
+    set_keys(&mut pc, "new:", 0..1_000, 100, |_| None);
+    assert_eq!(evicted(&mut pc), 0, "nothing to evict for");
+    let n: u64 = redis::cmd("DBSIZE").query(&mut pc).unwrap();
+    assert_eq!(n, 41_001);
+    wait_in_sync(&mut pc, &mut rc);
+    let m: u64 = redis::cmd("DBSIZE").query(&mut rc).unwrap();
+    assert_eq!(m, 41_001);
+}

@@ -302,7 +302,12 @@ fn admit<'s>(
     let mut out_of_memory = false;
     // (After the wait for a busy script, so that eviction does not wait
     // for its locks.)
-    if server.memory.maxmemory() != 0 && !server.aof.loading() && server.memory.over_limit() {
+    if server.memory.maxmemory() != 0
+        && !server.aof.loading()
+        && server
+            .memory
+            .over_limit(crate::state::memory::not_counted(server))
+    {
         // Eviction locks shards: nothing may be held.
         reused = None;
         match refuse_oom(server, client, spec, cache) {

@@ -223,7 +223,12 @@ pub async fn serve_replica<S>(
 
 /// Removes replica `id` from the list and its pin from the backlog.
 fn forget(server: &Server, id: u64) {
-    server.aof.backlog.inner.lock().pins.remove(&id);
+    {
+        let backlog = &server.aof.backlog;
+        let mut b = backlog.inner.lock();
+        b.pins.remove(&id);
+        backlog.trim(&mut b);
+    }
     server.replication.replicas.lock().retain(|r| r.id != id);
     server.replication.acks.send_modify(|n| *n += 1);
 }
@@ -435,6 +440,7 @@ async fn stream_to(
             if pinned != from {
                 b.pins.insert(info.id, from);
                 pinned = from;
+                backlog.trim(&mut b);
             }
             if hard > 0 && b.end.saturating_sub(from) > hard {
                 drop(b);

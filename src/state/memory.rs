@@ -341,12 +341,13 @@ impl Memory {
         self.generation.fetch_add(1, Ordering::Release);
     }
 
-    /// Whether a limit is set and the last reading is over it: the cheap
-    /// test before every command.
+    /// Whether a limit is set and the last reading, less `not_counted`
+    /// (see [`not_counted`]), is over it: the cheap test before every
+    /// command.
     #[inline]
-    pub fn over_limit(&self) -> bool {
+    pub fn over_limit(&self, not_counted: u64) -> bool {
         let max = self.maxmemory();
-        max != 0 && self.used() > max
+        max != 0 && self.used().saturating_sub(not_counted) > max
     }
 
     /// Records that client `c`'s buffers hold `bytes` now; returns whether
@@ -458,11 +459,21 @@ pub fn evict_clients(server: &Server) {
     }
 }
 
+/// Memory `maxmemory` leaves out (INFO `mem_not_counted_for_evict`): the
+/// replication stream's bytes beyond `repl-backlog-size`, held for
+/// replicas that lag, as Redis leaves its replication buffer past the
+/// backlog's size out. Counting them would evict keys for memory that
+/// goes back once the replicas catch up (or, with the keys all gone, fail
+/// every write while they do).
+pub fn not_counted(server: &Server) -> u64 {
+    server.aof.backlog.beyond_size()
+}
+
 /// Evicts keys until memory is under `maxmemory` (or the time budget of
 /// `maxmemory-eviction-tenacity` is spent). The caller holds no shard lock.
 pub fn perform_evictions(server: &Server) -> Outcome {
     let mem = &server.memory;
-    if !mem.over_limit() {
+    if !mem.over_limit(not_counted(server)) {
         return Outcome::Ok;
     }
     let policy = mem.policy();
@@ -479,7 +490,7 @@ pub fn perform_evictions(server: &Server) -> Outcome {
         *pool_policy = policy.code();
     }
     // Another thread may have evicted while this one waited.
-    let used = mem.used();
+    let used = mem.used().saturating_sub(not_counted(server));
     let max = mem.maxmemory();
     if used <= max {
         return Outcome::Ok;
@@ -511,7 +522,7 @@ pub fn perform_evictions(server: &Server) -> Outcome {
     drop(guard);
     // What the evictions freed (this thread's counters have it all).
     mem.publish(1);
-    if outcome == Outcome::Fail && evicted > 0 && mem.used() <= max {
+    if outcome == Outcome::Fail && evicted > 0 && !mem.over_limit(not_counted(server)) {
         outcome = Outcome::Ok;
     }
     outcome

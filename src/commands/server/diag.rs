@@ -423,9 +423,10 @@ fn memory_stats(ctx: &mut Ctx, _a: &[&[u8]]) -> CmdResult {
     int(out, "peak.allocated", m.peak);
     int(out, "total.allocated", m.used);
     int(out, "startup.allocated", m.startup);
+    let repl = super::info::ReplicationBuffers::read(ctx.server);
+    int(out, "replication.backlog", repl.backlog);
+    int(out, "clients.slaves", repl.replicas);
     for k in [
-        "replication.backlog",
-        "clients.slaves",
         "clients.normal",
         "cluster.links",
         "aof.buffer",

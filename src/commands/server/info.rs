@@ -206,6 +206,28 @@ fn client_buffers(server: &Server) -> usize {
     server.clients.iter().map(|c| c.buffer_memory()).sum()
 }
 
+/// The replication stream's buffer, as Redis 7.0 reports its shared
+/// replication buffer: all of it (`mem_total_replication_buffers`), the
+/// part up to `repl-backlog-size` (`mem_replication_backlog`) and the rest,
+/// held for replicas that lag (`mem_clients_slaves`).
+pub struct ReplicationBuffers {
+    pub total: u64,
+    pub backlog: u64,
+    pub replicas: u64,
+}
+
+impl ReplicationBuffers {
+    pub fn read(server: &Server) -> Self {
+        let (total, size) = server.aof.backlog.held();
+        let backlog = total.min(size);
+        ReplicationBuffers {
+            total,
+            backlog,
+            replicas: total - backlog,
+        }
+    }
+}
+
 /// The process's memory figures, from jemalloc and /proc.
 pub struct MemoryFigures {
     /// Bytes held by live allocations (INFO used_memory): what Redis's
@@ -343,16 +365,16 @@ fn memory_section(server: &Server, l: &mut Lines) {
     );
     l.put("mem_fragmentation_bytes", m.rss.saturating_sub(m.used));
     l.put("mem_clients_normal", client_buffers(server));
-    for name in [
+    let repl = ReplicationBuffers::read(server);
+    l.put(
         "mem_not_counted_for_evict",
-        "mem_replication_backlog",
-        "mem_total_replication_buffers",
-        "mem_clients_slaves",
-        "mem_cluster_links",
-        "mem_aof_buffer",
-    ] {
-        l.put(name, 0);
-    }
+        crate::state::memory::not_counted(server),
+    );
+    l.put("mem_replication_backlog", repl.backlog);
+    l.put("mem_total_replication_buffers", repl.total);
+    l.put("mem_clients_slaves", repl.replicas);
+    l.put("mem_cluster_links", 0);
+    l.put("mem_aof_buffer", 0);
     l.put("mem_allocator", "jemalloc-5.3.0");
     l.put("active_defrag_running", 0);
     l.put("lazyfree_pending_objects", 0);

@@ -80,6 +80,10 @@ impl BacklogInner {
         psync_offset > start && psync_offset <= self.end + 1
     }
 
+    /// Cuts the bytes no replica needs beyond the backlog's size, and
+    /// gives back the room a lagging replica (or a burst of writes) made
+    /// the buffer grow to once it is no longer needed, so that the memory
+    /// a catching-up replica took returns to the allocator.
     fn trim(&mut self) {
         let len = self.stream.buf.len() as u64;
         let keep_min = self
@@ -90,10 +94,21 @@ impl BacklogInner {
             .unwrap_or(0);
         let keep = self.size.max(keep_min).max(1);
         // Cut only when well past the size: one move per `size` bytes.
-        if len > keep.saturating_mul(2).max(keep + (1 << 16)) {
+        let room = keep.saturating_mul(2).max(keep + (1 << 16));
+        if len > room {
             let cut = (len - keep) as usize;
             self.stream.buf.drain(..cut);
         }
+        if self.stream.buf.capacity() as u64 > room.saturating_mul(2) {
+            self.stream.buf.shrink_to(room as usize);
+        }
+    }
+
+    /// Bytes the stream's buffer holds beyond `repl-backlog-size`: what
+    /// replicas that lag keep (Redis leaves the replication buffer past
+    /// the backlog's size out of `maxmemory`).
+    fn beyond_size(&self) -> u64 {
+        (self.stream.buf.capacity() as u64).saturating_sub(self.size)
     }
 }
 
@@ -111,6 +126,9 @@ pub struct Backlog {
     /// writing what came before), an append publishes nothing: a
     /// sender wakes once per batch of writes, not once per write.
     sender_asleep: AtomicBool,
+    /// [`BacklogInner::beyond_size`] after the last change, readable
+    /// without the lock (the maxmemory check reads it).
+    beyond: AtomicU64,
 }
 
 /// A new random replication id (40 hex characters).
@@ -147,7 +165,30 @@ impl Backlog {
             offset,
             end_seen: AtomicU64::new(0),
             sender_asleep: AtomicBool::new(false),
+            beyond: AtomicU64::new(0),
         }
+    }
+
+    /// Trims the stream (see [`BacklogInner::trim`]) and records what it
+    /// holds beyond the backlog's size: after every append, and when a
+    /// replica's sender moves its pin on.
+    pub fn trim(&self, b: &mut BacklogInner) {
+        b.trim();
+        self.beyond.store(b.beyond_size(), Ordering::Relaxed);
+    }
+
+    /// The bytes the stream's buffer holds (its allocation) and
+    /// `repl-backlog-size`.
+    pub fn held(&self) -> (u64, u64) {
+        let b = self.inner.lock();
+        (b.stream.buf.capacity() as u64, b.size)
+    }
+
+    /// Bytes the replication stream holds beyond `repl-backlog-size`
+    /// (INFO `mem_not_counted_for_evict`): not counted against
+    /// `maxmemory`, as in Redis.
+    pub fn beyond_size(&self) -> u64 {
+        self.beyond.load(Ordering::Relaxed)
     }
 
     /// After an append that moved the end to `end`: wakes the sleeping
@@ -193,6 +234,7 @@ impl Backlog {
             b.stream.buf.clear();
             b.stream.db = None;
         }
+        self.beyond.store(b.beyond_size(), Ordering::Relaxed);
         self.emitting.store(true, Ordering::Release);
     }
 
@@ -207,6 +249,7 @@ impl Backlog {
         b.replid = random_id();
         b.replid2 = "0".repeat(40);
         b.second_offset = -1;
+        self.beyond.store(0, Ordering::Relaxed);
         self.emitting.store(false, Ordering::Release);
     }
 
@@ -225,7 +268,7 @@ impl Backlog {
             return;
         }
         b.end += n;
-        b.trim();
+        self.trim(&mut b);
         let end = b.end;
         drop(b);
         self.appended(end);
@@ -240,7 +283,7 @@ impl Backlog {
         }
         b.stream.buf.extend_from_slice(bytes);
         b.end += bytes.len() as u64;
-        b.trim();
+        self.trim(&mut b);
         let end = b.end;
         drop(b);
         self.appended(end);
