@@ -3,7 +3,8 @@
 # `cpu_seconds`, `launch`, `launch_ready`, `start_both`, `settle`,
 # `info_field`, `load_and_measure`, `measure`, `run_rows`, `column_medians`,
 # `print_rows`, `start_loaded`, `median`,
-# `gen_zset`, `gen_lb_board`, `gen_profiles` and `gen_list`): checks the
+# `gen_zset`, `gen_lb_board`, `gen_profiles`, `gen_list` and
+# `vote_script`): checks the
 # Redis tools, builds or takes the Rostrum binary ($ROSTRUM_BIN), takes
 # extra server arguments from $ROSTRUM_ARGS (e.g. "--config
 # worker-threads=1"), takes `measure`'s client from $LOADGEN (and a built
@@ -383,4 +384,19 @@ gen_list() {
             }
         }
     }'
+}
+
+# Scenario 4's vote script as users write it, the tally line $1 (a
+# `redis.call` on KEYS[2] and ARGV[2]). redis-benchmark's __rand_int__ is
+# zero padded, hence tonumber() for the bit offset.
+vote_script() {
+    local tally=$1
+    cat <<LUA
+if redis.call('GETBIT', KEYS[1], tonumber(ARGV[1])) == 1 then
+  return 0
+end
+redis.call('SETBIT', KEYS[1], tonumber(ARGV[1]), 1)
+$tally
+return 1
+LUA
 }

@@ -92,16 +92,7 @@ load() {
     awk 'BEGIN { srand(7); printf "SADD friends:me"
         for (i = 0; i < 1000; i++) printf " m:%012d", int(rand() * 100000); printf "\n" }' |
         redis-cli -p "$port" >/dev/null
-    sha=$(redis-cli -p "$port" SCRIPT LOAD "$(
-        cat <<'LUA'
-if redis.call('GETBIT', KEYS[1], tonumber(ARGV[1])) == 1 then
-  return 0
-end
-redis.call('SETBIT', KEYS[1], tonumber(ARGV[1]), 1)
-redis.call('ZINCRBY', KEYS[2], 1, ARGV[2])
-return 1
-LUA
-    )")
+    sha=$(redis-cli -p "$port" SCRIPT LOAD "$(vote_script "redis.call('ZINCRBY', KEYS[2], 1, ARGV[2])")")
 }
 
 # Commands that go in sequences (MULTI / EXEC, blocking pops that find

@@ -31,20 +31,6 @@ source "$(dirname "$0")/lib.sh"
 
 start_both
 
-# The script as users write it. redis-benchmark's __rand_int__ is zero
-# padded, hence tonumber() for the bit offset.
-vote_script() {
-    local tally=$1
-    cat <<LUA
-if redis.call('GETBIT', KEYS[1], tonumber(ARGV[1])) == 1 then
-  return 0
-end
-redis.call('SETBIT', KEYS[1], tonumber(ARGV[1]), 1)
-$tally
-return 1
-LUA
-}
-
 # Loads the script into the server on port $1; prints its SHA1.
 load_script() {
     local port=$1 tally
