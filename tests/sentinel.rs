@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{free_port, info, server_binary, temp_dir, wait_ready, TestServer};
+use common::{free_port, info, server_binary, temp_dir, try_info, wait_ready, TestServer};
 
 /// A process stopped by PID (SIGKILL) on drop.
 struct Proc {
@@ -162,13 +162,19 @@ fn wait_synced(what: &str, limit: Duration, port: u16, master: u16, sentinel: Op
 }
 
 /// Whether `port` is a replica of `master` with its link up and its
-/// offset equal to the primary's.
+/// offset equal to the primary's. A node not up yet, or a connection the
+/// sentinels close (their failover ends with CLIENT KILL TYPE normal on
+/// each node they reconfigure), is "not yet".
 fn synced(port: u16, master: u16) -> bool {
     let (Ok(mut r), Ok(mut p)) = (conn(port), conn(master)) else {
         return false;
     };
-    let ri = info(&mut r, "replication");
-    let pi = info(&mut p, "replication");
+    let (Ok(ri), Ok(pi)) = (
+        try_info(&mut r, "replication"),
+        try_info(&mut p, "replication"),
+    ) else {
+        return false;
+    };
     ri.get("master_port").map(String::as_str) == Some(&master.to_string())
         && ri.get("master_link_status").map(String::as_str) == Some("up")
         && ri.get("slave_repl_offset") == pi.get("master_repl_offset")

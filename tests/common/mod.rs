@@ -14,11 +14,20 @@ use std::time::{Duration, Instant};
 
 /// INFO's `field:value` lines (of `section`) by field.
 pub fn info(c: &mut redis::Connection, section: &str) -> HashMap<String, String> {
-    let text: String = redis::cmd("INFO").arg(section).query(c).expect("INFO");
-    text.split("\r\n")
+    try_info(c, section).expect("INFO")
+}
+
+/// As [`info`], or the error when the connection fails.
+pub fn try_info(
+    c: &mut redis::Connection,
+    section: &str,
+) -> redis::RedisResult<HashMap<String, String>> {
+    let text: String = redis::cmd("INFO").arg(section).query(c)?;
+    Ok(text
+        .split("\r\n")
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+        .collect())
 }
 
 /// The binary the tests start: this build's, or the one named by
