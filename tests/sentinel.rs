@@ -73,7 +73,7 @@ fn start_sentinel(dir: &Path, master_port: u16) -> Proc {
             "port {port}\nbind 127.0.0.1\ndaemonize no\nloglevel warning\ndir {}\n\
              sentinel monitor m 127.0.0.1 {master_port} 2\n\
              sentinel down-after-milliseconds m 1000\n\
-             sentinel failover-timeout m 6000\n\
+             sentinel failover-timeout m 20000\n\
              sentinel parallel-syncs m 2\n",
             dir.display()
         ),
