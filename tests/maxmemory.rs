@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{info, TestServer};
+use common::{info, wait_synced, TestServer};
 
 const MB: u64 = 1024 * 1024;
 
@@ -457,25 +457,6 @@ fn evicted_keys_raise_the_evicted_event() {
     assert_eq!(n, 0, "{key} was evicted");
 }
 
-/// Waits until the replica on `replica` has the primary's offset.
-fn wait_in_sync(primary: &mut redis::Connection, replica: &mut redis::Connection) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let p = info(primary, "replication");
-        let r = info(replica, "replication");
-        if r.get("master_link_status").map(String::as_str) == Some("up")
-            && p.get("master_repl_offset") == r.get("slave_repl_offset")
-        {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "replica not in sync: primary {p:?} replica {r:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// The replication stream a lagging replica holds is left out of
 /// `maxmemory` (INFO `mem_not_counted_for_evict`, as Redis leaves its
 /// replication buffer past the backlog's size out), and goes back to the
@@ -519,7 +500,7 @@ fn a_lagging_replicas_stream_is_not_counted_and_is_given_back() {
         held,
         "the part past the backlog's size"
     );
-    wait_in_sync(&mut pc, &mut rc);
+    wait_synced(&mut pc, &mut rc);
     // The next change trims what no replica needs any more.
     let _: () = redis::cmd("SET")
         .arg("after")
@@ -538,7 +519,7 @@ fn a_lagging_replicas_stream_is_not_counted_and_is_given_back() {
     assert_eq!(evicted(&mut pc), 0, "nothing to evict for");
     let n: u64 = redis::cmd("DBSIZE").query(&mut pc).unwrap();
     assert_eq!(n, 41_001);
-    wait_in_sync(&mut pc, &mut rc);
+    wait_synced(&mut pc, &mut rc);
     let m: u64 = redis::cmd("DBSIZE").query(&mut rc).unwrap();
     assert_eq!(m, 41_001);
 }

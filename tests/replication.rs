@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::redis_server::RedisServer;
-use common::{free_port, info, temp_dir, TestServer};
+use common::{free_port, info, temp_dir, wait_synced, TestServer};
 
 /// A redis-server in a folder of its own, as the replication tests want
 /// it (no disk, an immediate diskless sync).
@@ -49,24 +49,6 @@ fn replicaof(replica: &mut redis::Connection, port: u16) {
         .query(replica)
         .expect("REPLICAOF");
     assert!(r.starts_with("OK"), "{r}");
-}
-
-/// Waits until the replica's link is up and its offset is the primary's.
-fn wait_synced(primary: &mut redis::Connection, replica: &mut redis::Connection) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let p = info(primary, "replication");
-        let r = info(replica, "replication");
-        let up = r.get("master_link_status").map(String::as_str) == Some("up");
-        if up && p.get("master_repl_offset") == r.get("slave_repl_offset") {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "replica not in sync: primary {p:?} replica {r:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// Every key of databases 0..4, read by type, with whether it has a TTL.

@@ -320,3 +320,21 @@ pub fn err(c: &mut redis::Connection, args: &[&str]) -> String {
         Err(e) => e.to_string(),
     }
 }
+
+/// Waits until the replica's link is up and its offset is the primary's.
+pub fn wait_synced(primary: &mut redis::Connection, replica: &mut redis::Connection) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let p = info(primary, "replication");
+        let r = info(replica, "replication");
+        let up = r.get("master_link_status").map(String::as_str) == Some("up");
+        if up && p.get("master_repl_offset") == r.get("slave_repl_offset") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "replica not in sync: primary {p:?} replica {r:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
