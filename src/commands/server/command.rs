@@ -331,11 +331,16 @@ fn keys_of<'t>(args: &[&[u8]]) -> Result<(&'t Command, SmallVec<[usize; 4]>), Cm
     };
     // Scripts lock the whole keyspace; their keys are where their key
     // specs say (none when the key count is not one, or runs past the
-    // arguments).
-    let documented = match cmd.spec.keys {
-        KeySpec::All => syntax::key_specs(&cmd.full_name),
-        _ => None,
-    };
+    // arguments). So are XREAD's and XREADGROUP's, whose spec takes half the
+    // arguments after STREAMS: Redis answers from it even when the IDs do
+    // not pair up with the keys (`XREAD STREAMS a b 0` names `a`), where
+    // the command itself would refuse the arguments.
+    let documented = syntax::key_specs(&cmd.full_name).filter(|specs| {
+        matches!(cmd.spec.keys, KeySpec::All)
+            || specs
+                .iter()
+                .any(|s| matches!(s.find, FindKeys::Range(_, _, limit) if limit > 0))
+    });
     if (matches!(cmd.spec.keys, KeySpec::None | KeySpec::All) && documented.is_none())
         || cmd.spec.keys_are_channels()
     {
