@@ -17,7 +17,7 @@
 #
 # Usage: benches/multicore.sh [-s SERVER_CORES] [-b CLIENT_CORES]
 #                             [-w "WORKER COUNTS"] [-c CLIENTS] [-n REQUESTS]
-#                             [-m BOARD] [-r ROWS] [-x SERVERS]
+#                             [-m BOARD] [-r ROWS] [-x SERVERS] [-R ROUNDS]
 #   -s  cores for the server, a taskset list (default: the first half)
 #   -b  cores for redis-benchmark (default: the others; with one core, the same)
 #   -w  Rostrum's worker-threads to measure (default "1 2 4 7", those not
@@ -27,6 +27,11 @@
 #   -r  first words of the rows to keep, e.g. "ZINCRBY ZADD" (default all)
 #   -x  servers: any of redis valkey rostrum (default all; valkey only when
 #       valkey-server is on PATH)
+#   -R  rounds (default 1): every server runs every row once a round, the
+#       servers in turn, each round starting one server later than the last
+#       (round 2 of redis, w=1, w=2 runs w=1, w=2, redis), so that none is
+#       always measured first or last on a machine whose speed drifts; the
+#       table gives each cell's median over the rounds
 # Environment: ROSTRUM_BIN, ROSTRUM_ARGS, CARGO_TARGET_DIR, LOADGEN, LOADGEN_BIN (as
 # benches/lib.sh: LOADGEN=light drives the rows with benches/clients/loadgen.rs,
 # same options and CSV, at 0.3-0.6 of redis-benchmark's CPU a request, so
@@ -54,7 +59,8 @@ requests=200000
 board=${BOARD:-1000000}
 rows_kept=${ROWS:-}
 servers="redis valkey rostrum"
-while getopts "s:b:w:c:n:m:r:x:h" opt; do
+rounds=1
+while getopts "s:b:w:c:n:m:r:x:R:h" opt; do
     case "$opt" in
         s) server_cores=$OPTARG ;;
         b) client_cores=$OPTARG ;;
@@ -64,9 +70,11 @@ while getopts "s:b:w:c:n:m:r:x:h" opt; do
         m) board=$OPTARG ;;
         r) rows_kept=$OPTARG ;;
         x) servers=$OPTARG ;;
-        *) sed -n '2,42p' "$0"; exit 2 ;;
+        R) rounds=$OPTARG ;;
+        *) sed -n '2,47p' "$0"; exit 2 ;;
     esac
 done
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "error: -R wants a positive count" >&2; exit 2; }
 if [[ -z "$server_cores" ]]; then
     server_cores="0-$((half - 1))"
 fi
@@ -188,31 +196,42 @@ run_server_rows() {
     done
 }
 
-labels=()
-echo "server,row,P,rps,p50_ms,p99_ms,cpu_us_per_req"
+# Every server to measure, in the order of the table.
+names=()
 for s in $servers; do
     case $s in
-        redis) names=(redis) ;;
-        valkey) [[ -n "$valkey_bin" ]] || continue; names=(valkey) ;;
-        rostrum) names=(); for w in $workers; do names+=("rostrum:$w"); done ;;
+        redis) names+=(redis) ;;
+        valkey) [[ -n "$valkey_bin" ]] && names+=(valkey) ;;
+        rostrum) for w in $workers; do names+=("rostrum:$w"); done ;;
         *) echo "error: unknown server $s" >&2; exit 2 ;;
     esac
-    for name in "${names[@]}"; do
-        case $name in
-            redis) label="Redis 7.0" ;;
-            valkey) label="Valkey io-threads $nserver" ;;
-            rostrum:*) label="Rostrum w=${name#rostrum:}" ;;
-        esac
+done
+label_of() {
+    case $1 in
+        redis) echo "Redis 7.0" ;;
+        valkey) echo "Valkey io-threads $nserver" ;;
+        rostrum:*) echo "Rostrum w=${1#rostrum:}" ;;
+    esac
+}
+labels=()
+for name in "${names[@]}"; do labels+=("$(label_of "$name")"); done
+
+echo "server,row,P,rps,p50_ms,p99_ms,cpu_us_per_req"
+for ((round = 0; round < rounds; round++)); do
+    [[ $rounds -gt 1 ]] && echo "round $((round + 1)) of $rounds" >&2
+    for ((i = 0; i < ${#names[@]}; i++)); do
+        name=${names[$(((i + round) % ${#names[@]}))]}
+        label=$(label_of "$name")
         start_pinned "$name" || continue
         echo "loading $board members into $label (port $port)..." >&2
         load_board
         run_server_rows "$label"
         stop_server
-        labels+=("$label")
     done
 done
 
-# The table: one line per row, requests/s then CPU us per request per server.
+# The table: one line per row, requests/s then CPU us per request per
+# server (medians of the rounds).
 printf '\n| one hot board |'
 for l in "${labels[@]}"; do printf ' %s |' "$l"; done
 printf '\n|---|'
@@ -224,11 +243,13 @@ for entry in "${bench_rows[@]}"; do
     row="$title -P ${rest%%|*}"
     printf '| %s |' "$row"
     for l in "${labels[@]}"; do
-        printf '%s\n' "${results[@]}" | awk -F'\t' -v l="$l" -v r="$row" '
-            $1 == l && $2 == r {
-                rps = ($3 == "-") ? "-" : ($3 >= 1e6 ? sprintf("%.2fM", $3 / 1e6) : sprintf("%.0fk", $3 / 1e3))
-                printf " %s (%s us) |", rps, $4 }'
+        cells=$(printf '%s\n' "${results[@]}" | awk -F'\t' -v l="$l" -v r="$row" '$1 == l && $2 == r')
+        rps=$(echo "$cells" | cut -f3 | grep -v '^-$' | median)
+        cpu=$(echo "$cells" | cut -f4 | grep -v '^-$' | median)
+        awk -v rps="$rps" -v cpu="$cpu" 'BEGIN {
+            r = (rps == "-") ? "-" : (rps >= 1e6 ? sprintf("%.2fM", rps / 1e6) : sprintf("%.0fk", rps / 1e3))
+            printf " %s (%s us) |", r, (cpu == "-") ? "-" : sprintf("%.2f", cpu) }'
     done
     printf '\n'
 done
-echo "(requests/s; in brackets the server's CPU time per request, user + system)"
+echo "(requests/s; in brackets the server's CPU time per request, user + system; medians of $rounds round(s))"
