@@ -73,8 +73,14 @@ use crate::protocol::number::parse_i64;
 pub const DEFAULT_MAX_LISTPACK_SIZE: i64 = -2;
 
 /// A node records one of its entries as a mark at least every this many
-/// bytes; walks inside a node start from the nearest mark.
+/// bytes, and at least every [`MARK_ENTRIES`] entries; walks inside a node
+/// start from the nearest mark.
 const MARK_SPACING: usize = 256;
+/// Entries one mark's stretch holds at most. Bytes alone let a stretch of
+/// one-byte entries (small integers, values equal to the node's base) hold
+/// 256 of them, and RPOP of such a list walked up to that many entries
+/// from the last mark to find the last one (1,800 instructions a pop).
+const MARK_ENTRIES: usize = 32;
 
 /// The byte limit of a node under a positive (count) limit, Redis's
 /// `SIZE_SAFETY_LIMIT`.
@@ -590,7 +596,8 @@ impl Mark {
 
 /// One node: `[base length][base][entries]`, and its marks (ascending; the
 /// first entry is never one). Between consecutive marks (and the node's
-/// first entry and end) lie less than [`MARK_SPACING`] bytes plus one entry.
+/// first entry and end) lie less than [`MARK_SPACING`] bytes plus one entry,
+/// and at most [`MARK_ENTRIES`] entries.
 #[derive(Debug, Clone)]
 struct Node {
     buf: Vec<u8>,
@@ -726,8 +733,11 @@ impl Node {
         }
         let enc = encode(value, self.base());
         let off = self.buf.len();
-        let last = self.marks.last().map_or(self.start(), |m| m.off as usize);
-        if self.len > 0 && off - last >= MARK_SPACING {
+        let (last, last_idx) = self
+            .marks
+            .last()
+            .map_or((self.start(), 0), |m| (m.off as usize, m.idx as usize));
+        if self.len > 0 && (off - last >= MARK_SPACING || self.len() - last_idx >= MARK_ENTRIES) {
             self.marks.extend(Mark::at(off, self.len()));
         }
         reserve(&mut self.buf, enc.len());
@@ -784,15 +794,19 @@ impl Node {
         // spacing; `added` collects them back to front.
         let k = encs.len();
         let mut first = self.marks.first().map_or(old_len, |m| m.off as usize) - start;
+        // And `first_n` the entries before the first mark.
+        let mut first_n = self.marks.first().map_or(self.len(), |m| m.idx as usize);
         let mut at = start + total;
         let mut added: SmallVec<[Mark; 4]> = SmallVec::new();
         for (i, enc) in encs.iter().enumerate() {
             let size = enc.len();
             first += size;
-            if first > MARK_SPACING {
+            first_n += 1;
+            if first > MARK_SPACING || first_n > MARK_ENTRIES {
                 if let Some(m) = Mark::at(at, k - i) {
                     added.push(m);
                     first = size;
+                    first_n = 1;
                 }
             }
             at -= size;
@@ -895,11 +909,13 @@ impl Node {
         };
         let hi = self.marks.get(i).map_or(self.end(), |m| m.off as usize);
         let mut off = last;
+        let mut last_k = k;
         let mut added = Vec::new();
         while off < hi {
-            if off - last >= MARK_SPACING {
+            if off - last >= MARK_SPACING || k - last_k >= MARK_ENTRIES {
                 added.extend(Mark::at(off, k));
                 last = off;
+                last_k = k;
             }
             let size = self.size_at(off);
             if size == 0 {
@@ -960,7 +976,10 @@ impl Node {
             return;
         }
         self.buf.truncate(at);
-        self.marks.retain(|m| (m.idx as usize) < j);
+        // Marks are in ascending order: the first one at or past `j` ends
+        // those kept (RPOP must not scan them all).
+        let kept = self.marks.partition_point(|m| (m.idx as usize) < j);
+        self.marks.truncate(kept);
         self.len = j as u32;
         shrink(&mut self.buf);
     }
@@ -987,11 +1006,12 @@ impl Node {
         marks.clear();
         let mut last = self.start();
         let mut off = last;
-        let mut idx = 0;
+        let (mut idx, mut last_idx) = (0, 0);
         while off < self.end() {
-            if off - last >= MARK_SPACING {
+            if off - last >= MARK_SPACING || idx - last_idx >= MARK_ENTRIES {
                 marks.extend(Mark::at(off, idx));
                 last = off;
+                last_idx = idx;
             }
             let size = self.size_at(off);
             if size == 0 {
@@ -1875,6 +1895,7 @@ mod tests {
                 .map_or(node.start(), |(o, _, s)| o + s);
             assert_eq!(end, node.end(), "node {k} ends with its last entry");
             let mut lo = node.start();
+            let mut lo_idx = 0;
             for (i, m) in node.marks.iter().enumerate() {
                 assert!(m.idx > 0, "a mark on the first entry");
                 assert_eq!(
@@ -1885,10 +1906,19 @@ mod tests {
                 assert!(i == 0 || node.marks[i - 1].idx < m.idx);
                 let last_in_stretch = offs[m.idx as usize - 1];
                 assert!(last_in_stretch < lo + MARK_SPACING, "stretch {i} too long");
+                assert!(
+                    m.idx as usize - lo_idx <= MARK_ENTRIES,
+                    "stretch {i} holds too many entries"
+                );
                 lo = m.off as usize;
+                lo_idx = m.idx as usize;
             }
             if let Some(&last) = offs.last() {
                 assert!(last < lo + MARK_SPACING, "last stretch too long");
+                assert!(
+                    node.len() - lo_idx <= MARK_ENTRIES,
+                    "last stretch holds too many entries"
+                );
             }
             for j in 0..=node.len() {
                 assert_eq!(node.seek(j), offs.get(j).copied().unwrap_or(node.end()));
@@ -2133,6 +2163,37 @@ mod tests {
         assert_eq!((node(5).entries, node(5).bytes), (5, 8192));
         assert_eq!(node(0).entries, 1);
         assert_eq!(node(1 << 40).entries, FILL_MAX);
+    }
+
+    /// One-byte entries (small integers, values equal to the node's base)
+    /// get a mark every [`MARK_ENTRIES`] entries, whichever end they are
+    /// pushed at, batched or not, and after inserts: a walk from the
+    /// nearest mark (RPOP's to the last entry) stays short.
+    #[test]
+    fn one_byte_entries_are_marked_by_count() {
+        let lim = ListLimits::default();
+        let mut l = ListValue::new();
+        for _ in 0..3_000 {
+            l.push_back([b"7".as_slice()], lim);
+        }
+        for _ in 0..300 {
+            l.push_front([b"foo".as_slice(); 10], lim);
+        }
+        for _ in 0..50 {
+            assert!(l.insert(InsertWhere::Before, b"7", b"9", lim).is_some());
+        }
+        check_invariants(&l, lim.node());
+        let marks: usize = (0..l.nodes().count())
+            .filter_map(|k| l.nodes().get(k))
+            .map(|n| n.marks.len())
+            .sum();
+        assert!(
+            marks >= l.len() / MARK_ENTRIES - l.nodes().count(),
+            "{marks} marks"
+        );
+        let popped = l.pop_back(5);
+        assert_eq!(popped.len(), 5);
+        check_invariants(&l, lim.node());
     }
 
     #[test]
