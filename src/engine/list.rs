@@ -566,6 +566,19 @@ fn reserve(buf: &mut Vec<u8>, extra: usize) {
     buf.reserve_exact(alloc_size(want) - buf.len());
 }
 
+/// The gap a node of `bytes` keeps in front after a push at the front had
+/// to move its entries: an eighth of it from 1 KB up, so that a run of
+/// front pushes (LPUSH to a queue) moves the entries once per eighth of a
+/// node pushed instead of once a push; none below, where a move is short
+/// and a small list stays its size.
+fn front_gap(bytes: usize) -> usize {
+    if bytes >= 1024 {
+        bytes / 8
+    } else {
+        0
+    }
+}
+
 /// Gives back capacity once a buffer is less than half full.
 fn shrink(buf: &mut Vec<u8>) {
     if buf.capacity() > 64 && buf.len() < buf.capacity() / 2 {
@@ -594,8 +607,10 @@ impl Mark {
     }
 }
 
-/// One node: `[base length][base][entries]`, and its marks (ascending; the
-/// first entry is never one). Between consecutive marks (and the node's
+/// One node: `[base length][base][gap][entries]`, and its marks (ascending;
+/// the first entry is never one). The gap is room left for pushes at the
+/// front (see [`front_gap`]): they write into it instead of moving the
+/// node's entries each time. Between consecutive marks (and the node's
 /// first entry and end) lie less than [`MARK_SPACING`] bytes plus one entry,
 /// and at most [`MARK_ENTRIES`] entries.
 #[derive(Debug, Clone)]
@@ -603,6 +618,8 @@ struct Node {
     buf: Vec<u8>,
     marks: Vec<Mark>,
     len: u32,
+    /// Bytes of the gap before the first entry.
+    gap: u32,
 }
 
 impl Default for Node {
@@ -613,6 +630,7 @@ impl Default for Node {
             buf: Vec::new(),
             marks: Vec::new(),
             len: 0,
+            gap: 0,
         }
     }
 }
@@ -622,8 +640,10 @@ impl Node {
         self.len as usize
     }
 
+    /// The node's size as Redis counts it (the listpack's): its header
+    /// and entries, not the gap.
     fn bytes(&self) -> usize {
-        self.buf.len()
+        self.buf.len() - self.gap as usize
     }
 
     fn base(&self) -> &[u8] {
@@ -631,9 +651,14 @@ impl Node {
         self.buf.get(1..1 + n).unwrap_or(&[])
     }
 
+    /// The header's bytes: the base's length and the base.
+    fn header_len(&self) -> usize {
+        self.buf.first().map_or(0, |&n| 1 + n as usize)
+    }
+
     /// The offset of the first entry (0 in a node without a header yet).
     fn start(&self) -> usize {
-        self.buf.first().map_or(0, |&n| 1 + n as usize)
+        self.header_len() + self.gap as usize
     }
 
     fn end(&self) -> usize {
@@ -653,6 +678,7 @@ impl Node {
         self.buf.push(base.len() as u8);
         self.buf.extend_from_slice(base);
         self.marks.clear();
+        self.gap = 0;
     }
 
     /// The node's bytes after pushing `value` at either end.
@@ -784,9 +810,20 @@ impl Node {
         let start = self.start();
         let total = bytes - self.bytes();
         let old_len = self.buf.len();
-        reserve(&mut self.buf, total);
-        self.buf.resize(old_len + total, 0);
-        self.buf.copy_within(start..old_len, start + total);
+        // The run goes into the gap when it fits; otherwise the entries
+        // move once, by the run and a new gap (`shift`).
+        let shift = if total <= self.gap as usize {
+            self.gap -= total as u32;
+            0
+        } else {
+            let gap = front_gap(bytes);
+            let shift = total + gap - self.gap as usize;
+            reserve(&mut self.buf, shift);
+            self.buf.resize(old_len + shift, 0);
+            self.buf.copy_within(start..old_len, start + shift);
+            self.gap = gap as u32;
+            shift
+        };
         // The first value pushed ends nearest the old first entry. The
         // marks one-at-a-time pushes would add (`first` is the distance
         // from the front entry to the first mark, or the end): a mark on
@@ -796,7 +833,7 @@ impl Node {
         let mut first = self.marks.first().map_or(old_len, |m| m.off as usize) - start;
         // And `first_n` the entries before the first mark.
         let mut first_n = self.marks.first().map_or(self.len(), |m| m.idx as usize);
-        let mut at = start + total;
+        let mut at = start + shift;
         let mut added: SmallVec<[Mark; 4]> = SmallVec::new();
         for (i, enc) in encs.iter().enumerate() {
             let size = enc.len();
@@ -820,12 +857,12 @@ impl Node {
         if self.buf.len() <= u16::MAX as usize && self.len() <= u16::MAX as usize {
             // Every mark still fits: a plain shift.
             for m in &mut self.marks {
-                m.off += total as u16;
+                m.off += shift as u16;
                 m.idx += k as u16;
             }
         } else {
             self.marks.retain_mut(
-                |m| match Mark::at(m.off as usize + total, m.idx as usize + k) {
+                |m| match Mark::at(m.off as usize + shift, m.idx as usize + k) {
                     Some(moved) => {
                         *m = moved;
                         true
@@ -1037,7 +1074,7 @@ impl Node {
             bytes: self.start() + body.div_ceil(pieces),
             entries: self.len().div_ceil(pieces),
         };
-        let header = match self.buf.get(..self.start()) {
+        let header = match self.buf.get(..self.header_len()) {
             Some(h) if !h.is_empty() => h,
             _ => &[0],
         };
@@ -1046,6 +1083,7 @@ impl Node {
             buf: header.to_vec(),
             marks: Vec::new(),
             len: 0,
+            gap: 0,
         };
         for (off, _, size) in self.entries() {
             let full = cur.len() >= lim.entries
@@ -1059,6 +1097,7 @@ impl Node {
                         buf: header.to_vec(),
                         marks: Vec::new(),
                         len: 0,
+                        gap: 0,
                     },
                 );
                 pieces.push(done);
@@ -2163,6 +2202,59 @@ mod tests {
         assert_eq!((node(5).entries, node(5).bytes), (5, 8192));
         assert_eq!(node(0).entries, 1);
         assert_eq!(node(1 << 40).entries, FILL_MAX);
+    }
+
+    /// Pushes at the front write into a gap left before the entries once a
+    /// node passes 1 KB; the list reads as a plain deque through pushes,
+    /// pops, inserts, sets and trims at both ends.
+    #[test]
+    fn front_pushes_fill_a_gap() {
+        let lim = ListLimits::default();
+        let mut l = ListValue::new();
+        let mut model = std::collections::VecDeque::new();
+        let mut n = 0u32;
+        let mut fresh = || {
+            n += 1;
+            format!("job:{n}:{}", "x".repeat((n % 23) as usize))
+        };
+        for round in 0..60 {
+            for _ in 0..40 {
+                let v = fresh();
+                l.push_front([v.as_bytes()], lim);
+                model.push_front(v);
+            }
+            let batch: Vec<String> = (0..7).map(|_| fresh()).collect();
+            l.push_front(batch.iter().map(|v| v.as_bytes()), lim);
+            for v in &batch {
+                model.push_front(v.clone());
+            }
+            if round % 3 == 0 {
+                l.pop_front(3);
+                model.drain(..3);
+                l.pop_back(2);
+                model.truncate(model.len() - 2);
+            }
+            if round % 5 == 0 {
+                let v = fresh();
+                let pivot = model[1].clone();
+                l.insert(InsertWhere::Before, pivot.as_bytes(), v.as_bytes(), lim);
+                model.insert(1, v);
+                let v = fresh();
+                assert!(l.set(2, v.as_bytes(), lim).is_ok());
+                model[2] = v;
+            }
+            check_invariants(&l, lim.node());
+        }
+        l.trim(5, -6);
+        model.drain(..5);
+        model.truncate(model.len() - 5);
+        check_invariants(&l, lim.node());
+        assert_eq!(all(&l), Vec::from(model));
+        let gaps = (0..l.nodes().count())
+            .filter_map(|k| l.nodes().get(k))
+            .filter(|n| n.gap > 0)
+            .count();
+        assert!(gaps > 0, "no node kept a gap");
     }
 
     /// One-byte entries (small integers, values equal to the node's base)
