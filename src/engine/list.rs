@@ -1066,12 +1066,13 @@ impl Node {
     /// that the next insert or replace there finds room; an entry bigger
     /// than the limit gets a piece of its own.
     fn split(&self, lim: NodeLimit) -> Vec<Node> {
-        let body = self.bytes().saturating_sub(self.start());
+        // The pieces have no gap: their size is the header and entries.
+        let body = self.bytes().saturating_sub(self.header_len());
         let pieces = 2
             .max(self.bytes().div_ceil(lim.bytes.max(1)))
             .max(self.len().div_ceil(lim.entries.max(1)));
         let target = NodeLimit {
-            bytes: self.start() + body.div_ceil(pieces),
+            bytes: self.header_len() + body.div_ceil(pieces),
             entries: self.len().div_ceil(pieces),
         };
         let header = match self.buf.get(..self.header_len()) {
@@ -2255,6 +2256,45 @@ mod tests {
             .filter(|n| n.gap > 0)
             .count();
         assert!(gaps > 0, "no node kept a gap");
+    }
+
+    /// A node with a gap splits by its header and entries alone: the
+    /// pieces keep every entry in order, have no gap, and the first is
+    /// about half the node (its header and entries), not half plus the
+    /// gap.
+    #[test]
+    fn a_node_with_a_gap_splits_by_its_entries() {
+        let lim = ListLimits::default().node();
+        let mut node = Node::default();
+        let mut i = 0;
+        loop {
+            let v = format!("entry:{i:06}");
+            i += 1;
+            if node.push_front_run(&mut [v.as_bytes()].into_iter().peekable(), lim) == 0 {
+                break;
+            }
+            if node.bytes() > lim.bytes / 2 && node.gap > 64 {
+                break;
+            }
+        }
+        assert!(node.gap > 64, "a node pushed at the front keeps a gap");
+        let pieces = node.split(lim);
+        let body = node.bytes() - node.header_len();
+        let first = pieces.first().map_or(0, Node::bytes);
+        assert!(
+            first <= node.header_len() + body.div_ceil(2) + 16,
+            "{first} of {body}"
+        );
+        for p in &pieces {
+            assert_eq!(p.gap, 0);
+            assert_eq!(p.start(), p.header_len());
+        }
+        let entries: Vec<Vec<u8>> = pieces
+            .iter()
+            .flat_map(|p| p.entries().map(|(_, e, _)| e.to_vec()))
+            .collect();
+        let whole: Vec<Vec<u8>> = node.entries().map(|(_, e, _)| e.to_vec()).collect();
+        assert_eq!(entries, whole);
     }
 
     /// One-byte entries (small integers, values equal to the node's base)
