@@ -570,10 +570,11 @@ fn reserve(buf: &mut Vec<u8>, extra: usize) {
 /// to move its entries: an eighth of it from 1 KB up, so that a run of
 /// front pushes (LPUSH to a queue) moves the entries once per eighth of a
 /// node pushed instead of once a push; none below, where a move is short
-/// and a small list stays its size.
+/// and a small list stays its size. Never so much that the node's buffer
+/// passes what a mark's offset holds (a 64 KB node would lose its marks).
 fn front_gap(bytes: usize) -> usize {
     if bytes >= 1024 {
-        bytes / 8
+        (bytes / 8).min(usize::from(u16::MAX).saturating_sub(bytes))
     } else {
         0
     }
@@ -2256,6 +2257,23 @@ mod tests {
             .filter(|n| n.gap > 0)
             .count();
         assert!(gaps > 0, "no node kept a gap");
+    }
+
+    /// Nodes of 64 KB (`list-max-listpack-size -5`) pushed at the front
+    /// keep every mark: the gap never takes a node's bytes past what a
+    /// mark's offset can hold.
+    #[test]
+    fn a_64_kb_node_keeps_its_marks_with_a_gap() {
+        let lim = ListLimits {
+            max_listpack_size: -5,
+        };
+        let mut l = ListValue::new();
+        for i in 0..20_000 {
+            l.push_front([format!("item:{i}").as_bytes()], lim);
+        }
+        check_invariants(&l, lim.node());
+        assert_eq!(l.len(), 20_000);
+        assert!(l.index(-1).is_some_and(|e| e.eq_bytes(b"item:0")));
     }
 
     /// A node with a gap splits by its header and entries alone: the
