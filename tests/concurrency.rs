@@ -551,22 +551,28 @@ fn two_workers_pipelining_one_member_lose_no_increment() {
     }
 }
 
-/// INFO stats `rostrum_hot_shard_moves`.
-fn hot_moves(c: &mut redis::Connection) -> u64 {
+/// INFO stats `rostrum_hot_shard_guests` and `rostrum_hot_shard_moves`.
+fn hot_stat(c: &mut redis::Connection, field: &str) -> u64 {
     common::info(c, "stats")
-        .get("rostrum_hot_shard_moves")
+        .get(field)
         .and_then(|v| v.parse().ok())
-        .expect("rostrum_hot_shard_moves in INFO stats")
+        .unwrap_or_else(|| panic!("{field} in INFO stats"))
 }
 
-/// Connections pipelining to one board from two workers gather on one
-/// worker (`server::workers`: a connection that keeps taking the board's
-/// shard over from the other worker moves to the shard's home), and a
-/// moved connection is the same client: its id, name, database and
-/// WATCH stay, its replies keep their order, it can still block and be
-/// woken. Lone commands (`-P 1`) to the same board never move.
+fn hot_guests(c: &mut redis::Connection) -> u64 {
+    hot_stat(c, "rostrum_hot_shard_guests")
+}
+
+/// Connections pipelining to one board from two workers have their
+/// batches run on one worker (`server::workers`: a connection that keeps
+/// taking the board's shard over from the other worker sends its batches
+/// to the shard's home; one placed on the home moves off it and sends
+/// them back), and such a connection is the same client: its
+/// id, name, database and WATCH stay, its replies keep their order, it
+/// can still block and be woken. Lone commands (`-P 1`) to the same board
+/// run where they are.
 #[test]
-fn pipelining_writers_of_one_board_gather_on_one_worker_as_the_same_clients() {
+fn pipelining_writers_of_one_board_run_on_one_worker_as_the_same_clients() {
     let srv = TestServer::start(&["--worker-threads", "2"]);
     let mut main = conn(&srv);
     // Lone commands: no moves, however often the board changes workers.
@@ -589,7 +595,8 @@ fn pipelining_writers_of_one_board_gather_on_one_worker_as_the_same_clients() {
     for h in lone {
         h.join().expect("lone writer");
     }
-    assert_eq!(hot_moves(&mut main), 0, "lone commands moved");
+    assert_eq!(hot_guests(&mut main), 0, "lone commands sent away");
+    assert_eq!(hot_stat(&mut main, "rostrum_hot_shard_moves"), 0);
 
     const CONNS: usize = 6;
     const DEPTH: i64 = 16;
@@ -620,6 +627,7 @@ fn pipelining_writers_of_one_board_gather_on_one_worker_as_the_same_clients() {
                         p.cmd("ZINCRBY").arg("hot").arg(1).arg(format!("own:{t}"));
                     }
                     let got: Vec<f64> = p.query(&mut c).expect("pipeline");
+                    assert_eq!(got.len(), DEPTH as usize);
                     for (k, score) in got.into_iter().enumerate() {
                         assert_eq!(score, (n + k as i64 + 1) as f64, "own:{t} out of order");
                     }
@@ -642,7 +650,28 @@ fn pipelining_writers_of_one_board_gather_on_one_worker_as_the_same_clients() {
                     .arg(format!("ctr:{t}"))
                     .query(&mut c)
                     .unwrap();
-                assert_eq!(exec, None, "WATCH kept across the move");
+                assert_eq!(exec, None, "WATCH kept with batches run elsewhere");
+                // A transaction and a script run where the board is, whole.
+                let mut p = redis::pipe();
+                p.atomic();
+                for _ in 0..DEPTH {
+                    p.cmd("ZINCRBY").arg("hot").arg(1).arg(format!("own:{t}"));
+                }
+                let got: Vec<f64> = p.query(&mut c).expect("MULTI/EXEC");
+                let want: Vec<f64> = (1..=DEPTH).map(|k| (n + k) as f64).collect();
+                assert_eq!(got, want, "own:{t} in a transaction");
+                let script = "local s for i = 1, tonumber(ARGV[2]) do \
+                              s = redis.call('ZINCRBY', KEYS[1], 1, ARGV[1]) end return s";
+                let got: String = redis::cmd("EVAL")
+                    .arg(script)
+                    .arg(1)
+                    .arg("hot")
+                    .arg(format!("own:{t}"))
+                    .arg(DEPTH)
+                    .query(&mut c)
+                    .expect("EVAL");
+                assert_eq!(got, (n + 2 * DEPTH).to_string(), "own:{t} in a script");
+                n += 2 * DEPTH;
                 let popped: Option<(String, String)> = redis::cmd("BLPOP")
                     .arg(format!("q:{t}"))
                     .arg(20)
@@ -654,10 +683,10 @@ fn pipelining_writers_of_one_board_gather_on_one_worker_as_the_same_clients() {
         })
         .collect();
     let deadline = Instant::now() + Duration::from_secs(25);
-    while hot_moves(&mut main) == 0 && Instant::now() < deadline {
+    while hot_guests(&mut main) == 0 && Instant::now() < deadline {
         thread::sleep(Duration::from_millis(50));
     }
-    // A little longer, so that moved connections run on their new worker.
+    // A little longer, so that batches run on the board's worker.
     thread::sleep(Duration::from_millis(300));
     let _: () = redis::cmd("SELECT").arg(5).query(&mut main).unwrap();
     for t in 0..CONNS {
@@ -702,11 +731,16 @@ fn pipelining_writers_of_one_board_gather_on_one_worker_as_the_same_clients() {
     }
     let total: i64 = writers
         .into_iter()
-        .map(|h| h.join().expect("a moved connection misbehaved"))
+        .map(|h| h.join().expect("a connection run elsewhere misbehaved"))
         .sum();
-    let moves = hot_moves(&mut main);
-    assert!(moves > 0, "no connection moved to the board's worker");
-    assert!(moves <= 2 * CONNS as u64, "{moves} moves: at most two each");
+    let guests = hot_guests(&mut main);
+    assert!(
+        guests > 0,
+        "no connection's batches ran on the board's worker"
+    );
+    assert!(guests <= CONNS as u64, "{guests} guests: each counted once");
+    let moves = hot_stat(&mut main, "rostrum_hot_shard_moves");
+    assert!(moves <= guests, "{moves} moves: only guests move, once");
     let _: () = redis::cmd("SELECT").arg(0).query(&mut main).unwrap();
     let in_db0: i64 = redis::cmd("EXISTS").arg("hot").query(&mut main).unwrap();
     assert_eq!(in_db0, 0);

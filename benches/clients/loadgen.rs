@@ -24,6 +24,10 @@
 //! connection per batch, through level-triggered epoll; one thread unless
 //! `--threads` says otherwise.
 //!
+//! With `LOADGEN_SPREAD` set in the environment, each thread also prints on
+//! stderr how evenly its connections were served: the fewest, median and
+//! most replies a connection got.
+//!
 //! Exits non-zero, with the reason on stderr and no CSV, when any reply is an
 //! error, a connection breaks or a reply is malformed, and when no reply has
 //! come for `--timeout` seconds: a row must not look fast because it failed.
@@ -802,6 +806,18 @@ fn totals(histogram: Histogram, conns: &[Conn]) -> Totals {
         errors: 0,
         first_error: String::new(),
     };
+    // LOADGEN_SPREAD set: how evenly this thread's connections were
+    // served (replies per connection: fewest, median, most), on stderr.
+    if std::env::var_os("LOADGEN_SPREAD").is_some() {
+        let mut each: Vec<u64> = conns.iter().map(|c| c.answered).collect();
+        each.sort_unstable();
+        if let (Some(lo), Some(hi)) = (each.first(), each.last()) {
+            eprintln!(
+                "replies per connection: fewest {lo}, median {}, most {hi}",
+                each[each.len() / 2]
+            );
+        }
+    }
     for c in conns {
         t.replies += c.answered;
         t.errors += c.skipper.errors;

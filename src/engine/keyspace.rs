@@ -49,12 +49,39 @@ thread_local! {
     /// [`take_handoff`] last looked).
     static HANDOFF: std::cell::Cell<u8> = const { std::cell::Cell::new(0) };
     /// This thread's mark, left beside a shard's lock ([`Padded`]) when it
-    /// write-locks it (never 0).
-    static WRITER_MARK: u32 = NEXT_WRITER_MARK.fetch_add(1, Ordering::Relaxed);
+    /// write-locks it (never 0); another while it writes as a guest
+    /// ([`as_guest_writer`]).
+    static WRITER_MARK: std::cell::Cell<u32> =
+        std::cell::Cell::new(NEXT_WRITER_MARK.fetch_add(1, Ordering::Relaxed) & !GUEST_WRITER);
 }
 
 /// The next thread's [`WRITER_MARK`].
 static NEXT_WRITER_MARK: AtomicU32 = AtomicU32::new(1);
+/// Set in a thread's [`WRITER_MARK`] while it writes as a guest (never in
+/// its own mark).
+const GUEST_WRITER: u32 = 1 << 31;
+
+/// Runs `f` with this thread's writes marked as another writer's than its
+/// own (see [`take_handoff`]): for the batches a worker runs for
+/// connections of other workers (`server::workers`), so that its own
+/// connections writing a shard after them see it taken over, as they
+/// would had those batches run on their own worker.
+pub fn as_guest_writer<R>(f: impl FnOnce() -> R) -> R {
+    struct Own(u32);
+    impl Drop for Own {
+        fn drop(&mut self) {
+            WRITER_MARK.with(|m| m.set(self.0));
+        }
+    }
+    let own = Own(WRITER_MARK.with(|m| {
+        let own = m.get();
+        m.set(own | GUEST_WRITER);
+        own
+    }));
+    let r = f();
+    drop(own);
+    r
+}
 
 /// The last shard this thread write-locked after another thread had
 /// written it (a hand-off: the shard's cache lines move to this core),
@@ -1079,7 +1106,7 @@ impl Keyspace {
         let Padded(lock, writer) = &self.shards[idx];
         if write {
             let guard = lock.write();
-            let me = WRITER_MARK.with(|m| *m);
+            let me = WRITER_MARK.with(|m| m.get());
             if writer.load(Ordering::Relaxed) != me {
                 writer.store(me, Ordering::Relaxed);
                 HANDOFF.with(|c| c.set(idx as u8 + 1));
@@ -1184,6 +1211,24 @@ mod tests {
         drop(ks.lock_sorted(&[other, idx], true));
         assert_eq!(take_handoff(), Some(idx), "the last shard taken over");
         assert_eq!(take_handoff(), None, "taken once");
+    }
+
+    /// A guest's writes are another writer's: the thread's own write after
+    /// them takes the shard over, as a guest's after the thread's own.
+    #[test]
+    fn a_guest_writer_is_another_writer() {
+        let ks = Keyspace::new(1);
+        let idx = ks.shard_of(b"board");
+        drop(ks.lock_one(idx, true));
+        take_handoff();
+        as_guest_writer(|| drop(ks.lock_one(idx, true)));
+        assert_eq!(take_handoff(), Some(idx), "the guest takes it over");
+        as_guest_writer(|| drop(ks.lock_one(idx, true)));
+        assert_eq!(take_handoff(), None, "a guest again");
+        drop(ks.lock_one(idx, true));
+        assert_eq!(take_handoff(), Some(idx), "the thread's own after a guest");
+        drop(ks.lock_one(idx, true));
+        assert_eq!(take_handoff(), None, "its own again");
     }
 
     /// Reading keys ahead changes nothing: not the values, not their

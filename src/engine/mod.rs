@@ -21,5 +21,7 @@ pub mod string;
 pub mod value;
 pub mod zset;
 
-pub use keyspace::{take_handoff, Db, Entry, Eviction, Keyspace, Locked, ShardGuard, SHARD_COUNT};
+pub use keyspace::{
+    as_guest_writer, take_handoff, Db, Entry, Eviction, Keyspace, Locked, ShardGuard, SHARD_COUNT,
+};
 pub use value::Value;

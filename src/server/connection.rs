@@ -89,6 +89,25 @@ struct Conn<S> {
     server: Arc<Server>,
     stream: S,
     info: Arc<ClientInfo>,
+    /// What its commands run with: boxed, so that a batch can be run by
+    /// another worker (`Conn::run_elsewhere`) while this one keeps the
+    /// socket.
+    exec: Box<Exec>,
+    /// What `exec` is swapped with while it is away on another worker
+    /// (made the first time it goes).
+    spare: Option<Box<Exec>>,
+    /// Room the next read gets at least ([`Conn::make_room`]): doubles,
+    /// up to [`MOST_READ_ROOM`], after a read that filled all it had, and
+    /// halves back toward [`READ_CHUNK`] after reads that used little.
+    read_room: usize,
+    shutdown: watch::Receiver<bool>,
+    /// Where it runs, for a plain TCP connection on one of several workers.
+    seat: Option<Seat>,
+}
+
+/// The part of a connection its commands run with: the client, the
+/// requests read and the replies made.
+struct Exec {
     client: ClientState,
     rbuf: BytesMut,
     parser: RequestParser,
@@ -102,19 +121,133 @@ struct Conn<S> {
     /// Commands at the front of the read buffer whose keys were read ahead
     /// (`commands::read_ahead`) and that have not run yet.
     read_ahead: usize,
-    /// Room the next read gets at least ([`Conn::make_room`]): doubles,
-    /// up to [`MOST_READ_ROOM`], after a read that filled all it had, and
-    /// halves back toward [`READ_CHUNK`] after reads that used little.
-    read_room: usize,
-    shutdown: watch::Receiver<bool>,
-    /// Where it runs, for a plain TCP connection on one of several workers.
-    seat: Option<Seat>,
+}
+
+impl Exec {
+    /// Runs the complete commands in the read buffer until none is left,
+    /// the replies must be sent first, or the client is blocked, killed or
+    /// closing. Consecutive commands on the same shards share one taking of
+    /// their locks (`commands::LockCache`), released when this returns, and
+    /// consecutive calls that can be handled together wait in a
+    /// `commands::PipelineRun` until the next command or the end.
+    fn run_parsed(&mut self, server: &Server, info: &ClientInfo, limits: &Limits) -> Batch {
+        let limit = server.output_limit_of(info);
+        let mut cache = commands::LockCache::new();
+        let run = &mut self.run;
+        let batch = loop {
+            if self.client.blocked.is_some()
+                || self.client.postponed.is_some()
+                || self.client.close_after_reply
+                || self.client.repl.sync.is_some()
+                || self.client.repl.wait.is_some()
+            {
+                break Batch::Done;
+            }
+            match self.parser.parse(&self.rbuf, limits) {
+                Ok(None) => break Batch::Done,
+                Ok(Some(Parsed::Skip { consumed })) => self.rbuf.advance(consumed),
+                Ok(Some(Parsed::Command { consumed })) => {
+                    self.batch_len += 1;
+                    // More commands behind this one: read their keys
+                    // ahead, a window at a time.
+                    if self.read_ahead == 0 && consumed < self.rbuf.len() {
+                        self.read_ahead = commands::read_ahead(server, &self.client, &self.rbuf);
+                    }
+                    self.read_ahead = self.read_ahead.saturating_sub(1);
+                    {
+                        let args = self.parser.args(&self.rbuf);
+                        commands::execute_pipelined(
+                            server,
+                            &mut self.client,
+                            &mut self.out,
+                            &args,
+                            consumed < self.rbuf.len(),
+                            run,
+                            &mut cache,
+                        );
+                    }
+                    self.rbuf.advance(consumed);
+                    if info.killed.load(Ordering::Acquire) {
+                        return Batch::Killed;
+                    }
+                    if past_limit(info, self.outbox_taken, &limit, self.out.len()) {
+                        return Batch::Killed;
+                    }
+                    // Redis serves blocked clients after each command: the
+                    // next one sees what they took.
+                    if !self.client.woken.is_empty() {
+                        return Batch::Woke;
+                    }
+                    if self.out.len() >= FLUSH_AT {
+                        self.note_qbuf(server, info);
+                        return Batch::Flush;
+                    }
+                }
+                Err(e) => break Batch::ProtocolError(e.to_string()),
+            }
+        };
+        commands::execute_run(server, &mut self.client, &mut self.out, run, &mut cache);
+        self.note_qbuf(server, info);
+        if info.killed.load(Ordering::Acquire) {
+            return Batch::Killed;
+        }
+        if past_limit(info, self.outbox_taken, &limit, self.out.len()) {
+            return Batch::Killed;
+        }
+        batch
+    }
+
+    /// Publishes the buffers' figures (CLIENT LIST `qbuf`, `qbuf-free`;
+    /// INFO `mem_clients_normal`), and closes the biggest clients if all
+    /// of them together are past `maxmemory-clients` (this one may be
+    /// among them: then it is marked killed).
+    fn note_qbuf(&self, server: &Server, info: &ClientInfo) {
+        let (len, cap) = (self.rbuf.len(), self.rbuf.capacity());
+        info.qbuf.store(len, Ordering::Relaxed);
+        info.qbuf_free.store(cap - len, Ordering::Relaxed);
+        info.obuf.store(self.out.buf.capacity(), Ordering::Relaxed);
+        let mem = &server.memory;
+        if mem.note_client(info, info.buffer_memory()) {
+            memory::evict_clients(server);
+        }
+    }
+
+    /// What stands in for a connection's `Exec` while it is away (never
+    /// used): no buffers.
+    fn stand_in(info: &Arc<ClientInfo>) -> Self {
+        Exec {
+            client: ClientState::new(info.clone(), false),
+            rbuf: BytesMut::new(),
+            parser: RequestParser::new(),
+            out: Reply {
+                buf: Vec::new(),
+                resp3: false,
+            },
+            run: commands::PipelineRun::new(),
+            outbox_taken: 0,
+            batch_len: 0,
+            read_ahead: 0,
+        }
+    }
+
+    fn new(client: ClientState) -> Self {
+        Exec {
+            client,
+            rbuf: BytesMut::with_capacity(READ_CHUNK),
+            parser: RequestParser::new(),
+            out: Reply::new(false),
+            run: commands::PipelineRun::new(),
+            outbox_taken: 0,
+            batch_len: 0,
+            read_ahead: 0,
+        }
+    }
 }
 
 /// Serves one client until it quits, is killed, breaks the protocol or the
 /// server shuts down. `stream` is plain TCP or TLS (after the handshake);
 /// `seat`, its place among several workers, lets a plain one move to
-/// another (see [`Seat`]).
+/// another, or run its commands on another (see [`Seat`]).
 pub async fn serve<S: Transport>(server: Arc<Server>, stream: S, seat: Option<Seat>) {
     let tcp = stream.tcp();
     let _ = tcp.set_nodelay(true);
@@ -140,14 +273,8 @@ pub async fn serve<S: Transport>(server: Arc<Server>, stream: S, seat: Option<Se
         server: server.clone(),
         stream,
         info,
-        client,
-        rbuf: BytesMut::with_capacity(READ_CHUNK),
-        parser: RequestParser::new(),
-        out: Reply::new(false),
-        run: commands::PipelineRun::new(),
-        outbox_taken: 0,
-        batch_len: 0,
-        read_ahead: 0,
+        exec: Box::new(Exec::new(client)),
+        spare: None,
         read_room: READ_CHUNK,
         shutdown,
         seat,
@@ -214,12 +341,12 @@ fn after_run<S: Transport>(stop: Result<(), Stop>, conn: Conn<S>) -> Option<Cont
 /// A connection that became a replica's (SYNC / PSYNC): fed until it
 /// goes.
 async fn feed_replica<S: Transport>(stream: S, mut conn: Conn<()>) {
-    if let Some(req) = conn.client.repl.sync.take() {
+    if let Some(req) = conn.exec.client.repl.sync.take() {
         crate::server::replication::serve_replica(
             conn.server.clone(),
             stream,
             conn.info.clone(),
-            &conn.client,
+            &conn.exec.client,
             req,
         )
         .await;
@@ -229,7 +356,7 @@ async fn feed_replica<S: Transport>(stream: S, mut conn: Conn<()>) {
 
 /// A moved connection, taken up again on the worker it moved to (its
 /// socket registered with that worker's driver). Boxed: its future holds
-/// [`drive`]'s, which may move it again.
+/// [`drive`]'s.
 fn resume(conn: Conn<()>, socket: std::net::TcpStream, seat: Seat) -> Continued {
     Box::pin(async move {
         match tokio::net::TcpStream::from_std(socket) {
@@ -253,11 +380,9 @@ fn resume(conn: Conn<()>, socket: std::net::TcpStream, seat: Seat) -> Continued 
 /// pub/sub, tracking and watches, its entry in the client list.
 fn finish(conn: Conn<()>) {
     let Conn {
-        server,
-        info,
-        mut client,
-        ..
+        server, info, exec, ..
     } = conn;
+    let mut client = exec.client;
     let id = info.id;
     if let Some(b) = client.blocked.take() {
         server.unblock_client(id, &b.keys);
@@ -279,14 +404,8 @@ impl<S> Conn<S> {
             server,
             stream: had,
             info,
-            client,
-            rbuf,
-            parser,
-            out,
-            run,
-            outbox_taken,
-            batch_len,
-            read_ahead,
+            exec,
+            spare,
             read_room,
             shutdown,
             seat,
@@ -295,14 +414,8 @@ impl<S> Conn<S> {
             server,
             stream,
             info,
-            client,
-            rbuf,
-            parser,
-            out,
-            run,
-            outbox_taken,
-            batch_len,
-            read_ahead,
+            exec,
+            spare,
             read_room,
             shutdown,
             seat,
@@ -347,7 +460,7 @@ impl<S: Transport> Conn<S> {
     async fn run(&mut self) -> Result<(), Stop> {
         loop {
             self.process_buffer().await?;
-            commands::flush_stats(&self.server, &mut self.client);
+            commands::flush_stats(&self.server, &mut self.exec.client);
             self.server.tracking.after_batch(&self.server);
             // The other connections ready on this worker run theirs
             // before these replies go out, so that the replies leave close
@@ -359,26 +472,26 @@ impl<S: Transport> Conn<S> {
             // to the turn's end"). A lone command waits only when other
             // clients were served in this turn: alone, its reply is all
             // there is to send.
-            let batch = std::mem::take(&mut self.batch_len);
-            if batch > 0 && (workers::batch_ran() || batch > 1) && !self.out.is_empty() {
+            let batch = std::mem::take(&mut self.exec.batch_len);
+            if batch > 0 && (workers::batch_ran() || batch > 1) && !self.exec.out.is_empty() {
                 tokio::task::yield_now().await;
             }
             self.send().await?;
-            if self.client.close_after_reply || self.info.killed.load(Ordering::Acquire) {
+            if self.exec.client.close_after_reply || self.info.killed.load(Ordering::Acquire) {
                 return Err(Stop::Close);
             }
-            if self.client.repl.sync.is_some() {
+            if self.exec.client.repl.sync.is_some() {
                 return Err(Stop::Replica);
             }
-            if self.client.repl.wait.is_some() {
+            if self.exec.client.repl.wait.is_some() {
                 self.wait_replicas().await?;
                 continue;
             }
-            if self.client.blocked.is_some() {
+            if self.exec.client.blocked.is_some() {
                 self.wait_unblocked().await?;
                 continue;
             }
-            if self.client.postponed.is_some() {
+            if self.exec.client.postponed.is_some() {
                 self.wait_unpaused().await?;
                 continue;
             }
@@ -395,9 +508,9 @@ impl<S: Transport> Conn<S> {
     /// the client). Pushes (subscribers, tracking, MONITOR) keep it here.
     fn moves_now(&self) -> bool {
         self.seat.as_ref().is_some_and(|s| s.wants_move().is_some())
-            && self.out.is_empty()
-            && self.client.woken.is_empty()
-            && self.client.aof_wait == 0
+            && self.exec.out.is_empty()
+            && self.exec.client.woken.is_empty()
+            && self.exec.client.aof_wait == 0
             && !self.receives_pushes()
     }
 
@@ -406,27 +519,15 @@ impl<S: Transport> Conn<S> {
     /// queued. (Other clients skip waiting on it: no cost on their
     /// commands.)
     fn receives_pushes(&self) -> bool {
-        self.client.pubsub.active()
-            || self.client.tracking.on
+        self.exec.client.pubsub.active()
+            || self.exec.client.tracking.on
             || self.info.is_monitor()
             || self.info.outbox.pending() > 0
     }
 
-    /// Publishes the buffers' figures (CLIENT LIST `qbuf`, `qbuf-free`;
-    /// INFO `mem_clients_normal`), and closes the biggest clients if all
-    /// of them together are past `maxmemory-clients` (this one may be
-    /// among them: then it is marked killed).
+    /// Publishes the buffers' figures (see [`Exec::note_qbuf`]).
     fn note_qbuf(&self) {
-        let (len, cap) = (self.rbuf.len(), self.rbuf.capacity());
-        self.info.qbuf.store(len, Ordering::Relaxed);
-        self.info.qbuf_free.store(cap - len, Ordering::Relaxed);
-        self.info
-            .obuf
-            .store(self.out.buf.capacity(), Ordering::Relaxed);
-        let mem = &self.server.memory;
-        if mem.note_client(&self.info, self.info.buffer_memory()) {
-            memory::evict_clients(&self.server);
-        }
+        self.exec.note_qbuf(&self.server, &self.info);
     }
 
     /// Makes room in the read buffer before a read: at least `read_room`
@@ -440,16 +541,16 @@ impl<S: Transport> Conn<S> {
     /// at most doubles each time, so a big argument that does arrive costs
     /// few reallocations. An emptied buffer that grew large is let go.
     fn make_room(&mut self) {
-        if self.rbuf.is_empty() && self.rbuf.capacity() > BIG_IDLE_BUFFER {
-            self.rbuf = BytesMut::with_capacity(READ_CHUNK);
+        if self.exec.rbuf.is_empty() && self.exec.rbuf.capacity() > BIG_IDLE_BUFFER {
+            self.exec.rbuf = BytesMut::with_capacity(READ_CHUNK);
         }
-        let free = self.rbuf.capacity() - self.rbuf.len();
+        let free = self.exec.rbuf.capacity() - self.exec.rbuf.len();
         if free >= self.read_room {
             return;
         }
-        let want = self.parser.wanted(self.rbuf.len());
-        let grow = want.min(self.rbuf.len()).max(self.read_room);
-        self.rbuf.reserve(grow);
+        let want = self.exec.parser.wanted(self.exec.rbuf.len());
+        let grow = want.min(self.exec.rbuf.len()).max(self.read_room);
+        self.exec.rbuf.reserve(grow);
     }
 
     /// Counts a read of `n` bytes (INFO `total_net_input_bytes`,
@@ -475,13 +576,13 @@ impl<S: Transport> Conn<S> {
     /// Checks the client's pending output against `limit`, `unwritten`
     /// bytes of `out` included; past it, the client is to be closed.
     fn output_over(&self, limit: &OutputLimit, unwritten: usize) -> bool {
-        output_over(&self.info, self.outbox_taken, limit, unwritten)
+        output_over(&self.info, self.exec.outbox_taken, limit, unwritten)
     }
 
     /// Moves the messages queued in the outbox after the replies in `out`.
     fn collect_outbox(&mut self) {
-        if self.info.outbox.pending() > self.outbox_taken {
-            self.outbox_taken += self.info.outbox.take_into(&mut self.out.buf);
+        if self.info.outbox.pending() > self.exec.outbox_taken {
+            self.exec.outbox_taken += self.info.outbox.take_into(&mut self.exec.out.buf);
         }
     }
 
@@ -489,13 +590,13 @@ impl<S: Transport> Conn<S> {
     /// when messages arrive in the outbox.
     async fn read_more(&mut self) -> Result<(), Stop> {
         self.make_room();
-        let room = self.rbuf.capacity() - self.rbuf.len();
+        let room = self.exec.rbuf.capacity() - self.exec.rbuf.len();
         loop {
             // Only a subscriber waits on its outbox: other clients' waits
             // stay exactly as they were.
             let woke = if self.receives_pushes() {
                 tokio::select! {
-                    r = self.stream.read_buf(&mut self.rbuf) => Woke::Read(r),
+                    r = self.stream.read_buf(&mut self.exec.rbuf) => Woke::Read(r),
                     _ = self.info.wake.notified() => Woke::Wake,
                     _ = self.info.outbox.ready() => Woke::Outbox,
                     _ = self.shutdown.changed() => Woke::Shutdown,
@@ -521,7 +622,7 @@ impl<S: Transport> Conn<S> {
                 Woke::Outbox => return Ok(()),
             }
         }
-        if self.rbuf.len() as u64 > self.server.query_buffer_limit.load(Ordering::Relaxed) {
+        if self.exec.rbuf.len() as u64 > self.server.query_buffer_limit.load(Ordering::Relaxed) {
             tracing::warn!(
                 client = self.info.id,
                 "closing client that reached max query buffer length"
@@ -540,7 +641,7 @@ impl<S: Transport> Conn<S> {
     /// this wait comes once a request (about 900 of a GET's 6,250
     /// instructions, with the three-way `select!`).
     async fn read_or_wake(&mut self) -> Woke {
-        let read = self.stream.read_buf(&mut self.rbuf);
+        let read = self.stream.read_buf(&mut self.exec.rbuf);
         tokio::pin!(read);
         let (info, server) = (&self.info, &self.server);
         std::future::poll_fn(|cx| {
@@ -564,31 +665,37 @@ impl<S: Transport> Conn<S> {
         let limits = Limits {
             max_bulk_len: self.server.proto_max_bulk_len.load(Ordering::Relaxed) as usize,
             max_multibulk_len: i32::MAX as usize,
-            authenticated: self.client.authenticated,
+            authenticated: self.exec.client.authenticated,
         };
-        self.client.clock.reset();
+        self.exec.client.clock.reset();
         // Messages that arrived before these commands go out before their
         // replies.
         self.collect_outbox();
         loop {
-            let ran = self.batch_len;
-            let batch = self.run_parsed(&limits);
-            if let Some(seat) = &mut self.seat {
-                seat.after_batch(crate::engine::take_handoff(), self.batch_len - ran);
-            }
+            let batch = match self.seat.as_ref().and_then(Seat::runs_at) {
+                Some(home) => self.run_elsewhere(home, &limits).await?,
+                None => {
+                    let ran = self.exec.batch_len;
+                    let batch = self.exec.run_parsed(&self.server, &self.info, &limits);
+                    if let Some(seat) = &mut self.seat {
+                        seat.after_batch(crate::engine::take_handoff(), self.exec.batch_len - ran);
+                    }
+                    batch
+                }
+            };
             match batch {
                 Batch::Done => return Ok(()),
                 Batch::Flush => {
                     self.send().await?;
-                    self.client.clock.reset();
+                    self.exec.client.clock.reset();
                 }
                 Batch::Woke => {
                     self.await_turns().await;
-                    self.client.clock.reset();
+                    self.exec.client.clock.reset();
                 }
                 Batch::Killed => return Err(Stop::Close),
                 Batch::ProtocolError(e) => {
-                    self.out.error(&e);
+                    self.exec.out.error(&e);
                     tracing::debug!(client = self.info.id, error = %e, "protocol error");
                     let _ = self.send().await;
                     return Err(Stop::Close);
@@ -597,85 +704,53 @@ impl<S: Transport> Conn<S> {
         }
     }
 
-    /// Runs the complete commands in the read buffer until none is left,
-    /// the replies must be sent first, or the client is blocked, killed or
-    /// closing. Consecutive commands on the same shards share one taking of
-    /// their locks (`commands::LockCache`), released when this returns, and
-    /// consecutive calls that can be handled together wait in a
-    /// `commands::PipelineRun` until the next command or the end.
-    fn run_parsed(&mut self, limits: &Limits) -> Batch {
-        let server: &Server = &self.server;
-        let limit = server.output_limit_of(&self.info);
-        let mut cache = commands::LockCache::new();
-        let run = &mut self.run;
-        let batch = loop {
-            if self.client.blocked.is_some()
-                || self.client.postponed.is_some()
-                || self.client.close_after_reply
-                || self.client.repl.sync.is_some()
-                || self.client.repl.wait.is_some()
-            {
-                break Batch::Done;
-            }
-            match self.parser.parse(&self.rbuf, limits) {
-                Ok(None) => break Batch::Done,
-                Ok(Some(Parsed::Skip { consumed })) => self.rbuf.advance(consumed),
-                Ok(Some(Parsed::Command { consumed })) => {
-                    self.batch_len += 1;
-                    // More commands behind this one: read their keys
-                    // ahead, a window at a time.
-                    if self.read_ahead == 0 && consumed < self.rbuf.len() {
-                        self.read_ahead = commands::read_ahead(server, &self.client, &self.rbuf);
-                    }
-                    self.read_ahead = self.read_ahead.saturating_sub(1);
-                    {
-                        let args = self.parser.args(&self.rbuf);
-                        commands::execute_pipelined(
-                            server,
-                            &mut self.client,
-                            &mut self.out,
-                            &args,
-                            consumed < self.rbuf.len(),
-                            run,
-                            &mut cache,
-                        );
-                    }
-                    self.rbuf.advance(consumed);
-                    if self.info.killed.load(Ordering::Acquire) {
-                        return Batch::Killed;
-                    }
-                    if past_limit(&self.info, self.outbox_taken, &limit, self.out.len()) {
-                        return Batch::Killed;
-                    }
-                    // Redis serves blocked clients after each command: the
-                    // next one sees what they took.
-                    if !self.client.woken.is_empty() {
-                        return Batch::Woke;
-                    }
-                    if self.out.len() >= FLUSH_AT {
-                        self.note_qbuf();
-                        return Batch::Flush;
-                    }
-                }
-                Err(e) => break Batch::ProtocolError(e.to_string()),
+    /// Runs the commands in the read buffer as [`Exec::run_parsed`] does,
+    /// on the worker `to` (the home of a hot shard this connection writes
+    /// in pipelines, see [`Seat`]), while this worker keeps the socket:
+    /// the commands of a hot board's writers all run on one worker, and
+    /// the reads and writes of the sockets of those placed elsewhere stay
+    /// there. `exec` goes to that worker whole and comes back; meanwhile
+    /// `spare` stands in for it, and nothing here uses it (the connection
+    /// waits for its batch as it would for commands run here). Should that
+    /// worker be gone (shutdown), the connection closes.
+    async fn run_elsewhere(&mut self, to: usize, limits: &Limits) -> Result<Batch, Stop> {
+        let Some(seat) = &self.seat else {
+            return Ok(self.exec.run_parsed(&self.server, &self.info, limits));
+        };
+        let spare = match self.spare.take() {
+            Some(spare) => spare,
+            None => {
+                (self.server.stats)
+                    .hot_shard_guests
+                    .fetch_add(1, Ordering::Relaxed);
+                Box::new(Exec::stand_in(&self.info))
             }
         };
-        commands::execute_run(server, &mut self.client, &mut self.out, run, &mut cache);
-        self.note_qbuf();
-        if self.info.killed.load(Ordering::Acquire) {
-            return Batch::Killed;
-        }
-        if past_limit(&self.info, self.outbox_taken, &limit, self.out.len()) {
-            return Batch::Killed;
-        }
-        batch
+        let mut exec = std::mem::replace(&mut self.exec, spare);
+        let (server, info, limits) = (self.server.clone(), self.info.clone(), *limits);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        seat.run_at(
+            to,
+            Box::new(move || {
+                let batch =
+                    crate::engine::as_guest_writer(|| exec.run_parsed(&server, &info, &limits));
+                // A hand-off seen here is not this worker's connections'.
+                let _ = crate::engine::take_handoff();
+                let _ = tx.send((exec, batch));
+            }),
+        );
+        let Ok((exec, batch)) = rx.await else {
+            return Err(Stop::Close);
+        };
+        self.spare = Some(std::mem::replace(&mut self.exec, exec));
+        Ok(batch)
     }
 
     /// Waits until the blocked clients the last command woke have taken
     /// their turn (ran their command again, or went), at most
     /// [`TURN_WAIT`].
     async fn await_turns(&mut self) {
-        let woken = std::mem::take(&mut self.client.woken);
+        let woken = std::mem::take(&mut self.exec.client.woken);
         let deadline = tokio::time::Instant::now() + TURN_WAIT;
         loop {
             let notified = self.server.turn_taken.notified();
@@ -701,7 +776,7 @@ impl<S: Transport> Conn<S> {
     /// Waits while blocked: reruns the command when woken, replies null on
     /// timeout. Bytes arriving meanwhile are buffered, not run.
     async fn wait_woken(&mut self) -> Result<(), Stop> {
-        let Some(block) = self.client.blocked.clone() else {
+        let Some(block) = self.exec.client.blocked.clone() else {
             return Ok(());
         };
         let sleep = async {
@@ -728,10 +803,10 @@ impl<S: Transport> Conn<S> {
                     self.send().await?;
                     continue;
                 }
-                r = self.stream.read_buf(&mut self.rbuf) => match r {
+                r = self.stream.read_buf(&mut self.exec.rbuf) => match r {
                     Ok(0) | Err(_) => return Err(Stop::Close),
                     Ok(_) => {
-                        if self.rbuf.len() as u64 > self.server.query_buffer_limit.load(Ordering::Relaxed) {
+                        if self.exec.rbuf.len() as u64 > self.server.query_buffer_limit.load(Ordering::Relaxed) {
                             return Err(Stop::Close);
                         }
                     }
@@ -739,17 +814,18 @@ impl<S: Transport> Conn<S> {
                 _ = self.shutdown.changed() => return Err(Stop::Close),
             }
         };
-        self.client.blocked = None;
+        self.exec.client.blocked = None;
         match ended {
             Ended::Woken => {}
             Ended::Unblock(how) => {
                 self.info.set_blocked(false, false);
                 self.leave_line(&block.keys);
                 match how {
-                    Unblock::Timeout => self.out.null_array(),
+                    Unblock::Timeout => self.exec.out.null_array(),
                     Unblock::Error => {
                         self.server.count_error("UNBLOCKED");
-                        self.out
+                        self.exec
+                            .out
                             .error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
                     }
                 }
@@ -765,11 +841,16 @@ impl<S: Transport> Conn<S> {
         // Run again while still registered, so that a client that finds
         // nothing (or finds an earlier waiter ahead of it) keeps its place.
         let args: Vec<&[u8]> = block.args.iter().map(|a| a.as_slice()).collect();
-        self.client.clock.reset();
-        self.client.rerun = true;
-        commands::execute(&self.server, &mut self.client, &mut self.out, &args);
-        self.client.rerun = false;
-        match self.client.blocked.as_mut() {
+        self.exec.client.clock.reset();
+        self.exec.client.rerun = true;
+        commands::execute(
+            &self.server,
+            &mut self.exec.client,
+            &mut self.exec.out,
+            &args,
+        );
+        self.exec.client.rerun = false;
+        match self.exec.client.blocked.as_mut() {
             // Still nothing to take: keep waiting until the original deadline.
             Some(b) => b.deadline = block.deadline,
             None => {
@@ -783,7 +864,7 @@ impl<S: Transport> Conn<S> {
     /// WAIT: until enough replicas acknowledged the offset, or the
     /// timeout; then replies how many did.
     async fn wait_replicas(&mut self) -> Result<(), Stop> {
-        let Some((offset, want, deadline)) = self.client.repl.wait.take() else {
+        let Some((offset, want, deadline)) = self.exec.client.repl.wait.take() else {
             return Ok(());
         };
         let repl = &self.server.replication;
@@ -811,7 +892,7 @@ impl<S: Transport> Conn<S> {
                 _ = self.shutdown.changed() => return Err(Stop::Close),
             }
         };
-        self.out.int(got as i64);
+        self.exec.out.int(got as i64);
         Ok(())
     }
 
@@ -833,8 +914,8 @@ impl<S: Transport> Conn<S> {
                     None => std::future::pending().await,
                 }
             };
-            if self.rbuf.capacity() - self.rbuf.len() < 1024 {
-                self.rbuf.reserve(READ_CHUNK);
+            if self.exec.rbuf.capacity() - self.exec.rbuf.len() < 1024 {
+                self.exec.rbuf.reserve(READ_CHUNK);
             }
             tokio::select! {
                 _ = self.info.wake.notified() => {
@@ -846,10 +927,10 @@ impl<S: Transport> Conn<S> {
                 _ = self.info.outbox.ready(), if self.receives_pushes() => {
                     self.send().await?;
                 }
-                r = self.stream.read_buf(&mut self.rbuf) => match r {
+                r = self.stream.read_buf(&mut self.exec.rbuf) => match r {
                     Ok(0) | Err(_) => return Err(Stop::Close),
                     Ok(_) => {
-                        if self.rbuf.len() as u64 > self.server.query_buffer_limit.load(Ordering::Relaxed) {
+                        if self.exec.rbuf.len() as u64 > self.server.query_buffer_limit.load(Ordering::Relaxed) {
                             return Err(Stop::Close);
                         }
                     }
@@ -859,13 +940,18 @@ impl<S: Transport> Conn<S> {
         }
         // Runs them through the dispatcher again: a pause made longer in
         // the meantime postpones the first again, and the rest behind it.
-        let Some((queue, _)) = self.client.postponed.take() else {
+        let Some((queue, _)) = self.exec.client.postponed.take() else {
             return Ok(());
         };
         for args in queue {
             let args: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
-            self.client.clock.reset();
-            commands::execute(&self.server, &mut self.client, &mut self.out, &args);
+            self.exec.client.clock.reset();
+            commands::execute(
+                &self.server,
+                &mut self.exec.client,
+                &mut self.exec.out,
+                &args,
+            );
         }
         // The next client's turn (unless a new pause holds them all).
         if self.server.pause.until().is_none() {
@@ -884,10 +970,10 @@ impl<S: Transport> Conn<S> {
             match self.stream.read_now(&mut chunk) {
                 Ok(0) => return true,
                 Ok(n) => {
-                    self.rbuf.extend_from_slice(&chunk[..n]);
+                    self.exec.rbuf.extend_from_slice(&chunk[..n]);
                     self.count_read(n);
                     let limit = self.server.query_buffer_limit.load(Ordering::Relaxed);
-                    if self.rbuf.len() as u64 > limit {
+                    if self.exec.rbuf.len() as u64 > limit {
                         return true;
                     }
                 }
@@ -909,10 +995,10 @@ impl<S: Transport> Conn<S> {
     /// Writes the replies, then whatever the outbox holds (unless the
     /// client is closing: as in Redis, nothing goes after its last reply).
     async fn send(&mut self) -> Result<(), Stop> {
-        if !self.client.close_after_reply {
+        if !self.exec.client.close_after_reply {
             self.collect_outbox();
         }
-        if self.out.is_empty() {
+        if self.exec.out.is_empty() {
             return Ok(());
         }
         self.wait_aof().await?;
@@ -920,23 +1006,23 @@ impl<S: Transport> Conn<S> {
         self.write_out(&limit).await?;
         self.info
             .outbox
-            .written(std::mem::take(&mut self.outbox_taken));
+            .written(std::mem::take(&mut self.exec.outbox_taken));
         // Written: the soft limit's clock, if this output could have
         // started it, stops (or the queue alone is still past the limit).
-        let could_be_over = self.out.buf.len() + self.info.outbox.pending();
+        let could_be_over = self.exec.out.buf.len() + self.info.outbox.pending();
         if limit.soft > 0 && could_be_over as u64 >= limit.soft && self.output_over(&limit, 0) {
             return Err(Stop::Close);
         }
         (self.server.stats.hot.local())
             .net_output_bytes
-            .fetch_add(self.out.buf.len() as u64, Ordering::Relaxed);
-        self.out.buf.clear();
-        if self.out.buf.capacity() > 1024 * 1024 {
-            self.out.buf.shrink_to(64 * 1024);
+            .fetch_add(self.exec.out.buf.len() as u64, Ordering::Relaxed);
+        self.exec.out.buf.clear();
+        if self.exec.out.buf.capacity() > 1024 * 1024 {
+            self.exec.out.buf.shrink_to(64 * 1024);
         }
         self.info
             .obuf
-            .store(self.out.buf.capacity(), Ordering::Relaxed);
+            .store(self.exec.out.buf.capacity(), Ordering::Relaxed);
         // Less to count now (the check for too much comes after reads and
         // commands).
         let _ = (self.server.memory).note_client(&self.info, self.info.buffer_memory());
@@ -952,15 +1038,15 @@ impl<S: Transport> Conn<S> {
             .writes_processed
             .fetch_add(1, Ordering::Relaxed);
         // Usually the socket takes it all at once: one write, no waiting.
-        let mut done = match self.stream.try_write_now(&self.out.buf) {
+        let mut done = match self.stream.try_write_now(&self.exec.out.buf) {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
             Err(_) => return Err(Stop::Close),
         };
         let mut woken = false;
-        let len = self.out.buf.len();
+        let len = self.exec.out.buf.len();
         if done < len {
-            let own = (len - done).saturating_sub(self.outbox_taken);
+            let own = (len - done).saturating_sub(self.exec.outbox_taken);
             self.info.outbox.set_replies(own);
             if limit.is_set() && self.output_over(limit, len - done) {
                 return Err(Stop::Close);
@@ -969,7 +1055,7 @@ impl<S: Transport> Conn<S> {
         while done < len {
             tokio::select! {
                 biased;
-                r = self.stream.write_some(&self.out.buf[done..]) => {
+                r = self.stream.write_some(&self.exec.out.buf[done..]) => {
                     match r {
                         Ok(0) => return Err(Stop::Close),
                         Ok(n) => {
@@ -981,7 +1067,7 @@ impl<S: Transport> Conn<S> {
                                     return Err(Stop::Close);
                                 }
                             } else {
-                                let own = (len - done).saturating_sub(self.outbox_taken);
+                                let own = (len - done).saturating_sub(self.exec.outbox_taken);
                                 self.info.outbox.set_replies(own);
                             }
                         }
@@ -1045,7 +1131,7 @@ impl<S: Transport> Conn<S> {
     /// other record fed before them) or fsynced (`always`: one fsync
     /// serves every client waiting).
     async fn wait_aof(&mut self) -> Result<(), Stop> {
-        let target = std::mem::take(&mut self.client.aof_wait);
+        let target = std::mem::take(&mut self.exec.client.aof_wait);
         if target == 0 {
             return Ok(());
         }

@@ -13,9 +13,14 @@
 //! feed, blocking pops, pub/sub, CLIENT KILL / PAUSE) is runtime-agnostic:
 //! a waker wakes its task on whichever runtime it lives.
 //!
-//! A placed connection stays, except one that pipelines writes to a hot
-//! shard another worker writes too: it moves to that shard's home runtime
-//! (see [`Seat`]), so that a hot board's writers take turns on one worker.
+//! A placed connection stays, except for the writers of a hot shard. One
+//! that pipelines writes to a shard another worker writes too has its
+//! batches of commands run on that shard's home runtime, which every
+//! runtime has a queue for ([`Job`]), while its own worker keeps reading
+//! and writing its socket; one that finds itself on the home moves off it
+//! to another worker and sends its batches back (see [`Seat`]). A hot
+//! board's writes all run on its home, one batch after another, and the
+//! other workers do the rest of its writers' work: their sockets.
 //!
 //! Each worker thread also counts the batches of commands run in its
 //! current turn (until it runs out of work): [`batch_ran`], which
@@ -27,6 +32,7 @@ use std::sync::Arc;
 
 use tokio::net::TcpStream;
 use tokio::runtime::Handle;
+use tokio::sync::mpsc;
 
 use crate::engine::SHARD_COUNT;
 use crate::state::Server;
@@ -39,32 +45,37 @@ use super::{connection, tls};
 #[derive(Debug, Clone)]
 pub struct Workers {
     runtimes: Arc<[Runtime]>,
-    /// Each shard's home: the runtime that connections which keep taking
-    /// that shard over from other workers move to ([`NO_HOME`] until one
-    /// does).
+    /// Each shard's home: the runtime that runs the batches of the
+    /// connections which keep taking that shard over from other workers
+    /// ([`NO_HOME`] until one does).
     homes: Arc<[AtomicUsize; SHARD_COUNT]>,
+    /// Each runtime's queue of batches run there for connections placed
+    /// on another ([`Seat::run_at`]); none with one runtime.
+    jobs: Arc<[mpsc::UnboundedSender<Job>]>,
 }
 
-/// A shard no connection has had to move for.
+/// A batch of a connection's commands, run on another worker than its
+/// own ([`Seat::run_at`]).
+pub type Job = Box<dyn FnOnce() + Send>;
+
+/// A shard no connection has had to send its batches to.
 const NO_HOME: usize = usize::MAX;
 
 /// Batches a connection's hand-offs are counted over before it decides.
 const WINDOW: u32 = 32;
 /// Batches of a window that must have taken the same shard over from
 /// another thread (`engine::take_handoff`), and commands the window must
-/// hold, for the connection to move to that shard's home: an eighth of
-/// its batches, and pipelines of 4 commands or more on average.
-/// Connections that pipeline to one hot board spend most of their time
-/// under its lock, so two workers can only take turns, and each hand-off
-/// moves the board's cache lines from one core to the other: on one worker
-/// they are faster. Lone commands (`-P 1`) spend most of theirs reading
-/// and writing sockets, which two workers do at once: they stay spread,
-/// however often the board changes hands.
+/// hold, for the connection's batches to run on that shard's home from
+/// then on: an eighth of its batches, and pipelines of 4 commands or more
+/// on average. Connections that pipeline to one hot board spend most of
+/// their time under its lock, so two workers running them can only take
+/// turns, and each hand-off moves the board's cache lines from one core
+/// to the other: run on one worker they are faster. Lone commands (`-P 1`)
+/// spend most of theirs reading and writing sockets, which two workers do
+/// at once: they run where they are, however often the board changes
+/// hands (a batch sent to another worker and back costs each a wake-up).
 const HANDOFFS_IN_WINDOW: u32 = WINDOW / 8;
 const COMMANDS_IN_WINDOW: usize = 4 * WINDOW as usize;
-/// Most moves one connection makes (one that writes to two hot boards
-/// with homes on different runtimes must not go back and forth).
-const MOST_MOVES: u8 = 2;
 
 #[derive(Debug)]
 struct Runtime {
@@ -81,11 +92,23 @@ struct Placed(Arc<AtomicUsize>);
 /// A plain TCP connection's place on a runtime, and the shards it has
 /// taken over from other workers there. A pipelining connection whose
 /// batches keep taking one shard's write lock after another worker (a hot
-/// board written by clients on several workers) moves to that shard's
-/// home runtime ([`Workers::home_of`]): once its writers run on one worker
-/// they take turns there, between batches, instead of waiting for each
-/// other across cores, and the board's cache lines stay on one core.
-/// Other connections, and reads, stay spread over the workers.
+/// board written by clients on several workers) has its batches run on
+/// that shard's home runtime ([`Workers::home_of`]) from then on
+/// ([`Seat::runs_at`], [`Seat::run_at`]): its commands and the other
+/// writers' take turns there, between batches, instead of waiting for
+/// each other across cores, and the board's cache lines stay on one core;
+/// reading its requests and writing its replies stays with its own
+/// worker, so each worker does a share. A writer placed on the home
+/// itself moves to the other runtime with the fewest connections
+/// ([`Seat::wants_move`], [`Seat::move_on`]) and sends its batches back
+/// from there: run on the home, its socket's turns would come only when
+/// the home's queue let the worker look at its sockets, a fraction of
+/// the turns of those whose sockets another worker serves (a tenth, on 2
+/// cores), and the home would spend on sockets what it is needed for the
+/// board. (Batches run on the home write as a guest,
+/// `engine::as_guest_writer`, so a writer still placed there sees the
+/// shard taken over too.) Other connections, and reads, run where they
+/// are.
 #[derive(Debug)]
 pub struct Seat {
     workers: Workers,
@@ -98,10 +121,19 @@ pub struct Seat {
     /// batches.
     shard: Option<usize>,
     handoffs: u32,
-    /// Moves made so far.
-    moves: u8,
-    /// The runtime to move to, once decided.
-    wants: Option<usize>,
+    /// The runtime its batches run on, once decided.
+    runs_at: Option<usize>,
+    /// For a connection on the home of a hot shard it writes: the runtime
+    /// to move to, whose batches then run on the home (`runs_at`).
+    wants: Option<Move>,
+}
+
+/// Where a connection on the home of a hot shard it writes goes: to
+/// runtime `to`, its batches sent back to `home`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Move {
+    pub to: usize,
+    pub home: usize,
 }
 
 impl Seat {
@@ -109,9 +141,10 @@ impl Seat {
     /// shard it took over from another thread (`engine::take_handoff`),
     /// if any. At the end of a window of pipelines where enough batches
     /// took over the same shard (see [`HANDOFFS_IN_WINDOW`]), the
-    /// connection is to move to that shard's home if it is elsewhere.
+    /// connection's batches are to run on that shard's home if it is
+    /// elsewhere.
     pub fn after_batch(&mut self, handoff: Option<usize>, commands: usize) {
-        if self.moves >= MOST_MOVES || self.wants.is_some() {
+        if self.runs_at.is_some() || self.wants.is_some() {
             return;
         }
         self.batches += 1;
@@ -131,7 +164,9 @@ impl Seat {
         if let (Some(idx), true) = (self.shard, hot) {
             let home = self.workers.home_of(idx, self.at);
             if home != self.at {
-                self.wants = Some(home);
+                self.runs_at = Some(home);
+            } else {
+                self.wants = (self.workers.least_loaded_but(home)).map(|to| Move { to, home });
             }
         }
         self.batches = 0;
@@ -140,33 +175,51 @@ impl Seat {
         self.handoffs = 0;
     }
 
-    /// The runtime this connection is to move to, if it is to move.
-    pub fn wants_move(&self) -> Option<usize> {
+    /// The runtime this connection's commands are to run on, when not on
+    /// its own: the home of a hot shard it writes in pipelines.
+    pub fn runs_at(&self) -> Option<usize> {
+        self.runs_at
+    }
+
+    /// Where this connection is to move, if it is to move.
+    pub fn wants_move(&self) -> Option<Move> {
         self.wants
     }
 
     /// Runs `task` (the connection, taken up again) on the runtime it
-    /// wants to move to, with a seat there; this seat is given up. With no
-    /// move wanted, `task` runs here with this seat.
+    /// wants to move to, with a seat there that sends its batches to the
+    /// home it left; this seat is given up. With no move wanted, `task`
+    /// runs here with this seat.
     pub fn move_on<F, Fut>(self, task: F)
     where
         F: FnOnce(Seat) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = ()> + Send + 'static,
     {
-        let target = self
-            .wants
-            .and_then(|to| Some((to, self.workers.runtimes.get(to)?.handle.clone())));
-        let Some((to, handle)) = target else {
+        let target = self.wants.and_then(|m| {
+            let handle = self.workers.runtimes.get(m.to)?.handle.clone();
+            let mut seat = self.workers.seat(m.to)?;
+            seat.runs_at = Some(m.home);
+            Some((handle, seat))
+        });
+        let Some((handle, seat)) = target else {
             tokio::spawn(task(self));
             return;
         };
-        let Some(mut seat) = self.workers.seat(to) else {
-            tokio::spawn(task(self));
-            return;
-        };
-        seat.moves = self.moves + 1;
         drop(self);
         handle.spawn(task(seat));
+    }
+
+    /// Runs `job` on runtime `to`, after the batches queued there before
+    /// it; here, now, if that runtime is gone.
+    pub fn run_at(&self, to: usize, job: Job) {
+        match self.workers.jobs.get(to) {
+            Some(queue) => {
+                if let Err(mpsc::error::SendError(job)) = queue.send(job) {
+                    job();
+                }
+            }
+            None => job(),
+        }
     }
 }
 
@@ -180,7 +233,20 @@ impl Workers {
     /// The runtimes to place connections on, the one running
     /// `server::run` first.
     pub fn new(handles: Vec<Handle>) -> Self {
+        let jobs = if handles.len() > 1 {
+            handles
+                .iter()
+                .map(|h| {
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    h.spawn(run_jobs(rx));
+                    tx
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         Workers {
+            jobs: jobs.into(),
             runtimes: handles
                 .into_iter()
                 .map(|handle| Runtime {
@@ -205,7 +271,7 @@ impl Workers {
             commands: 0,
             shard: None,
             handoffs: 0,
-            moves: 0,
+            runs_at: None,
             wants: None,
         })
     }
@@ -235,6 +301,15 @@ impl Workers {
             Ok(_) => pick,
             Err(other) => other,
         }
+    }
+
+    /// The runtime other than `home` with the fewest connections (the
+    /// first of equals).
+    fn least_loaded_but(&self, home: usize) -> Option<usize> {
+        (self.runtimes.iter().enumerate())
+            .filter(|(at, _)| *at != home)
+            .min_by_key(|(_, r)| r.connections.load(Ordering::Relaxed))
+            .map(|(at, _)| at)
     }
 
     /// The runtime with the fewest connections (the first of equals).
@@ -311,6 +386,30 @@ pub fn worker_idle() {
     TURN_BATCHES.with(|n| n.set(0));
 }
 
+/// Batches [`run_jobs`] runs in one go at most.
+const JOBS_IN_A_GO: usize = 64;
+
+/// Runs the batches other workers' connections send this one, in the
+/// order they come: those queued when it wakes (each connection has one
+/// at most), then it lets the worker look at its sockets before it runs
+/// more (`yield_now` waits for tokio's next poll of them). Without that a
+/// steady stream of batches from elsewhere keeps the worker from ever
+/// running out of tasks, and its own connections, whose sockets tokio
+/// polls only then or every so many tasks, got a tenth of the turns of
+/// those sending their batches.
+async fn run_jobs(mut jobs: mpsc::UnboundedReceiver<Job>) {
+    while let Some(job) = jobs.recv().await {
+        job();
+        for _ in 1..JOBS_IN_A_GO {
+            match jobs.try_recv() {
+                Ok(job) => job(),
+                Err(_) => break,
+            }
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
 fn spawn_here(server: Arc<Server>, stream: TcpStream, tls: bool, reject: Option<&'static [u8]>) {
     tokio::spawn(serve(server, stream, tls, reject, None));
 }
@@ -331,8 +430,8 @@ async fn serve(
 ) {
     match (tls, reject) {
         (true, reject) => {
-            // Counted on its runtime while it runs; a TLS session does not
-            // move.
+            // Counted on its runtime while it runs; a TLS session's
+            // commands run where it is.
             let _seat = seat;
             Box::pin(tls::accept(server, stream, reject)).await
         }
@@ -399,30 +498,34 @@ mod tests {
         w.runtimes[at].connections.load(Ordering::Relaxed)
     }
 
-    /// A pipelining connection that keeps taking one shard over moves to
-    /// the shard's home; the first to decide makes its own runtime the
-    /// home, and stays.
+    /// A pipelining connection that keeps taking one shard over has its
+    /// batches run on the shard's home; the first to decide makes its own
+    /// runtime the home, and is to move off it.
     #[test]
-    fn pipelined_writers_of_a_shard_gather_on_its_home() {
+    fn pipelined_writers_of_a_shard_run_on_its_home() {
         let (_rts, w) = two();
         let mut a = w.seat(0).expect("seat");
         let mut b = w.seat(1).expect("seat");
         assert_eq!((count(&w, 0), count(&w, 1)), (1, 1));
         window(&mut b, 9, 8, 16);
-        assert_eq!(b.wants_move(), None, "its own runtime became the home");
+        assert_eq!(b.runs_at(), None, "its own runtime became the home");
+        assert_eq!(b.wants_move(), Some(Move { to: 0, home: 1 }));
         window(&mut a, 9, 8, 16);
-        assert_eq!(a.wants_move(), Some(1));
+        assert_eq!(a.runs_at(), Some(1));
+        assert_eq!(a.wants_move(), None);
+        // Decided for good: later windows do not change it.
+        window(&mut a, 20, 1, 16);
+        assert_eq!(a.runs_at(), Some(1));
         // A second hot shard gets the runtime home to fewer shards.
         let mut c = w.seat(1).expect("seat");
         window(&mut c, 20, 4, 16);
-        assert_eq!(c.wants_move(), Some(0));
+        assert_eq!(c.runs_at(), Some(0));
         drop((a, b, c));
         assert_eq!((count(&w, 0), count(&w, 1)), (0, 0));
     }
 
     /// Lone commands (`-P 1`), hand-offs below an eighth of the batches,
-    /// or of different shards, and a connection that has moved its most,
-    /// stay where they are.
+    /// or of different shards, run where they are.
     #[test]
     fn others_stay() {
         let (_rts, w) = two();
@@ -431,47 +534,100 @@ mod tests {
         for _ in 0..10 {
             window(&mut lone, 3, 1, 1);
         }
+        assert_eq!(lone.runs_at(), None, "lone commands");
         assert_eq!(lone.wants_move(), None, "lone commands");
         let mut rare = w.seat(0).expect("seat");
         window(&mut rare, 3, 11, 16);
-        assert_eq!(rare.wants_move(), None, "4 of 32 batches needed, 3 seen");
+        assert_eq!(rare.runs_at(), None, "4 of 32 batches needed, 3 seen");
         let mut spread = w.seat(0).expect("seat");
         for b in 0..WINDOW {
             spread.after_batch(Some(b as usize % SHARD_COUNT), 16);
         }
-        assert_eq!(spread.wants_move(), None, "different shards");
-        let mut moved = w.seat(0).expect("seat");
-        moved.moves = MOST_MOVES;
-        window(&mut moved, 3, 1, 16);
-        assert_eq!(moved.wants_move(), None, "moved its most");
+        assert_eq!(spread.runs_at(), None, "different shards");
         let mut hot = w.seat(0).expect("seat");
         window(&mut hot, 3, 8, 16);
-        assert_eq!(hot.wants_move(), Some(1), "the same, hot");
+        assert_eq!(hot.runs_at(), Some(1), "the same, hot");
     }
 
-    /// A move hands the task a seat on the home runtime, counted there,
-    /// one move more; the old seat is let go.
+    /// A hot writer on its shard's home moves to the least loaded other
+    /// runtime, with a seat there counted there, that sends its batches
+    /// back to the home; the old seat is let go.
     #[test]
-    fn a_move_takes_a_seat_on_the_home() {
+    fn a_move_takes_a_seat_off_the_home() {
         let (rts, w) = two();
-        w.home_of(5, 1);
+        w.home_of(5, 0);
         let mut seat = w.seat(0).expect("seat");
         window(&mut seat, 5, 1, 16);
-        assert_eq!(seat.wants_move(), Some(1));
+        assert_eq!(seat.wants_move(), Some(Move { to: 1, home: 0 }));
         let (tx, rx) = std::sync::mpsc::channel();
         seat.move_on(move |seat| async move {
-            let _ = tx.send((seat.at, seat.moves, seat.wants_move()));
+            let _ = tx.send((seat.at, seat.runs_at(), seat.wants_move()));
             std::future::pending::<()>().await;
         });
         assert_eq!(count(&w, 0), 0, "the old seat is let go");
-        assert_eq!(count(&w, 1), 1, "counted on its home");
-        // The task runs on runtime 1.
+        assert_eq!(count(&w, 1), 1, "counted where it went");
         rts[1].block_on(async {
             for _ in 0..100 {
                 tokio::task::yield_now().await;
             }
         });
-        let got = rx.try_recv().expect("the task ran on the home runtime");
-        assert_eq!(got, (1, 1, None));
+        let got = rx.try_recv().expect("the task ran on runtime 1");
+        assert_eq!(got, (1, Some(0), None));
+    }
+
+    /// Batches sent to a runtime run there, on its thread, in the order
+    /// sent; once that runtime is gone, they run at once where they are
+    /// sent from.
+    #[test]
+    fn batches_run_on_the_runtime_they_are_sent_to_in_order() {
+        let (mut rts, w) = two();
+        let seat = w.seat(0).expect("seat");
+        let ran = Arc::new(std::sync::Mutex::new(Vec::new()));
+        for n in 0..3 {
+            let ran = ran.clone();
+            seat.run_at(
+                1,
+                Box::new(move || {
+                    if let Ok(mut r) = ran.lock() {
+                        r.push((n, std::thread::current().id()));
+                    }
+                }),
+            );
+        }
+        let taken =
+            |ran: &std::sync::Mutex<Vec<_>>| std::mem::take(&mut *ran.lock().expect("lock"));
+        // Runtime 0 running does not run them.
+        rts[0].block_on(async {
+            for _ in 0..100 {
+                tokio::task::yield_now().await;
+            }
+        });
+        assert!(taken(&ran).is_empty(), "ran before runtime 1 did");
+        // Runtime 1's thread (a current-thread runtime runs on the one that
+        // drives it: another thread here) runs them, in order.
+        let rt1 = rts.pop().expect("runtime 1");
+        let on = std::thread::spawn(move || {
+            rt1.block_on(async {
+                for _ in 0..100 {
+                    tokio::task::yield_now().await;
+                }
+            });
+            (std::thread::current().id(), rt1)
+        });
+        let (thread, rt1) = on.join().expect("runtime 1's thread");
+        let got = taken(&ran);
+        assert_eq!(got, vec![(0, thread), (1, thread), (2, thread)]);
+        // Gone: the queue's reader goes with its runtime.
+        drop(rt1);
+        let ran2 = ran.clone();
+        seat.run_at(
+            1,
+            Box::new(move || {
+                if let Ok(mut r) = ran2.lock() {
+                    r.push((9, std::thread::current().id()));
+                }
+            }),
+        );
+        assert_eq!(taken(&ran), vec![(9, std::thread::current().id())]);
     }
 }

@@ -221,9 +221,12 @@ pub struct Stats {
     pub rejected_connections: AtomicU64,
     pub total_error_replies: AtomicU64,
     pub unexpected_error_replies: AtomicU64,
-    /// Connections moved to another worker to join the other writers of a
-    /// shard they kept waiting for (`server::workers`; INFO
-    /// `rostrum_hot_shard_moves`).
+    /// Connections whose batches of commands went to run on another
+    /// worker, the home of a shard they kept taking over from it
+    /// (`server::workers`; INFO `rostrum_hot_shard_guests`).
+    pub hot_shard_guests: AtomicU64,
+    /// Connections moved off the home of a shard they kept taking over
+    /// (`server::workers`; INFO `rostrum_hot_shard_moves`).
     pub hot_shard_moves: AtomicU64,
 }
 
@@ -286,6 +289,7 @@ impl Stats {
             &self.rejected_connections,
             &self.total_error_replies,
             &self.unexpected_error_replies,
+            &self.hot_shard_guests,
             &self.hot_shard_moves,
         ] {
             c.store(0, Ordering::Relaxed);

@@ -523,6 +523,7 @@ fn stats_section(ctx: &Ctx, l: &mut Lines) {
     l.put("reply_buffer_shrinks", 0);
     l.put("reply_buffer_expands", 0);
     l.put("rostrum_hot_shard_moves", get(&st.hot_shard_moves));
+    l.put("rostrum_hot_shard_guests", get(&st.hot_shard_guests));
 }
 
 fn replication_section(server: &Server, l: &mut Lines) {
