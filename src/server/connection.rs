@@ -42,7 +42,7 @@ const BIG_IDLE_BUFFER: usize = 256 * 1024;
 /// How often a client stuck writing is checked against a soft output limit.
 const SOFT_LIMIT_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// How [`Conn::run_parsed`] stopped.
+/// How [`Exec::run_parsed`] stopped.
 enum Batch {
     /// No complete command left (or the client blocked or is closing).
     Done,
@@ -230,6 +230,7 @@ impl Exec {
         }
     }
 
+    /// A new connection's, for `client`.
     fn new(client: ClientState) -> Self {
         Exec {
             client,

@@ -142,7 +142,7 @@ impl Seat {
     /// if any. At the end of a window of pipelines where enough batches
     /// took over the same shard (see [`HANDOFFS_IN_WINDOW`]), the
     /// connection's batches are to run on that shard's home if it is
-    /// elsewhere.
+    /// elsewhere; on the home, the connection is to move off it.
     pub fn after_batch(&mut self, handoff: Option<usize>, commands: usize) {
         if self.runs_at.is_some() || self.wants.is_some() {
             return;
