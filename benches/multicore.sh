@@ -45,6 +45,15 @@
 # worker counts above the server's cores run anyway when asked for with -w
 # (the threads then share the server's cores). `-s 0-1 -b 0-1` lets server
 # and client share both cores, as benches/zset_leaderboard.sh runs them.
+#
+# How Rostrum's workers share one hot board (README, "The writers of a hot
+# board"): a connection that keeps pipelining writes to a shard another
+# worker writes too sends its batches to the shard's home worker, which
+# runs them one after another, and keeps its socket on its own worker; one
+# placed on the home moves off it. So at w=2 one worker runs the board's
+# commands and the other reads and writes the sockets (INFO stats
+# rostrum_hot_shard_guests, rostrum_hot_shard_moves); LOADGEN_SPREAD=1
+# makes loadgen print how evenly the connections were served.
 set -euo pipefail
 
 ncores=$(nproc)
