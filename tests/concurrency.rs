@@ -756,3 +756,108 @@ fn pipelining_writers_of_one_board_run_on_one_worker_as_the_same_clients() {
         .collect();
     assert_eq!(card.iter().sum::<f64>(), total as f64);
 }
+
+/// Connections whose batches run on another worker can still be killed,
+/// or break the protocol, mid-load: each is closed as it would be on its
+/// own worker, its confirmed writes stay, and the other writers of the
+/// board go on unharmed (their every increment counted).
+#[test]
+fn clients_whose_batches_run_elsewhere_can_be_killed_or_break_the_protocol() {
+    let srv = TestServer::start(&["--worker-threads", "2"]);
+    let mut main = conn(&srv);
+    const CONNS: usize = 6;
+    const DEPTH: i64 = 16;
+    let go_on = Arc::new(AtomicBool::new(true));
+    let break_now = Arc::new(AtomicBool::new(false));
+    let (ids_tx, ids_rx) = std::sync::mpsc::channel();
+    let writers: Vec<_> = (0..CONNS)
+        .map(|t| {
+            let mut c = conn(&srv);
+            let (go_on, break_now, ids_tx) = (go_on.clone(), break_now.clone(), ids_tx.clone());
+            thread::spawn(move || {
+                let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut c).unwrap();
+                ids_tx.send((t, id)).unwrap();
+                let mut n = 0i64;
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while go_on.load(Ordering::Relaxed) && Instant::now() < deadline {
+                    if t % 3 == 1 && break_now.load(Ordering::Relaxed) {
+                        let got =
+                            redis::ConnectionLike::req_packed_command(&mut c, b"*1\r\n$abc\r\n");
+                        // The error line, as an error or as an error value.
+                        let line = format!("{got:?}");
+                        assert!(line.contains("Protocol error"), "{line}");
+                        let after: redis::RedisResult<String> = redis::cmd("PING").query(&mut c);
+                        assert!(after.is_err(), "still open after a protocol error");
+                        return (t, n, true);
+                    }
+                    let mut p = redis::pipe();
+                    for _ in 0..DEPTH {
+                        p.cmd("ZINCRBY").arg("hot").arg(1).arg(format!("own:{t}"));
+                    }
+                    match p.query::<Vec<f64>>(&mut c) {
+                        Ok(got) => {
+                            for (k, score) in got.into_iter().enumerate() {
+                                assert_eq!(
+                                    score,
+                                    (n + k as i64 + 1) as f64,
+                                    "own:{t} out of order"
+                                );
+                            }
+                            n += DEPTH;
+                        }
+                        // Killed (the writers t % 3 == 0 only).
+                        Err(_) if t % 3 == 0 => return (t, n, true),
+                        Err(e) => panic!("writer {t}: {e}"),
+                    }
+                }
+                (t, n, false)
+            })
+        })
+        .collect();
+    let ids: Vec<(usize, i64)> = (0..CONNS).map(|_| ids_rx.recv().unwrap()).collect();
+    let deadline = Instant::now() + Duration::from_secs(25);
+    // Every writer ends up sending its batches to the board's home (those
+    // placed on it move off it first).
+    while hot_guests(&mut main) < CONNS as u64 && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        hot_guests(&mut main),
+        CONNS as u64,
+        "writers whose batches ran elsewhere"
+    );
+    for (t, id) in &ids {
+        if t % 3 == 0 {
+            let killed: i64 = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("ID")
+                .arg(id)
+                .query(&mut main)
+                .unwrap();
+            assert_eq!(killed, 1);
+        }
+    }
+    break_now.store(true, Ordering::Relaxed);
+    thread::sleep(Duration::from_millis(300));
+    go_on.store(false, Ordering::Relaxed);
+    for h in writers {
+        let (t, n, ended) = h.join().expect("a writer misbehaved");
+        assert_eq!(ended, t % 3 != 2, "writer {t} ended as it should");
+        let score: f64 = redis::cmd("ZSCORE")
+            .arg("hot")
+            .arg(format!("own:{t}"))
+            .query(&mut main)
+            .unwrap();
+        if t % 3 == 0 {
+            // Its last batch may have run before the kill was seen.
+            assert!(
+                score >= n as f64 && score <= (n + DEPTH) as f64,
+                "{t}: {score} {n}"
+            );
+        } else {
+            assert_eq!(score, n as f64, "writer {t}'s confirmed increments");
+        }
+    }
+    let pong: String = redis::cmd("PING").query(&mut main).unwrap();
+    assert_eq!(pong, "PONG");
+}
