@@ -212,31 +212,26 @@ impl Exec {
         }
     }
 
-    /// What stands in for a connection's `Exec` while it is away (never
-    /// used): no buffers.
-    fn stand_in(info: &Arc<ClientInfo>) -> Self {
+    /// A new connection's, for `client`.
+    fn new(client: ClientState) -> Self {
         Exec {
-            client: ClientState::new(info.clone(), false),
+            rbuf: BytesMut::with_capacity(READ_CHUNK),
+            out: Reply::new(false),
+            ..Exec::bare(client)
+        }
+    }
+
+    /// One with no buffers: what stands in for a connection's `Exec`
+    /// while it is away (never used), and the rest of a new one's.
+    fn bare(client: ClientState) -> Self {
+        Exec {
+            client,
             rbuf: BytesMut::new(),
             parser: RequestParser::new(),
             out: Reply {
                 buf: Vec::new(),
                 resp3: false,
             },
-            run: commands::PipelineRun::new(),
-            outbox_taken: 0,
-            batch_len: 0,
-            read_ahead: 0,
-        }
-    }
-
-    /// A new connection's, for `client`.
-    fn new(client: ClientState) -> Self {
-        Exec {
-            client,
-            rbuf: BytesMut::with_capacity(READ_CHUNK),
-            parser: RequestParser::new(),
-            out: Reply::new(false),
             run: commands::PipelineRun::new(),
             outbox_taken: 0,
             batch_len: 0,
@@ -724,7 +719,7 @@ impl<S: Transport> Conn<S> {
                 (self.server.stats)
                     .hot_shard_guests
                     .fetch_add(1, Ordering::Relaxed);
-                Box::new(Exec::stand_in(&self.info))
+                Box::new(Exec::bare(ClientState::new(self.info.clone(), false)))
             }
         };
         let mut exec = std::mem::replace(&mut self.exec, spare);
