@@ -672,6 +672,18 @@ fn pipelining_writers_of_one_board_run_on_one_worker_as_the_same_clients() {
                     .expect("EVAL");
                 assert_eq!(got, (n + 2 * DEPTH).to_string(), "own:{t} in a script");
                 n += 2 * DEPTH;
+                // A value big enough to arrive over several reads.
+                let big = format!("{t}").repeat(1 << 20);
+                let _: () = redis::cmd("SET")
+                    .arg(format!("big:{t}"))
+                    .arg(&big)
+                    .query(&mut c)
+                    .unwrap();
+                let back: String = redis::cmd("GET")
+                    .arg(format!("big:{t}"))
+                    .query(&mut c)
+                    .unwrap();
+                assert!(back == big, "a big value set from elsewhere");
                 let popped: Option<(String, String)> = redis::cmd("BLPOP")
                     .arg(format!("q:{t}"))
                     .arg(20)

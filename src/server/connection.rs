@@ -668,7 +668,11 @@ impl<S: Transport> Conn<S> {
         // replies.
         self.collect_outbox();
         loop {
-            let batch = match self.seat.as_ref().and_then(Seat::runs_at) {
+            // A big argument still arriving (over several reads): no
+            // command is complete, nothing to send to the home for.
+            let home = (self.seat.as_ref().and_then(Seat::runs_at))
+                .filter(|_| self.exec.parser.wanted(self.exec.rbuf.len()) == 0);
+            let batch = match home {
                 Some(home) => self.run_elsewhere(home, &limits).await?,
                 None => {
                     let ran = self.exec.batch_len;
