@@ -73,14 +73,13 @@ pub fn as_guest_writer<R>(f: impl FnOnce() -> R) -> R {
             WRITER_MARK.with(|m| m.set(self.0));
         }
     }
-    let own = Own(WRITER_MARK.with(|m| {
+    // Its own mark comes back when `f` returns (or unwinds).
+    let _own = Own(WRITER_MARK.with(|m| {
         let own = m.get();
         m.set(own | GUEST_WRITER);
         own
     }));
-    let r = f();
-    drop(own);
-    r
+    f()
 }
 
 /// The last shard this thread write-locked after another thread had
